@@ -1,0 +1,42 @@
+//! Builds the Rust example plugins for wasm32-wasip2 and embeds them with their manifests.
+
+use palisade_guest_build::{Guest, build, workspace_root};
+use std::fmt::Write as _;
+
+/// The Rust example plugins: (folder under example-plugins/, cargo package).
+const EXAMPLES: &[&str] = &["shell-guard", "secret-guard", "audit-log"];
+
+fn main() {
+    let root = workspace_root();
+    let guests: Vec<Guest> = EXAMPLES
+        .iter()
+        .map(|name| Guest {
+            package: name.to_string(),
+            dir: format!("example-plugins/{name}").into(),
+        })
+        .collect();
+    let built = build(&guests);
+    let mut code =
+        String::from("/// The Rust example plugins.\npub const EXAMPLES: &[Example] = &[\n");
+    for (name, built) in EXAMPLES.iter().zip(&built) {
+        let manifest = root.join("example-plugins").join(name).join("plugin.toml");
+        let wasm_file = format!("{}.wasm", name.replace('-', "_"));
+        let text = std::fs::read_to_string(&manifest).expect("every example has a plugin.toml");
+        assert!(
+            text.contains(&format!("wasm = \"{wasm_file}\"")),
+            "{} must say `wasm = \"{wasm_file}\"`",
+            manifest.display()
+        );
+        writeln!(
+            code,
+            "    Example {{ name: {name:?}, manifest: include_str!({m:?}), wasm_file: {wasm_file:?}, \
+             wasm: include_bytes!({w:?}), wasm_path: {w:?} }},",
+            m = manifest.display().to_string(),
+            w = built.wasm.display().to_string(),
+        )
+        .unwrap();
+    }
+    code.push_str("];\n");
+    let out = std::path::PathBuf::from(std::env::var("OUT_DIR").unwrap()).join("examples.rs");
+    std::fs::write(out, code).unwrap();
+}

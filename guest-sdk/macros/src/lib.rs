@@ -1,0 +1,241 @@
+//! The `export!` macro of `palisade-sdk`. Use it through `palisade_sdk::export!`.
+//!
+//! A component must export exactly the extension points its plugin implements: the host reads
+//! the exports to know what a plugin can do, and refuses a manifest that subscribes to a point
+//! the component lacks. `wit-bindgen` exports every interface of the world it binds, so this
+//! macro writes a world that exports just the named points and binds it in the plugin's crate,
+//! reusing the SDK's types (so `ToolCall`, `PreToolDecision`, ... are the SDK's own).
+
+use proc_macro::{Delimiter, TokenStream, TokenTree};
+
+/// The WIT package, embedded at compile time so the plugin crate needs no `wit/` folder.
+const WIT_FILES: &[&str] = &[
+    include_str!("../../../wit/types.wit"),
+    include_str!("../../../wit/host.wit"),
+    include_str!("../../../wit/session-start.wit"),
+    include_str!("../../../wit/prompt-submit.wit"),
+    include_str!("../../../wit/pre-tool.wit"),
+    include_str!("../../../wit/tool-guard.wit"),
+    include_str!("../../../wit/tool-execute.wit"),
+    include_str!("../../../wit/post-tool.wit"),
+    include_str!("../../../wit/tool-result.wit"),
+    include_str!("../../../wit/turn-stopping.wit"),
+    include_str!("../../../wit/committed.wit"),
+];
+
+/// One SDK trait: its name, the WIT interface it exports, and the adapter impl's body.
+struct Point {
+    sdk_trait: &'static str,
+    interface: &'static str,
+    module: &'static str,
+    method: &'static str,
+    params: &'static str,
+    args: &'static str,
+    ret: &'static str,
+}
+
+const POINTS: &[Point] = &[
+    Point {
+        sdk_trait: "SessionStart",
+        interface: "session-start",
+        module: "session_start",
+        method: "on_session_start",
+        params: "source: ::palisade_sdk::SessionSource",
+        args: "source",
+        ret: " -> ::std::vec::Vec<::std::string::String>",
+    },
+    Point {
+        sdk_trait: "PromptSubmit",
+        interface: "prompt-submit",
+        module: "prompt_submit",
+        method: "on_prompt_submit",
+        params: "step: ::palisade_sdk::PreStep",
+        args: "step",
+        ret: " -> ::palisade_sdk::PreStepDecision",
+    },
+    Point {
+        sdk_trait: "PreTool",
+        interface: "pre-tool",
+        module: "pre_tool",
+        method: "on_pre_tool",
+        params: "call: ::palisade_sdk::ToolCall",
+        args: "call",
+        ret: " -> ::palisade_sdk::PreToolDecision",
+    },
+    Point {
+        sdk_trait: "ToolGuard",
+        interface: "tool-guard",
+        module: "tool_guard",
+        method: "on_tool_guard",
+        params: "call: ::palisade_sdk::ToolCall",
+        args: "call",
+        ret: " -> ::palisade_sdk::GuardDecision",
+    },
+    Point {
+        sdk_trait: "ToolExecute",
+        interface: "tool-execute",
+        module: "tool_execute",
+        method: "on_tool_execute",
+        params: "call: ::palisade_sdk::ToolCall",
+        args: "call",
+        ret: " -> ::palisade_sdk::ToolOutcome",
+    },
+    Point {
+        sdk_trait: "PostTool",
+        interface: "post-tool",
+        module: "post_tool",
+        method: "on_post_tool",
+        params: "call: ::palisade_sdk::ToolCall, outcome: ::palisade_sdk::ToolOutcome",
+        args: "call, outcome",
+        ret: " -> ::palisade_sdk::PostToolDecision",
+    },
+    Point {
+        sdk_trait: "ToolResult",
+        interface: "tool-result",
+        module: "tool_result",
+        method: "on_tool_result",
+        params: "call: ::palisade_sdk::ToolCall, outcome: ::palisade_sdk::ToolOutcome",
+        args: "call, outcome",
+        ret: "",
+    },
+    Point {
+        sdk_trait: "TurnStopping",
+        interface: "turn-stopping",
+        module: "turn_stopping",
+        method: "on_turn_stopping",
+        params: "event: ::palisade_sdk::StopEvent",
+        args: "event",
+        ret: " -> ::std::option::Option<::std::string::String>",
+    },
+    Point {
+        sdk_trait: "Committed",
+        interface: "committed",
+        module: "committed",
+        method: "on_committed",
+        params: "observation: ::palisade_sdk::Observation",
+        args: "observation",
+        ret: "",
+    },
+];
+
+/// `export!(MyPlugin: PreTool + ToolResult)`: exports the named extension points, each
+/// implemented by `MyPlugin`'s impl of the SDK trait of the same name.
+#[proc_macro]
+pub fn export(input: TokenStream) -> TokenStream {
+    match expand(input) {
+        Ok(tokens) => tokens,
+        Err(message) => format!("::core::compile_error!({message:?});")
+            .parse()
+            .expect("a compile_error! invocation parses"),
+    }
+}
+
+fn expand(input: TokenStream) -> Result<TokenStream, String> {
+    const USAGE: &str = "usage: palisade_sdk::export!(MyPlugin: PreTool + ToolResult) — a type, a colon, \
+         then the SDK traits it implements, joined by `+`";
+    let mut tokens = input.into_iter().peekable();
+    // The plugin type: a path such as `MyPlugin` or `crate::MyPlugin`.
+    let mut ty = String::new();
+    loop {
+        match tokens.next() {
+            Some(TokenTree::Punct(p)) if p.as_char() == ':' && ty.ends_with(':') => ty.push(':'),
+            Some(TokenTree::Punct(p)) if p.as_char() == ':' => {
+                if tokens
+                    .peek()
+                    .is_some_and(|t| matches!(t, TokenTree::Punct(p) if p.as_char() == ':'))
+                {
+                    ty.push(':');
+                } else {
+                    break;
+                }
+            }
+            Some(TokenTree::Ident(i)) => ty.push_str(&i.to_string()),
+            Some(TokenTree::Group(g)) if g.delimiter() == Delimiter::None => {
+                ty.push_str(&g.stream().to_string())
+            }
+            _ => return Err(USAGE.to_string()),
+        }
+    }
+    if ty.is_empty() {
+        return Err(USAGE.to_string());
+    }
+    let mut points: Vec<&Point> = Vec::new();
+    let mut expect_trait = true;
+    for token in tokens {
+        match token {
+            TokenTree::Ident(i) if expect_trait => {
+                let name = i.to_string();
+                let point = POINTS.iter().find(|p| p.sdk_trait == name).ok_or_else(|| {
+                    let known: Vec<_> = POINTS.iter().map(|p| p.sdk_trait).collect();
+                    format!(
+                        "`{name}` is not an extension-point trait of palisade_sdk; expected one of: {}",
+                        known.join(", ")
+                    )
+                })?;
+                if points.iter().any(|p| p.sdk_trait == name) {
+                    return Err(format!("`{name}` is named twice"));
+                }
+                points.push(point);
+                expect_trait = false;
+            }
+            TokenTree::Punct(p) if p.as_char() == '+' && !expect_trait => expect_trait = true,
+            TokenTree::Punct(p) if p.as_char() == ',' && !expect_trait => {}
+            _ => return Err(USAGE.to_string()),
+        }
+    }
+    if points.is_empty() || expect_trait {
+        return Err(USAGE.to_string());
+    }
+    Ok(render(&ty, &points).parse().expect("generated code parses"))
+}
+
+fn render(ty: &str, points: &[&Point]) -> String {
+    let mut wit = String::from("package palisade:hooks@0.1.0;\n");
+    for file in WIT_FILES {
+        for line in file.lines().filter(|l| !l.starts_with("package ")) {
+            wit.push_str(line);
+            wit.push('\n');
+        }
+    }
+    wit.push_str("world palisade-plugin {\n    import host;\n    import tool-dispatch;\n");
+    for p in points {
+        wit.push_str(&format!("    export {};\n", p.interface));
+    }
+    wit.push_str("}\n");
+
+    let mut impls = String::new();
+    for p in points {
+        impls.push_str(&format!(
+            "impl self::exports::palisade::hooks::{module}::Guest for __PalisadeAdapter {{
+                fn {method}({params}){ret} {{
+                    <super::{ty} as ::palisade_sdk::{sdk_trait}>::{method}({args})
+                }}
+            }}\n",
+            module = p.module,
+            method = p.method,
+            params = p.params,
+            ret = p.ret,
+            sdk_trait = p.sdk_trait,
+            args = p.args,
+        ));
+    }
+    format!(
+        "#[doc(hidden)]
+        #[allow(missing_docs, unsafe_code, clippy::all)]
+        mod __palisade_export {{
+            ::palisade_sdk::__private::wit_bindgen::generate!({{
+                inline: {wit:?},
+                world: \"palisade-plugin\",
+                runtime_path: \"::palisade_sdk::__private::wit_bindgen::rt\",
+                with: {{
+                    \"palisade:hooks/types@0.1.0\": ::palisade_sdk::wit::types,
+                    \"palisade:hooks/host@0.1.0\": ::palisade_sdk::wit::host,
+                    \"palisade:hooks/tool-dispatch@0.1.0\": ::palisade_sdk::wit::tool_dispatch,
+                }},
+            }});
+            struct __PalisadeAdapter;
+            {impls}
+            export!(__PalisadeAdapter);
+        }}"
+    )
+}

@@ -1,0 +1,123 @@
+//! Write [Palisade](https://example.invalid/palisade) hooks in Rust.
+//!
+//! A hook is a plain type that implements one SDK trait per extension point, plus one
+//! [`export!`] line naming the traits. Build the crate as a `cdylib` for `wasm32-wasip2` and the
+//! result is a component the Palisade host loads. A complete guard:
+//!
+//! ```ignore
+//! use palisade_sdk::{export, PreTool, PreToolDecision, ToolCall};
+//!
+//! struct NoCurl;
+//!
+//! impl PreTool for NoCurl {
+//!     fn on_pre_tool(call: ToolCall) -> PreToolDecision {
+//!         match call.arg_str("command") {
+//!             Some(cmd) if cmd.contains("curl") => {
+//!                 PreToolDecision::deny("network", "no network tools here; use the fetch tool")
+//!             }
+//!             _ => PreToolDecision::Allow,
+//!         }
+//!     }
+//! }
+//!
+//! export!(NoCurl: PreTool);
+//! ```
+//!
+//! The component exports only the points named in `export!`; the operator's manifest decides
+//! which of them run and with what capability (`guard`, `observe`, ...). Host services —
+//! [`log`], [`config`], [`invocation`] and, inside `tool-execute`, [`next`] — are plain
+//! functions.
+#![deny(missing_docs)]
+
+mod helpers;
+
+#[doc(hidden)]
+#[allow(missing_docs, unsafe_code, clippy::all)]
+mod bindings {
+    wit_bindgen::generate!({
+        path: "../wit",
+        world: "host-imports",
+        generate_all,
+    });
+}
+
+/// The raw WIT bindings the [`export!`] macro builds on.
+#[doc(hidden)]
+pub mod wit {
+    pub use crate::bindings::palisade::hooks::{host, tool_dispatch, types};
+}
+
+#[doc(hidden)]
+pub mod __private {
+    pub use wit_bindgen;
+}
+
+/// Exports extension points: `export!(MyPlugin: PreTool + ToolResult)`.
+///
+/// Each named trait must be implemented by the type; the component exports exactly those
+/// points, so the host can refuse a manifest that subscribes to one it lacks.
+pub use palisade_sdk_macros::export;
+
+pub use bindings::palisade::hooks::host::{Invocation, Level};
+/// Every data type of the WIT contract (`palisade:hooks/types`), for the rarer ones.
+pub use bindings::palisade::hooks::types;
+pub use bindings::palisade::hooks::types::{
+    Ask, CommittedFact, ContentBlock, Deny, GuardDecision, LlmResponse, McpTool, Message,
+    Observation, PostToolAction, PostToolDecision, PreStep, PreStepDecision, PreToolDecision,
+    Provenance, Role, SessionSource, StopEvent, ToolCall, ToolOutcome, TurnOutcome,
+};
+pub use helpers::{config, invocation, log, next};
+
+/// `session-start`: once, before turn 1. Return contexts to inject (needs `transform`).
+pub trait SessionStart {
+    /// Called when a session starts.
+    fn on_session_start(source: SessionSource) -> Vec<String>;
+}
+
+/// `prompt-submit` (pre-step): before every proposed step.
+pub trait PromptSubmit {
+    /// Enter the step (with optional contexts) or reject it.
+    fn on_prompt_submit(step: PreStep) -> PreStepDecision;
+}
+
+/// `pre-tool`: before a tool call. Allow, deny or ask.
+pub trait PreTool {
+    /// Judges a proposed call.
+    fn on_pre_tool(call: ToolCall) -> PreToolDecision;
+}
+
+/// `tool-guard`: a final invariant after `pre-tool`. Deny or abstain, never force-allow.
+pub trait ToolGuard {
+    /// Checks a call that `pre-tool` let through.
+    fn on_tool_guard(call: ToolCall) -> GuardDecision;
+}
+
+/// `tool-execute`: wraps dispatch. Call [`next`] to run the tool (zero or more times).
+pub trait ToolExecute {
+    /// Runs around dispatch and returns the outcome.
+    fn on_tool_execute(call: ToolCall) -> ToolOutcome;
+}
+
+/// `post-tool`: after dispatch. Accept, block with feedback, or replace content or value.
+pub trait PostTool {
+    /// Judges the outcome of a call.
+    fn on_post_tool(call: ToolCall, outcome: ToolOutcome) -> PostToolDecision;
+}
+
+/// `tool-result`: the final outcome, observe only.
+pub trait ToolResult {
+    /// Sees the final outcome of a call.
+    fn on_tool_result(call: ToolCall, outcome: ToolOutcome);
+}
+
+/// `turn-stopping`: the stop boundary of a turn. Return steering to continue the same turn.
+pub trait TurnStopping {
+    /// Returns steering content, or `None` to let the turn close.
+    fn on_turn_stopping(event: StopEvent) -> Option<String>;
+}
+
+/// The committed-fact points: observe only.
+pub trait Committed {
+    /// Sees a committed fact.
+    fn on_committed(observation: Observation);
+}

@@ -1,0 +1,67 @@
+//! Cost of one `pre-tool` dispatch through the public async API.
+//!
+//! - `warm`: a per-session instance, reused (the common case);
+//! - `fresh`: a per-call plugin, a new store and instance every call (maximum isolation);
+//! - each with the minimal scripted guard and with the real `shell-guard` example.
+//!
+//! Run: `cargo bench -p palisade --bench dispatch`.
+
+use criterion::{Criterion, criterion_group, criterion_main};
+use palisade::{Host, PreToolDecision, ToolCall};
+use serde_json::json;
+use std::path::Path;
+
+fn plugin_dir(instance: &str) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    let scripted = dir.path().join("scripted");
+    std::fs::create_dir_all(&scripted).unwrap();
+    std::fs::copy(palisade_fixtures::SCRIPTED, scripted.join("plugin.wasm")).unwrap();
+    std::fs::write(
+        scripted.join("plugin.toml"),
+        format!(
+            "name = \"scripted\"\nwasm = \"plugin.wasm\"\ninstance = \"{instance}\"\n\
+             [[hooks]]\npoint = \"pre-tool\"\ncapability = \"guard\"\nmatcher = \"Scripted\"\n"
+        ),
+    )
+    .unwrap();
+    let example = palisade_examples::get("shell-guard").unwrap();
+    palisade_examples::install_one(example, dir.path()).unwrap();
+    let manifest = dir.path().join("shell-guard/plugin.toml");
+    let text = std::fs::read_to_string(&manifest).unwrap();
+    std::fs::write(&manifest, text.replace("per-session", instance)).unwrap();
+    dir
+}
+
+fn bench(c: &mut Criterion) {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let host = Host::new().unwrap();
+    for instance in ["per-session", "per-call"] {
+        let dir = plugin_dir(instance);
+        let plugins = host.load_dir(Path::new(dir.path())).unwrap();
+        let session = plugins.session("bench");
+        let label = if instance == "per-session" {
+            "warm"
+        } else {
+            "fresh"
+        };
+        let scripted = ToolCall::new("t", "Scripted", json!({ "command": "ls" }));
+        let shell = ToolCall::new("t", "Bash", json!({ "command": "ls -la /tmp" }));
+        // Warm up (instantiate the per-session instances, compile the regexes).
+        rt.block_on(async {
+            assert_eq!(session.pre_tool(&scripted).await, PreToolDecision::Allow);
+            assert_eq!(session.pre_tool(&shell).await, PreToolDecision::Allow);
+        });
+        c.bench_function(&format!("pre-tool/{label}/minimal-guard"), |b| {
+            b.to_async(&rt).iter(|| session.pre_tool(&scripted));
+        });
+        c.bench_function(&format!("pre-tool/{label}/shell-guard"), |b| {
+            b.to_async(&rt).iter(|| session.pre_tool(&shell));
+        });
+    }
+}
+
+criterion_group!(benches, bench);
+criterion_main!(benches);

@@ -1,0 +1,113 @@
+//! `palisade check DIR`.
+
+use crate::output::table;
+use palisade::{Error, Host, Point};
+use std::path::Path;
+use std::process::ExitCode;
+
+pub fn check(dir: &Path) -> anyhow::Result<ExitCode> {
+    let host = Host::new()?;
+    let plugins = match host.load_dir(dir) {
+        Ok(plugins) => plugins,
+        Err(Error::Invalid { problems }) => {
+            eprintln!(
+                "{} problem{} in {}:",
+                problems.len(),
+                if problems.len() == 1 { "" } else { "s" },
+                dir.display()
+            );
+            for problem in &problems {
+                eprintln!("  - {problem}");
+            }
+            return Ok(ExitCode::FAILURE);
+        }
+        Err(err) => return Err(err.into()),
+    };
+
+    let mut rows = vec![
+        [
+            "PLUGIN",
+            "POINT",
+            "CAPABILITY",
+            "MODE",
+            "PRIORITY",
+            "MATCHER",
+            "ON FAILURE",
+            "LIMITS",
+        ]
+        .map(String::from)
+        .to_vec(),
+    ];
+    let mut hooks = 0;
+    for plugin in plugins.iter() {
+        for hook in &plugin.manifest().hooks {
+            hooks += 1;
+            let caps: Vec<_> = hook.capabilities.iter().map(|c| c.as_str()).collect();
+            rows.push(vec![
+                plugin.name().to_string(),
+                hook.point.to_string(),
+                caps.join("+"),
+                format!("{:?}", hook.mode).to_lowercase(),
+                hook.priority.to_string(),
+                hook.matcher.clone().unwrap_or_else(|| "*".into()),
+                format!("{:?}", hook.on_failure).to_lowercase(),
+                format!(
+                    "{} ms, {} fuel, {} MiB",
+                    hook.limits.timeout.as_millis(),
+                    hook.limits.fuel,
+                    hook.limits.memory_bytes / (1024 * 1024)
+                ),
+            ]);
+        }
+    }
+    print!("{}", table(&rows));
+    println!();
+    let mut rows = vec![
+        [
+            "PLUGIN",
+            "INSTANCE",
+            "COMPONENT",
+            "SIZE",
+            "SHA256",
+            "EXPORTS",
+        ]
+        .map(String::from)
+        .to_vec(),
+    ];
+    for plugin in plugins.iter() {
+        let exports: Vec<_> = plugin
+            .exported_interfaces()
+            .iter()
+            .map(|i| {
+                i.wit_name()
+                    .trim_start_matches("palisade:hooks/")
+                    .trim_end_matches("@0.1.0")
+            })
+            .collect();
+        rows.push(vec![
+            plugin.name().to_string(),
+            format!("{:?}", plugin.manifest().instance).to_lowercase(),
+            plugin.manifest().wasm.clone(),
+            format!("{} KiB", plugin.size().div_ceil(1024)),
+            plugin.sha256()[..12].to_string(),
+            exports.join(", "),
+        ]);
+    }
+    print!("{}", table(&rows));
+    for skipped in plugins.skipped() {
+        println!("skipped {} (no plugin.toml)", skipped.display());
+    }
+    let points: std::collections::BTreeSet<Point> = plugins
+        .iter()
+        .flat_map(|p| p.manifest().hooks.iter().map(|h| h.point))
+        .collect();
+    println!(
+        "\nok: {} plugin{}, {hooks} hook{} on {} point{}",
+        plugins.iter().count(),
+        if plugins.iter().count() == 1 { "" } else { "s" },
+        if hooks == 1 { "" } else { "s" },
+        points.len(),
+        if points.len() == 1 { "" } else { "s" },
+    );
+    Ok(ExitCode::SUCCESS)
+}

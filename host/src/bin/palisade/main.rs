@@ -1,0 +1,77 @@
+//! `palisade`: check a plugin directory, run one dispatch, or see a demo.
+
+mod check;
+mod demo;
+mod output;
+mod run;
+
+use clap::{Parser, Subcommand};
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+/// A WebAssembly plugin host for sandboxed agent hooks.
+#[derive(Parser)]
+#[command(name = "palisade", version, about, long_about = None)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Validate every plugin of a directory and print what each hook may do.
+    Check {
+        /// The plugin directory (one folder per plugin, each with a plugin.toml).
+        dir: PathBuf,
+    },
+    /// Run one dispatch of a point and print the decision as JSON.
+    Run {
+        /// The plugin directory.
+        dir: PathBuf,
+        /// The point to dispatch: pre-tool or tool-result.
+        #[arg(long)]
+        point: String,
+        /// The input JSON file (`-` for standard input). pre-tool: a tool call
+        /// `{"name": "Bash", "arguments": {...}}`; tool-result: `{"call": {...}, "outcome": {...}}`.
+        #[arg(long)]
+        input: PathBuf,
+        /// How lifecycle events are written to standard error.
+        #[arg(long, value_enum, default_value_t = run::EventFormat::Text)]
+        events: run::EventFormat,
+    },
+    /// Run the bundled example plugins against a bundled set of tool calls.
+    Demo,
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(err) => {
+            eprintln!("error: cannot start the async runtime: {err}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let result = runtime.block_on(async {
+        match cli.command {
+            Command::Check { dir } => check::check(&dir),
+            Command::Run {
+                dir,
+                point,
+                input,
+                events,
+            } => run::run(&dir, &point, &input, events).await,
+            Command::Demo => demo::demo().await,
+        }
+    });
+    match result {
+        Ok(code) => code,
+        Err(err) => {
+            eprintln!("error: {err:#}");
+            ExitCode::FAILURE
+        }
+    }
+}

@@ -1,0 +1,137 @@
+//! The one place the WebAssembly engine is configured.
+//!
+//! One [`wasmtime::Engine`] per [`Host`] (never a global): component model on, fuel metering
+//! on, epoch interruption driven by a ticker thread, the component-model concurrency support
+//! off (no guest needs the async ABI, and it doubles the cost of a small call).
+
+use crate::error::Error;
+use crate::events::EventSink;
+use crate::sandbox::{State, bindings};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+use wasmtime::component::{HasSelf, Linker};
+use wasmtime::{Config, Engine};
+
+/// How often the epoch advances: the granularity of every deadline.
+pub const EPOCH_TICK: Duration = Duration::from_millis(1);
+
+/// The engine, its linker and the event sink: everything plugins share. Cheap to clone.
+///
+/// ```no_run
+/// # async fn example() -> Result<(), palisade::Error> {
+/// use palisade::{Host, ToolCall};
+///
+/// let host = Host::new()?;
+/// let plugins = host.load_dir("plugins")?;
+/// let session = plugins.session("session-1");
+/// let call = ToolCall::new("t1", "Bash", serde_json::json!({"command": "rm -rf /"}));
+/// let decision = session.pre_tool(&call).await;
+/// println!("{decision:?}");
+/// # Ok(()) }
+/// ```
+#[derive(Clone)]
+pub struct Host {
+    pub(crate) inner: Arc<HostInner>,
+}
+
+impl std::fmt::Debug for Host {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Host").finish_non_exhaustive()
+    }
+}
+
+pub(crate) struct HostInner {
+    pub engine: Engine,
+    pub linker: Linker<State>,
+    pub sink: Option<Arc<dyn EventSink>>,
+    stop_ticker: Arc<AtomicBool>,
+}
+
+impl Drop for HostInner {
+    fn drop(&mut self) {
+        self.stop_ticker.store(true, Ordering::Relaxed);
+    }
+}
+
+/// Configures a [`Host`].
+#[derive(Default)]
+pub struct HostBuilder {
+    sink: Option<Arc<dyn EventSink>>,
+}
+
+impl std::fmt::Debug for HostBuilder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("HostBuilder")
+            .field("sink", &self.sink.is_some())
+            .finish()
+    }
+}
+
+impl HostBuilder {
+    /// Sends every lifecycle event to `sink`.
+    pub fn event_sink(mut self, sink: Arc<dyn EventSink>) -> Self {
+        self.sink = Some(sink);
+        self
+    }
+
+    /// Builds the host and starts its epoch ticker.
+    pub fn build(self) -> Result<Host, Error> {
+        let engine_error = |e: wasmtime::Error| Error::Engine {
+            message: format!("{e:#}"),
+        };
+        let mut config = Config::new();
+        config
+            .wasm_component_model(true)
+            .consume_fuel(true)
+            .epoch_interruption(true)
+            .concurrency_support(false)
+            .parallel_compilation(true);
+        let engine = Engine::new(&config).map_err(engine_error)?;
+
+        let mut linker = Linker::<State>::new(&engine);
+        wasmtime_wasi::p2::add_to_linker_async(&mut linker).map_err(engine_error)?;
+        bindings::AllHooks::add_to_linker::<State, HasSelf<State>>(&mut linker, |s| s)
+            .map_err(engine_error)?;
+
+        let stop_ticker = Arc::new(AtomicBool::new(false));
+        spawn_ticker(engine.weak(), stop_ticker.clone()).map_err(|e| Error::Engine {
+            message: format!("cannot start the epoch ticker thread: {e}"),
+        })?;
+        Ok(Host {
+            inner: Arc::new(HostInner {
+                engine,
+                linker,
+                sink: self.sink,
+                stop_ticker,
+            }),
+        })
+    }
+}
+
+impl Host {
+    /// A host with no event sink.
+    pub fn new() -> Result<Host, Error> {
+        HostBuilder::default().build()
+    }
+
+    /// Configures a host.
+    pub fn builder() -> HostBuilder {
+        HostBuilder::default()
+    }
+}
+
+fn spawn_ticker(engine: wasmtime::EngineWeak, stop: Arc<AtomicBool>) -> std::io::Result<()> {
+    std::thread::Builder::new()
+        .name("palisade-epoch".into())
+        .spawn(move || {
+            while !stop.load(Ordering::Relaxed) {
+                std::thread::sleep(EPOCH_TICK);
+                match engine.upgrade() {
+                    Some(engine) => engine.increment_epoch(),
+                    None => break,
+                }
+            }
+        })?;
+    Ok(())
+}

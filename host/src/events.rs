@@ -1,0 +1,153 @@
+//! Lifecycle events: one record per step of every hook invocation.
+//!
+//! Every invocation emits `hook_started`, then exactly one of `hook_completed`, `hook_failed`
+//! or `hook_denied`. Plugins' log lines arrive as `plugin_log`. The embedder receives them
+//! through an [`EventSink`]; [`JsonlSink`] writes a durable audit log.
+
+use crate::failure::FailureReason;
+use crate::point::Point;
+use serde::Serialize;
+use std::fs::{File, OpenOptions};
+use std::io::{self, Write};
+use std::path::Path;
+use std::sync::Mutex;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+/// Receives lifecycle events. Called inline on the dispatch path: keep it cheap, or hand the
+/// event to a queue.
+pub trait EventSink: Send + Sync {
+    /// Handles one event.
+    fn emit(&self, event: &Event);
+}
+
+/// One lifecycle event.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Event {
+    /// What happened.
+    #[serde(flatten)]
+    pub kind: EventKind,
+    /// Milliseconds since the Unix epoch.
+    pub at_ms: u64,
+    /// The session the invocation belongs to.
+    pub session_id: String,
+    /// Shared by every hook of one dispatch of one point.
+    pub invocation_id: String,
+    /// The hook (`plugin/point`).
+    pub hook_id: String,
+    /// The plugin.
+    pub plugin: String,
+    /// The point.
+    pub point: Point,
+}
+
+/// What happened, with the details of that kind of event.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(tag = "event", rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum EventKind {
+    /// The hook is about to run.
+    HookStarted,
+    /// The hook returned a decision that is not a denial (or a denial not honoured).
+    HookCompleted {
+        /// Wall time of the invocation, in microseconds.
+        duration_us: u64,
+        /// Fuel the invocation consumed.
+        fuel_consumed: u64,
+        /// The decision, in short (`allow`, `ask`, `deny`, `none`, ...).
+        decision: String,
+        /// False when the decision was recorded but not honoured (an observer's, or one
+        /// needing a capability the hook lacks).
+        honoured: bool,
+    },
+    /// The hook failed.
+    HookFailed {
+        /// Wall time of the invocation, in microseconds.
+        duration_us: u64,
+        /// Fuel the invocation consumed.
+        fuel_consumed: u64,
+        /// The typed reason.
+        reason: FailureReason,
+        /// What happened.
+        detail: String,
+        /// True when the failure made its point deny (fail closed).
+        failed_closed: bool,
+    },
+    /// The hook denied, and the denial was honoured.
+    HookDenied {
+        /// Wall time of the invocation, in microseconds.
+        duration_us: u64,
+        /// Fuel the invocation consumed.
+        fuel_consumed: u64,
+        /// The hook's reason code.
+        reason_code: String,
+        /// The hook's message.
+        message: String,
+    },
+    /// A line the plugin logged through the host.
+    PluginLog {
+        /// `trace`, `debug`, `info`, `warn` or `error`.
+        level: &'static str,
+        /// The line.
+        message: String,
+    },
+}
+
+impl EventKind {
+    /// The event's name (`hook_started`, ...).
+    pub fn name(&self) -> &'static str {
+        match self {
+            EventKind::HookStarted => "hook_started",
+            EventKind::HookCompleted { .. } => "hook_completed",
+            EventKind::HookFailed { .. } => "hook_failed",
+            EventKind::HookDenied { .. } => "hook_denied",
+            EventKind::PluginLog { .. } => "plugin_log",
+        }
+    }
+}
+
+pub(crate) fn now_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
+}
+
+/// Appends every event as one JSON line to a file, flushed per event, so a crash loses at
+/// most the line being written.
+#[derive(Debug)]
+pub struct JsonlSink {
+    file: Mutex<File>,
+}
+
+impl JsonlSink {
+    /// Opens (creating or appending to) the audit log at `path`.
+    pub fn open(path: impl AsRef<Path>) -> io::Result<Self> {
+        let file = OpenOptions::new().create(true).append(true).open(path)?;
+        Ok(JsonlSink {
+            file: Mutex::new(file),
+        })
+    }
+}
+
+impl EventSink for JsonlSink {
+    fn emit(&self, event: &Event) {
+        let Ok(mut line) = serde_json::to_vec(event) else {
+            return;
+        };
+        line.push(b'\n');
+        let mut file = self.file.lock().unwrap_or_else(|e| e.into_inner());
+        // One write call per line: appends from several processes do not interleave lines.
+        let _ = file.write_all(&line).and_then(|()| file.flush());
+    }
+}
+
+/// Writes every event as one JSON line to standard error.
+#[derive(Debug, Default)]
+pub struct StderrSink;
+
+impl EventSink for StderrSink {
+    fn emit(&self, event: &Event) {
+        if let Ok(line) = serde_json::to_string(event) {
+            eprintln!("{line}");
+        }
+    }
+}

@@ -1,0 +1,167 @@
+//! Running one hook: instantiate (or reuse) its plugin's instance, arm its limits, call the
+//! export of its point, and turn whatever went wrong into a typed [`Failure`].
+
+use crate::failure::{Failure, FailureReason};
+use crate::manifest::Limits;
+use crate::plugin::Plugin;
+use crate::sandbox::{CallContext, MAX_LOG_LINES_PER_CALL, State, wit};
+use std::time::Instant;
+use wasmtime::component::Instance as ComponentInstance;
+use wasmtime::{Engine, Store, Trap, UpdateDeadline};
+
+/// What a hook is asked, per point.
+pub(crate) enum Request<'a> {
+    PreTool(&'a wit::ToolCall),
+    ToolResult(&'a wit::ToolCall, &'a wit::ToolOutcome),
+}
+
+/// What a hook answered, per point.
+pub(crate) enum Response {
+    PreTool(wit::PreToolDecision),
+    ToolResult,
+}
+
+/// A live plugin instance and its store.
+pub(crate) struct Instance {
+    store: Store<State>,
+    instance: ComponentInstance,
+}
+
+/// The cost of one invocation.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct Cost {
+    pub fuel: u64,
+}
+
+impl Instance {
+    /// Instantiates `plugin` under `limits` (instantiation runs guest code too).
+    pub async fn new(
+        engine: &Engine,
+        plugin: &Plugin,
+        state: State,
+        limits: &Limits,
+    ) -> Result<(Instance, Cost), Failure> {
+        let mut store = Store::new(engine, state);
+        store.limiter(|s| &mut s.limiter);
+        store.epoch_deadline_callback(|ctx| {
+            if Instant::now() >= ctx.data().call.deadline {
+                Ok(UpdateDeadline::Interrupt)
+            } else {
+                // Let the executor run other tasks while a long hook computes.
+                Ok(UpdateDeadline::Yield(1))
+            }
+        });
+        arm(&mut store, limits);
+        let result = plugin.pre.instantiate_async(&mut store).await;
+        let cost = spent(&store, limits);
+        match result {
+            Ok(instance) => Ok((Instance { store, instance }, cost)),
+            Err(err) => Err(classify(
+                err,
+                store.data().limiter.hit,
+                limits,
+                "instantiation",
+            )),
+        }
+    }
+
+    /// Prepares the instance for a new invocation.
+    pub fn begin(&mut self, call: CallContext, limits: &Limits) {
+        self.store.data_mut().call = call;
+        arm(&mut self.store, limits);
+    }
+
+    /// Calls the export of `request`'s point.
+    pub async fn call(
+        &mut self,
+        plugin: &Plugin,
+        request: &Request<'_>,
+        limits: &Limits,
+    ) -> (Result<Response, Failure>, Cost) {
+        let store = &mut self.store;
+        let instance = &self.instance;
+        let result: Result<Response, wasmtime::Error> = match request {
+            Request::PreTool(call) => match &plugin.exports.pre_tool {
+                None => return (Err(missing()), Cost::default()),
+                Some(idx) => match idx.load(&mut *store, instance) {
+                    Err(e) => return (Err(unavailable(e)), Cost::default()),
+                    Ok(guest) => guest
+                        .call_on_pre_tool(&mut *store, call)
+                        .await
+                        .map(Response::PreTool),
+                },
+            },
+            Request::ToolResult(call, outcome) => match &plugin.exports.tool_result {
+                None => return (Err(missing()), Cost::default()),
+                Some(idx) => match idx.load(&mut *store, instance) {
+                    Err(e) => return (Err(unavailable(e)), Cost::default()),
+                    Ok(guest) => guest
+                        .call_on_tool_result(&mut *store, call, outcome)
+                        .await
+                        .map(|()| Response::ToolResult),
+                },
+            },
+        };
+        let result = result.map_err(|e| classify(e, store.data().limiter.hit, limits, "call"));
+        (result, spent(store, limits))
+    }
+}
+
+fn missing() -> Failure {
+    Failure::new(FailureReason::Unavailable, "the component lacks the export")
+}
+
+fn unavailable(e: wasmtime::Error) -> Failure {
+    Failure::new(FailureReason::Unavailable, format!("{e:#}"))
+}
+
+fn arm(store: &mut Store<State>, limits: &Limits) {
+    let data = store.data_mut();
+    data.limiter.memory_bytes = limits.memory_bytes;
+    data.limiter.hit = false;
+    data.call.deadline = Instant::now() + limits.timeout;
+    data.call.logs_left = MAX_LOG_LINES_PER_CALL;
+    // Fuel metering is enabled on the engine, so this cannot fail.
+    let _ = store.set_fuel(limits.fuel);
+    store.set_epoch_deadline(1);
+}
+
+fn spent(store: &Store<State>, limits: &Limits) -> Cost {
+    Cost {
+        fuel: limits.fuel.saturating_sub(store.get_fuel().unwrap_or(0)),
+    }
+}
+
+/// Turns a wasmtime error into a typed failure.
+fn classify(err: wasmtime::Error, limit_hit: bool, limits: &Limits, phase: &str) -> Failure {
+    if limit_hit {
+        return Failure::new(
+            FailureReason::MemoryLimit,
+            format!(
+                "exceeded its memory cap of {} MiB during {phase}",
+                limits.memory_bytes / (1024 * 1024)
+            ),
+        );
+    }
+    match err.downcast_ref::<Trap>() {
+        Some(Trap::OutOfFuel) => Failure::new(
+            FailureReason::OutOfFuel,
+            format!("used up its fuel ({}) during {phase}", limits.fuel),
+        ),
+        Some(Trap::Interrupt) => Failure::new(
+            FailureReason::Timeout,
+            format!(
+                "passed its deadline of {} ms during {phase}",
+                limits.timeout.as_millis()
+            ),
+        ),
+        Some(trap) => Failure::new(
+            FailureReason::Trap,
+            format!("trapped during {phase}: {trap}"),
+        ),
+        None => Failure::new(
+            FailureReason::Trap,
+            format!("failed during {phase}: {err:#}"),
+        ),
+    }
+}

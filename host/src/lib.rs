@@ -1,0 +1,54 @@
+//! Palisade: a WebAssembly plugin host for sandboxed agent hooks.
+//!
+//! An agent calls Palisade at its lifecycle points (before a tool call, after it, ...);
+//! Palisade runs the hooks the operator installed — each an isolated WebAssembly component,
+//! under fuel, deadline and memory limits, with the capabilities its manifest grants — and
+//! hands back a typed decision.
+//!
+//! ```no_run
+//! # async fn example() -> Result<(), palisade::Error> {
+//! use palisade::{Host, PreToolDecision, ToolCall};
+//!
+//! let host = Host::new()?;
+//! let plugins = host.load_dir("plugins")?;          // every plugin, validated, or every problem
+//! let session = plugins.session("session-1");       // one per agent session
+//!
+//! let call = ToolCall::new("toolu_1", "Bash", serde_json::json!({"command": "rm -rf /"}));
+//! match session.pre_tool(&call).await {
+//!     PreToolDecision::Allow => { /* run the tool */ }
+//!     PreToolDecision::Ask(ask) => { /* ask the user: {ask.reason} */ }
+//!     PreToolDecision::Deny(denial) => println!("denied by {}: {}", denial.hook_id, denial.message),
+//! }
+//! # Ok(()) }
+//! ```
+//!
+//! The modules document the parts: [`manifest`] (what an operator grants), [`point`] (the
+//! extension points and their capabilities), [`events`] (lifecycle events and the audit log),
+//! and the dispatch rules on [`Session`].
+#![deny(missing_docs)]
+
+mod engine;
+mod error;
+pub mod events;
+mod failure;
+mod instance;
+pub mod manifest;
+mod plugin;
+pub mod point;
+mod points;
+mod sandbox;
+mod session;
+mod types;
+
+pub use engine::{EPOCH_TICK, Host, HostBuilder};
+pub use error::{Error, Problem};
+pub use events::{Event, EventKind, EventSink, JsonlSink};
+pub use failure::{Failure, FailureReason};
+pub use manifest::{HookSpec, Limits, Manifest};
+pub use plugin::{Plugin, Plugins};
+pub use point::{Capability, InstanceLifetime, Interface, Mode, OnFailure, Point};
+pub use sandbox::{MAX_LOG_LINE_BYTES, MAX_LOG_LINES_PER_CALL, MAX_TABLE_ELEMENTS};
+pub use session::{MAX_BACKGROUND_IN_FLIGHT, Session};
+pub use types::{
+    AskRequest, ContentBlock, Denial, PreToolDecision, Provenance, ToolCall, ToolOutcome,
+};

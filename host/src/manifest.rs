@@ -1,0 +1,421 @@
+//! `plugin.toml`: what the operator grants a plugin.
+//!
+//! The component says what a plugin *can* do (its exports); the manifest says what it *may*
+//! do. Unknown fields are errors, so a typo never silently grants or drops a limit.
+//!
+//! ```toml
+//! name = "shell-guard"                 # unique in the plugin directory
+//! wasm = "shell_guard.wasm"            # inside this plugin's folder only
+//! sha256 = "…"                         # optional pin of the component's bytes
+//! instance = "per-session"             # or "per-call"
+//!
+//! [limits]                             # defaults for every hook of the plugin
+//! timeout_ms = 50                      # default 5000
+//! fuel = 10_000_000                    # default 1_000_000_000
+//! memory_mb = 16                       # default 64
+//!
+//! [[hooks]]
+//! point = "pre-tool"
+//! capability = "guard"                 # or a list: ["guard", "transform"]
+//! mode = "foreground"                  # or "background" (observe only)
+//! priority = 10                        # ascending; ties keep registration order
+//! matcher = "Bash|shell"               # tool-name regex, matched whole; default: every tool
+//! on_failure = "deny"                  # or "allow" (fail open); default "deny"
+//!
+//! [config]                             # free-form; the plugin reads it through `config`
+//! patterns = ["rm -rf /", "mkfs"]
+//! ```
+
+use crate::error::Problem;
+use crate::point::{Capability, InstanceLifetime, Mode, OnFailure, Point};
+use regex::Regex;
+use serde::Deserialize;
+use std::path::Path;
+use std::time::Duration;
+
+/// The file name of a plugin's manifest inside its folder.
+pub const MANIFEST_FILE: &str = "plugin.toml";
+/// Default deadline of one hook invocation (seed 2: "Hook timeouts default to 5000 ms").
+pub const DEFAULT_TIMEOUT_MS: u64 = 5_000;
+/// Longest deadline a manifest may set.
+pub const MAX_TIMEOUT_MS: u64 = 600_000;
+/// Default fuel of one hook invocation: about 70 ms of a tight loop on a 2 GHz core.
+pub const DEFAULT_FUEL: u64 = 1_000_000_000;
+/// Default linear-memory cap of a plugin instance.
+pub const DEFAULT_MEMORY_MB: u64 = 64;
+/// Largest memory cap a manifest may set.
+pub const MAX_MEMORY_MB: u64 = 4_096;
+
+/// The resource limits of one hook invocation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    /// Wall-clock deadline, enforced by epoch interruption (and around host calls).
+    pub timeout: Duration,
+    /// Fuel: a bound on the instructions executed.
+    pub fuel: u64,
+    /// Linear-memory cap, in bytes.
+    pub memory_bytes: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            timeout: Duration::from_millis(DEFAULT_TIMEOUT_MS),
+            fuel: DEFAULT_FUEL,
+            memory_bytes: mb(DEFAULT_MEMORY_MB),
+        }
+    }
+}
+
+fn mb(n: u64) -> usize {
+    usize::try_from(n * 1024 * 1024).unwrap_or(usize::MAX)
+}
+
+/// A validated manifest.
+#[derive(Debug, Clone)]
+pub struct Manifest {
+    /// The plugin's unique name.
+    pub name: String,
+    /// What it is for.
+    pub description: Option<String>,
+    /// The component's path, relative to the plugin folder.
+    pub wasm: String,
+    /// The pinned sha256 of the component, lowercase hex.
+    pub sha256: Option<String>,
+    /// How long an instance lives.
+    pub instance: InstanceLifetime,
+    /// The hooks, in manifest order.
+    pub hooks: Vec<HookSpec>,
+    /// The `[config]` table, as JSON.
+    pub config: serde_json::Map<String, serde_json::Value>,
+}
+
+/// One validated hook subscription.
+#[derive(Debug, Clone)]
+pub struct HookSpec {
+    /// The point it subscribes to.
+    pub point: Point,
+    /// What its decisions may change, sorted and without duplicates.
+    pub capabilities: Vec<Capability>,
+    /// Foreground or background.
+    pub mode: Mode,
+    /// Ascending: lower runs first.
+    pub priority: i32,
+    /// The tool-name pattern, as written.
+    pub matcher: Option<String>,
+    pub(crate) matcher_re: Option<Regex>,
+    /// What a runtime failure means.
+    pub on_failure: OnFailure,
+    /// The invocation limits.
+    pub limits: Limits,
+}
+
+impl HookSpec {
+    /// Whether the hook holds `capability`.
+    pub fn has(&self, capability: Capability) -> bool {
+        self.capabilities.contains(&capability)
+    }
+
+    /// Whether the hook runs for a tool of this name (always, without a matcher).
+    pub fn matches_tool(&self, name: &str) -> bool {
+        self.matcher_re.as_ref().is_none_or(|re| re.is_match(name))
+    }
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawManifest {
+    name: String,
+    description: Option<String>,
+    wasm: String,
+    sha256: Option<String>,
+    #[serde(default)]
+    instance: InstanceLifetime,
+    #[serde(default)]
+    limits: RawLimits,
+    #[serde(default)]
+    hooks: Vec<RawHook>,
+    #[serde(default)]
+    config: toml::Table,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct RawLimits {
+    timeout_ms: Option<u64>,
+    fuel: Option<u64>,
+    memory_mb: Option<u64>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawHook {
+    point: String,
+    capability: OneOrMany,
+    #[serde(default)]
+    mode: Mode,
+    #[serde(default)]
+    priority: i32,
+    matcher: Option<String>,
+    #[serde(default)]
+    on_failure: OnFailure,
+    timeout_ms: Option<u64>,
+    fuel: Option<u64>,
+    memory_mb: Option<u64>,
+}
+
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum OneOrMany {
+    One(String),
+    Many(Vec<String>),
+}
+
+/// Parses and validates a manifest. Every problem found is pushed to `problems`; the manifest
+/// is returned only when there were none.
+pub(crate) fn parse(path: &Path, text: &str, problems: &mut Vec<Problem>) -> Option<Manifest> {
+    let raw: RawManifest = match toml::from_str(text) {
+        Ok(raw) => raw,
+        Err(err) => {
+            let mut problem = Problem::new(path, toml_message(text, &err));
+            problem.fix = Some(
+                "see the manifest reference in the `palisade::manifest` docs for every field"
+                    .into(),
+            );
+            problems.push(problem);
+            return None;
+        }
+    };
+    let before = problems.len();
+
+    if raw.name.is_empty()
+        || !raw
+            .name
+            .chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || c == '_')
+    {
+        problems.push(
+            Problem::new(path, format!("invalid plugin name `{}`", raw.name))
+                .field("name")
+                .fix("use lowercase letters, digits, `-` and `_` only, e.g. `shell-guard`"),
+        );
+    }
+    if let Some(sha) = &raw.sha256
+        && (sha.len() != 64 || !sha.chars().all(|c| c.is_ascii_hexdigit()))
+    {
+        problems.push(
+            Problem::new(path, "not a sha256 digest")
+                .field("sha256")
+                .fix("64 hex digits, as printed by `sha256sum`, or remove the field"),
+        );
+    }
+    let base = limits(path, "limits", &raw.limits, Limits::default(), problems);
+    if raw.hooks.is_empty() {
+        problems.push(
+            Problem::new(path, "the plugin subscribes to no point")
+                .field("hooks")
+                .fix("add a `[[hooks]]` table with `point` and `capability`"),
+        );
+    }
+
+    let mut hooks: Vec<HookSpec> = Vec::new();
+    for (i, hook) in raw.hooks.iter().enumerate() {
+        let at = |field: &str| format!("hooks[{i}].{field}");
+        let point = match hook.point.parse::<Point>() {
+            Ok(point) => point,
+            Err(message) => {
+                problems.push(
+                    Problem::new(path, message)
+                        .field(at("point"))
+                        .fix("use one of the listed names"),
+                );
+                continue;
+            }
+        };
+        if hooks.iter().any(|h| h.point == point) {
+            problems.push(
+                Problem::new(path, format!("a second hook on `{point}`"))
+                    .field(at("point"))
+                    .fix("one hook per point and plugin: merge the matchers with `|`"),
+            );
+        }
+        let names = match &hook.capability {
+            OneOrMany::One(c) => std::slice::from_ref(c),
+            OneOrMany::Many(cs) => cs.as_slice(),
+        };
+        let mut capabilities = Vec::new();
+        for name in names {
+            match name.parse::<Capability>() {
+                Ok(c) => capabilities.push(c),
+                Err(message) => problems.push(
+                    Problem::new(path, message)
+                        .field(at("capability"))
+                        .fix(format!(
+                            "grant one of: {}",
+                            names_of(point.allowed_capabilities())
+                        )),
+                ),
+            }
+        }
+        capabilities.sort();
+        capabilities.dedup();
+        if capabilities.is_empty() && names.is_empty() {
+            problems.push(
+                Problem::new(path, "no capability granted")
+                    .field(at("capability"))
+                    .fix("grant `observe` at least"),
+            );
+        }
+        for capability in &capabilities {
+            if !point.allowed_capabilities().contains(capability) {
+                let why = if point.is_committed_fact() {
+                    " (committed-fact points are observe-only, in either mode)"
+                } else if point == Point::ToolResult {
+                    " (tool-result is observe-only)"
+                } else if point == Point::SessionStart && *capability == Capability::Guard {
+                    " (session-start cannot block startup)"
+                } else {
+                    ""
+                };
+                problems.push(
+                    Problem::new(
+                        path,
+                        format!("`{capability}` cannot be granted on `{point}`{why}"),
+                    )
+                    .field(at("capability"))
+                    .fix(format!(
+                        "grant one of: {}",
+                        names_of(point.allowed_capabilities())
+                    )),
+                );
+            }
+        }
+        if hook.mode == Mode::Background && capabilities != [Capability::Observe] {
+            problems.push(
+                Problem::new(path, "a background hook must be observe-only")
+                    .field(at("mode"))
+                    .fix("set `capability = \"observe\"`, or `mode = \"foreground\"`"),
+            );
+        }
+        let matcher_re = match &hook.matcher {
+            None => None,
+            Some(_) if !point.has_tool() => {
+                problems.push(
+                    Problem::new(path, format!("`{point}` has no tool to match"))
+                        .field(at("matcher"))
+                        .fix("remove the matcher"),
+                );
+                None
+            }
+            Some(pattern) => match Regex::new(&format!("^(?:{pattern})$")) {
+                Ok(re) => Some(re),
+                Err(err) => {
+                    problems.push(
+                        Problem::new(path, format!("invalid tool-name pattern: {err}"))
+                            .field(at("matcher"))
+                            .fix("a regular expression such as `Bash|shell` or `mcp__github__.*`"),
+                    );
+                    None
+                }
+            },
+        };
+        let raw_limits = RawLimits {
+            timeout_ms: hook.timeout_ms,
+            fuel: hook.fuel,
+            memory_mb: hook.memory_mb,
+        };
+        let limits = limits(path, &format!("hooks[{i}]"), &raw_limits, base, problems);
+        hooks.push(HookSpec {
+            point,
+            capabilities,
+            mode: hook.mode,
+            priority: hook.priority,
+            matcher: hook.matcher.clone(),
+            matcher_re,
+            on_failure: hook.on_failure,
+            limits,
+        });
+    }
+
+    let config = match serde_json::to_value(&raw.config) {
+        Ok(serde_json::Value::Object(map)) => map,
+        _ => {
+            problems.push(
+                Problem::new(path, "the config table cannot be expressed as JSON")
+                    .field("config")
+                    .fix("use strings, numbers, booleans, arrays and tables only"),
+            );
+            serde_json::Map::new()
+        }
+    };
+
+    (problems.len() == before).then(|| Manifest {
+        name: raw.name,
+        description: raw.description,
+        wasm: raw.wasm,
+        sha256: raw.sha256.map(|s| s.to_ascii_lowercase()),
+        instance: raw.instance,
+        hooks,
+        config,
+    })
+}
+
+fn limits(
+    path: &Path,
+    table: &str,
+    raw: &RawLimits,
+    base: Limits,
+    problems: &mut Vec<Problem>,
+) -> Limits {
+    let mut limits = base;
+    if let Some(ms) = raw.timeout_ms {
+        if ms == 0 || ms > MAX_TIMEOUT_MS {
+            problems.push(
+                Problem::new(path, format!("timeout of {ms} ms is out of range"))
+                    .field(format!("{table}.timeout_ms"))
+                    .fix(format!("1 to {MAX_TIMEOUT_MS} ms")),
+            );
+        }
+        limits.timeout = Duration::from_millis(ms);
+    }
+    if let Some(fuel) = raw.fuel {
+        if fuel == 0 {
+            problems.push(
+                Problem::new(path, "zero fuel")
+                    .field(format!("{table}.fuel"))
+                    .fix(format!("a positive budget (default {DEFAULT_FUEL})")),
+            );
+        }
+        limits.fuel = fuel;
+    }
+    if let Some(memory) = raw.memory_mb {
+        if memory == 0 || memory > MAX_MEMORY_MB {
+            problems.push(
+                Problem::new(path, format!("memory cap of {memory} MiB is out of range"))
+                    .field(format!("{table}.memory_mb"))
+                    .fix(format!("1 to {MAX_MEMORY_MB} MiB")),
+            );
+        }
+        limits.memory_bytes = mb(memory);
+    }
+    limits
+}
+
+/// A TOML error as `line L, column C: message`.
+fn toml_message(text: &str, err: &toml::de::Error) -> String {
+    let message = err.message().trim_end();
+    match err.span() {
+        Some(span) => {
+            let before = &text[..span.start.min(text.len())];
+            let line = before.matches('\n').count() + 1;
+            let column = before.len() - before.rfind('\n').map_or(0, |i| i + 1) + 1;
+            format!("line {line}, column {column}: {message}")
+        }
+        None => message.to_string(),
+    }
+}
+
+fn names_of(capabilities: &[Capability]) -> String {
+    let names: Vec<_> = capabilities.iter().map(|c| c.as_str()).collect();
+    names.join(", ")
+}

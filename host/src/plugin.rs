@@ -1,0 +1,488 @@
+//! Loading a plugin directory: one folder per plugin, each with a `plugin.toml` and its
+//! component.
+//!
+//! The directory is read through `cap-std`: a manifest can only name a file inside its own
+//! plugin folder. Absolute paths, `..` and symlinks that lead out are refused.
+//!
+//! Registration order — the tie-breaker after priority — is deterministic: plugins sorted by
+//! name, then hooks in manifest order.
+
+use crate::engine::Host;
+use crate::error::{Error, Problem};
+use crate::manifest::{self, HookSpec, MANIFEST_FILE, Manifest};
+use crate::point::{Interface, Mode, Point};
+use crate::sandbox::bindings::exports::palisade::hooks as ex;
+use crate::sandbox::{PluginEnv, State};
+use cap_std::ambient_authority;
+use cap_std::fs::Dir;
+use sha2::{Digest, Sha256};
+use std::collections::HashMap;
+use std::io::ErrorKind;
+use std::path::{Component as PathComponent, Path, PathBuf};
+use std::sync::Arc;
+use wasmtime::component::{Component, InstancePre};
+
+/// A loaded, validated set of plugins, ready to serve sessions. Cheap to clone.
+#[derive(Clone)]
+pub struct Plugins {
+    pub(crate) inner: Arc<PluginsInner>,
+}
+
+impl std::fmt::Debug for Plugins {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Plugins")
+            .field("plugins", &self.inner.plugins)
+            .finish_non_exhaustive()
+    }
+}
+
+pub(crate) struct PluginsInner {
+    pub host: Host,
+    pub plugins: Vec<Plugin>,
+    /// Per point, its hooks in dispatch order.
+    pub by_point: HashMap<Point, Vec<HookRef>>,
+    pub skipped: Vec<PathBuf>,
+}
+
+/// One hook, resolved: its plugin and its spec, with its id precomputed.
+#[derive(Debug, Clone)]
+pub(crate) struct HookRef {
+    pub plugin: usize,
+    pub hook: usize,
+    pub id: Arc<str>,
+}
+
+/// One loaded plugin.
+pub struct Plugin {
+    manifest: Manifest,
+    dir: PathBuf,
+    wasm_path: PathBuf,
+    sha256: String,
+    size: usize,
+    pub(crate) pre: InstancePre<State>,
+    pub(crate) exports: Exports,
+    pub(crate) env: Arc<PluginEnv>,
+}
+
+impl std::fmt::Debug for Plugin {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Plugin")
+            .field("name", &self.manifest.name)
+            .field("dir", &self.dir)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Plugin {
+    /// The plugin's name.
+    pub fn name(&self) -> &str {
+        &self.manifest.name
+    }
+
+    /// Its folder.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// Its component file.
+    pub fn wasm_path(&self) -> &Path {
+        &self.wasm_path
+    }
+
+    /// The sha256 of its component, lowercase hex.
+    pub fn sha256(&self) -> &str {
+        &self.sha256
+    }
+
+    /// The component's size in bytes.
+    pub fn size(&self) -> usize {
+        self.size
+    }
+
+    /// Its validated manifest.
+    pub fn manifest(&self) -> &Manifest {
+        &self.manifest
+    }
+
+    /// The extension-point interfaces its component exports.
+    pub fn exported_interfaces(&self) -> Vec<Interface> {
+        self.exports.interfaces()
+    }
+}
+
+/// The export indices of the interfaces a component has; `None` where it lacks one.
+#[derive(Default)]
+pub(crate) struct Exports {
+    pub session_start: Option<ex::session_start::GuestIndices>,
+    pub prompt_submit: Option<ex::prompt_submit::GuestIndices>,
+    pub pre_tool: Option<ex::pre_tool::GuestIndices>,
+    pub tool_guard: Option<ex::tool_guard::GuestIndices>,
+    pub tool_execute: Option<ex::tool_execute::GuestIndices>,
+    pub post_tool: Option<ex::post_tool::GuestIndices>,
+    pub tool_result: Option<ex::tool_result::GuestIndices>,
+    pub turn_stopping: Option<ex::turn_stopping::GuestIndices>,
+    pub committed: Option<ex::committed::GuestIndices>,
+}
+
+impl Exports {
+    fn probe(pre: &InstancePre<State>) -> Exports {
+        // `GuestIndices::new` fails when the component lacks the interface: keep what loads.
+        Exports {
+            session_start: ex::session_start::GuestIndices::new(pre).ok(),
+            prompt_submit: ex::prompt_submit::GuestIndices::new(pre).ok(),
+            pre_tool: ex::pre_tool::GuestIndices::new(pre).ok(),
+            tool_guard: ex::tool_guard::GuestIndices::new(pre).ok(),
+            tool_execute: ex::tool_execute::GuestIndices::new(pre).ok(),
+            post_tool: ex::post_tool::GuestIndices::new(pre).ok(),
+            tool_result: ex::tool_result::GuestIndices::new(pre).ok(),
+            turn_stopping: ex::turn_stopping::GuestIndices::new(pre).ok(),
+            committed: ex::committed::GuestIndices::new(pre).ok(),
+        }
+    }
+
+    pub fn has(&self, interface: Interface) -> bool {
+        match interface {
+            Interface::SessionStart => self.session_start.is_some(),
+            Interface::PromptSubmit => self.prompt_submit.is_some(),
+            Interface::PreTool => self.pre_tool.is_some(),
+            Interface::ToolGuard => self.tool_guard.is_some(),
+            Interface::ToolExecute => self.tool_execute.is_some(),
+            Interface::PostTool => self.post_tool.is_some(),
+            Interface::ToolResult => self.tool_result.is_some(),
+            Interface::TurnStopping => self.turn_stopping.is_some(),
+            Interface::Committed => self.committed.is_some(),
+        }
+    }
+
+    fn interfaces(&self) -> Vec<Interface> {
+        Point::ALL
+            .iter()
+            .map(|p| p.interface())
+            .fold(Vec::new(), |mut acc, i| {
+                if self.has(i) && !acc.contains(&i) {
+                    acc.push(i);
+                }
+                acc
+            })
+    }
+}
+
+impl Host {
+    /// Loads every plugin folder of `dir` (a folder with a `plugin.toml`; others are skipped
+    /// and listed by [`Plugins::skipped`]).
+    ///
+    /// Either every plugin loads, or nothing does and [`Error::Invalid`] lists every problem
+    /// found, each naming the file, the field and the fix.
+    pub fn load_dir(&self, dir: impl AsRef<Path>) -> Result<Plugins, Error> {
+        let dir = dir.as_ref();
+        let root =
+            Dir::open_ambient_dir(dir, ambient_authority()).map_err(|source| Error::Directory {
+                path: dir.to_path_buf(),
+                source,
+            })?;
+        let mut names: Vec<String> = Vec::new();
+        for entry in root.entries().map_err(|source| Error::Directory {
+            path: dir.to_path_buf(),
+            source,
+        })? {
+            let entry = entry.map_err(|source| Error::Directory {
+                path: dir.to_path_buf(),
+                source,
+            })?;
+            let name = entry.file_name().to_string_lossy().into_owned();
+            if !name.starts_with('.') && entry.file_type().is_ok_and(|t| t.is_dir()) {
+                names.push(name);
+            }
+        }
+        names.sort();
+
+        let mut problems = Vec::new();
+        let mut plugins: Vec<Plugin> = Vec::new();
+        let mut skipped = Vec::new();
+        for name in names {
+            let folder = dir.join(&name);
+            let plugin_dir = match root.open_dir(&name) {
+                Ok(d) => d,
+                Err(err) => {
+                    problems.push(Problem::new(&folder, format!("cannot open: {err}")));
+                    continue;
+                }
+            };
+            let manifest_path = folder.join(MANIFEST_FILE);
+            let text = match plugin_dir.read_to_string(MANIFEST_FILE) {
+                Ok(text) => text,
+                Err(err) if err.kind() == ErrorKind::NotFound => {
+                    skipped.push(folder);
+                    continue;
+                }
+                Err(err) => {
+                    problems.push(Problem::new(&manifest_path, format!("cannot read: {err}")));
+                    continue;
+                }
+            };
+            let Some(manifest) = manifest::parse(&manifest_path, &text, &mut problems) else {
+                continue;
+            };
+            if let Some(plugin) = self.load_plugin(
+                &plugin_dir,
+                &folder,
+                &manifest_path,
+                manifest,
+                &mut problems,
+            ) {
+                if let Some(first) = plugins.iter().find(|p| p.name() == plugin.name()) {
+                    problems.push(
+                        Problem::new(
+                            &manifest_path,
+                            format!(
+                                "plugin name `{}` is already used by {}",
+                                plugin.name(),
+                                first.dir.join(MANIFEST_FILE).display()
+                            ),
+                        )
+                        .field("name")
+                        .fix("give each plugin a unique name"),
+                    );
+                    continue;
+                }
+                plugins.push(plugin);
+            }
+        }
+        if !problems.is_empty() {
+            return Err(Error::Invalid { problems });
+        }
+        plugins.sort_by(|a, b| a.name().cmp(b.name()));
+        Ok(Plugins::new(self.clone(), plugins, skipped))
+    }
+
+    fn load_plugin(
+        &self,
+        plugin_dir: &Dir,
+        folder: &Path,
+        manifest_path: &Path,
+        manifest: Manifest,
+        problems: &mut Vec<Problem>,
+    ) -> Option<Plugin> {
+        let wasm_rel = Path::new(&manifest.wasm);
+        let wasm_path = folder.join(wasm_rel);
+        let outside = || {
+            Problem::new(
+                manifest_path,
+                format!("`{}` is outside the plugin folder", manifest.wasm),
+            )
+            .field("wasm")
+            .fix("put the component inside the plugin's own folder and name it relative to it")
+        };
+        if wasm_rel.is_absolute()
+            || wasm_rel
+                .components()
+                .any(|c| !matches!(c, PathComponent::Normal(_) | PathComponent::CurDir))
+        {
+            problems.push(outside());
+            return None;
+        }
+        let bytes = match plugin_dir.read(wasm_rel) {
+            Ok(bytes) => bytes,
+            Err(err) if err.kind() == ErrorKind::NotFound => {
+                problems.push(
+                    Problem::new(manifest_path, format!("`{}` does not exist", manifest.wasm))
+                        .field("wasm")
+                        .fix("build the plugin, or correct the path"),
+                );
+                return None;
+            }
+            Err(err) if err.kind() == ErrorKind::PermissionDenied || is_escape(&err) => {
+                // cap-std refuses a symlink that leads out of the folder.
+                problems.push(outside());
+                return None;
+            }
+            Err(err) => {
+                problems.push(Problem::new(&wasm_path, format!("cannot read: {err}")));
+                return None;
+            }
+        };
+        let sha256 = hex(&Sha256::digest(&bytes));
+        if let Some(pinned) = &manifest.sha256
+            && *pinned != sha256
+        {
+            problems.push(
+                Problem::new(
+                    manifest_path,
+                    format!("the component's sha256 is {sha256}, the manifest pins {pinned}"),
+                )
+                .field("sha256")
+                .fix("rebuild from the pinned source, or update the pin if the change is yours"),
+            );
+            return None;
+        }
+        if let Some(problem) = check_header(&bytes, &wasm_path) {
+            problems.push(problem);
+            return None;
+        }
+        let engine = &self.inner.engine;
+        let component = match Component::from_binary(engine, &bytes) {
+            Ok(c) => c,
+            Err(err) => {
+                problems.push(
+                    Problem::new(&wasm_path, format!("not a valid component: {err:#}"))
+                        .fix("rebuild it; a truncated or corrupted file cannot load"),
+                );
+                return None;
+            }
+        };
+        let pre = match self.inner.linker.instantiate_pre(&component) {
+            Ok(pre) => pre,
+            Err(err) => {
+                problems.push(
+                    Problem::new(&wasm_path, format!("cannot be linked: {err:#}"))
+                        .fix("a plugin may import only palisade:hooks and WASI 0.2; remove other imports"),
+                );
+                return None;
+            }
+        };
+        let exports = Exports::probe(&pre);
+        let mut ok = true;
+        for (i, hook) in manifest.hooks.iter().enumerate() {
+            if !exports.has(hook.point.interface()) {
+                ok = false;
+                let exported: Vec<_> = exports.interfaces().iter().map(|i| i.wit_name()).collect();
+                problems.push(
+                    Problem::new(
+                        manifest_path,
+                        format!(
+                            "subscribes to `{}`, but {} does not export `{}` (it exports: {})",
+                            hook.point,
+                            manifest.wasm,
+                            hook.point.interface().wit_name(),
+                            if exported.is_empty() {
+                                "nothing of palisade:hooks".to_string()
+                            } else {
+                                exported.join(", ")
+                            }
+                        ),
+                    )
+                    .field(format!("hooks[{i}].point"))
+                    .fix("remove the hook, or implement and export that interface in the plugin"),
+                );
+            }
+        }
+        if !ok {
+            return None;
+        }
+        let env = Arc::new(PluginEnv {
+            name: manifest.name.clone(),
+            config: manifest
+                .config
+                .iter()
+                .map(|(k, v)| (k.clone(), v.to_string()))
+                .collect(),
+        });
+        Some(Plugin {
+            size: bytes.len(),
+            manifest,
+            dir: folder.to_path_buf(),
+            wasm_path,
+            sha256,
+            pre,
+            exports,
+            env,
+        })
+    }
+}
+
+fn is_escape(err: &std::io::Error) -> bool {
+    // cap-std reports an escape attempt with this message.
+    err.to_string().contains("outside of the filesystem")
+}
+
+/// Tells a core module, a component and something else apart before compiling, for a clear
+/// message.
+fn check_header(bytes: &[u8], path: &Path) -> Option<Problem> {
+    const MAGIC: &[u8] = b"\0asm";
+    if bytes.len() < 8 || &bytes[..4] != MAGIC {
+        return Some(
+            Problem::new(path, "not a WebAssembly file (no `\\0asm` header)")
+                .fix("point `wasm` at the component the build produced"),
+        );
+    }
+    // Bytes 6..8 are the layer: 0 for a core module, 1 for a component.
+    if bytes[6..8] == [0, 0] {
+        return Some(
+            Problem::new(path, "a core WebAssembly module, not a component")
+                .fix("build for `wasm32-wasip2` (which produces a component), or wrap the module with `wasm-tools component new`"),
+        );
+    }
+    None
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+impl Plugins {
+    fn new(host: Host, plugins: Vec<Plugin>, skipped: Vec<PathBuf>) -> Plugins {
+        let mut by_point: HashMap<Point, Vec<(i32, usize, usize)>> = HashMap::new();
+        for (p, plugin) in plugins.iter().enumerate() {
+            for (h, hook) in plugin.manifest.hooks.iter().enumerate() {
+                by_point
+                    .entry(hook.point)
+                    .or_default()
+                    .push((hook.priority, p, h));
+            }
+        }
+        let by_point = by_point
+            .into_iter()
+            .map(|(point, mut hooks)| {
+                // Ascending priority, then registration order (plugin name, manifest order).
+                hooks.sort();
+                let refs = hooks
+                    .into_iter()
+                    .map(|(_, plugin, hook)| HookRef {
+                        plugin,
+                        hook,
+                        id: format!("{}/{}", plugins[plugin].name(), point).into(),
+                    })
+                    .collect();
+                (point, refs)
+            })
+            .collect();
+        Plugins {
+            inner: Arc::new(PluginsInner {
+                host,
+                plugins,
+                by_point,
+                skipped,
+            }),
+        }
+    }
+
+    /// The plugins, sorted by name.
+    pub fn iter(&self) -> impl Iterator<Item = &Plugin> {
+        self.inner.plugins.iter()
+    }
+
+    /// Folders of the directory that have no `plugin.toml` and were skipped.
+    pub fn skipped(&self) -> &[PathBuf] {
+        &self.inner.skipped
+    }
+
+    /// The hooks of `point` in dispatch order, with their plugin's name.
+    pub fn hooks(&self, point: Point) -> impl Iterator<Item = (&str, &HookSpec)> {
+        self.inner
+            .by_point
+            .get(&point)
+            .into_iter()
+            .flatten()
+            .map(|r| {
+                let plugin = &self.inner.plugins[r.plugin];
+                (plugin.name(), &plugin.manifest.hooks[r.hook])
+            })
+    }
+
+    /// Whether any hook runs in the background.
+    pub fn has_background_hooks(&self) -> bool {
+        self.iter()
+            .flat_map(|p| &p.manifest.hooks)
+            .any(|h| h.mode == Mode::Background)
+    }
+}

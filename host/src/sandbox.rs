@@ -1,0 +1,222 @@
+//! What a plugin instance lives in: its store state, its resource limiter, the host imports it
+//! may call and a WASI context with no ambient authority.
+//!
+//! Nothing is inherited from the host process: no stdio (guest stdout and stderr are
+//! discarded; plugins log through the `host.log` import), no environment, no arguments, no
+//! preopened directories, no network (sockets and name lookup denied). Clocks and randomness
+//! are allowed.
+
+use crate::events::{Event, EventKind, EventSink, now_ms};
+use crate::point::Point;
+use crate::types::{ContentBlock, Provenance, ToolCall, ToolOutcome};
+use std::sync::Arc;
+use std::time::Instant;
+use wasmtime::component::ResourceTable;
+use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
+
+#[allow(missing_docs, clippy::all)]
+pub(crate) mod bindings {
+    wasmtime::component::bindgen!({
+        path: "../wit",
+        world: "all-hooks",
+        exports: { default: async },
+    });
+}
+
+pub(crate) use bindings::palisade::hooks::host::Level;
+pub(crate) use bindings::palisade::hooks::types as wit;
+
+/// Most log lines one invocation may write; the rest are dropped.
+pub const MAX_LOG_LINES_PER_CALL: u32 = 64;
+/// Longest log line kept, in bytes; longer ones are cut.
+pub const MAX_LOG_LINE_BYTES: usize = 4 * 1024;
+/// Most table elements an instance may grow to.
+pub const MAX_TABLE_ELEMENTS: usize = 100_000;
+
+/// Plugin-wide facts the host imports read.
+#[derive(Debug)]
+pub(crate) struct PluginEnv {
+    pub name: String,
+    /// `[config]` values, pre-serialized to JSON.
+    pub config: std::collections::HashMap<String, String>,
+}
+
+/// The invocation the instance is serving right now.
+#[derive(Debug, Clone)]
+pub(crate) struct CallContext {
+    pub session_id: Arc<str>,
+    pub invocation_id: u64,
+    pub hook_id: Arc<str>,
+    pub point: Point,
+    pub deadline: Instant,
+    pub logs_left: u32,
+}
+
+pub(crate) struct State {
+    wasi: WasiCtx,
+    table: ResourceTable,
+    pub limiter: Limiter,
+    pub env: Arc<PluginEnv>,
+    pub sink: Option<Arc<dyn EventSink>>,
+    pub call: CallContext,
+}
+
+impl State {
+    pub fn new(env: Arc<PluginEnv>, sink: Option<Arc<dyn EventSink>>, call: CallContext) -> Self {
+        State {
+            wasi: sandboxed_wasi(),
+            table: ResourceTable::new(),
+            limiter: Limiter::default(),
+            env,
+            sink,
+            call,
+        }
+    }
+}
+
+fn sandboxed_wasi() -> WasiCtx {
+    let mut builder = WasiCtx::builder();
+    builder
+        .allow_tcp(false)
+        .allow_udp(false)
+        .allow_ip_name_lookup(false)
+        .socket_addr_check(|_, _| Box::pin(async { false }));
+    builder.build()
+}
+
+impl WasiView for State {
+    fn ctx(&mut self) -> WasiCtxView<'_> {
+        WasiCtxView {
+            ctx: &mut self.wasi,
+            table: &mut self.table,
+        }
+    }
+}
+
+/// Caps linear memory and tables, and remembers whether a cap was hit, so that the trap a
+/// guest raises after a failed allocation is classified as a memory-limit failure.
+#[derive(Debug, Default)]
+pub(crate) struct Limiter {
+    pub memory_bytes: usize,
+    pub hit: bool,
+}
+
+impl wasmtime::ResourceLimiter for Limiter {
+    fn memory_growing(
+        &mut self,
+        _current: usize,
+        desired: usize,
+        _maximum: Option<usize>,
+    ) -> wasmtime::Result<bool> {
+        let ok = desired <= self.memory_bytes;
+        self.hit |= !ok;
+        Ok(ok)
+    }
+
+    fn table_growing(
+        &mut self,
+        _current: usize,
+        desired: usize,
+        _maximum: Option<usize>,
+    ) -> wasmtime::Result<bool> {
+        let ok = desired <= MAX_TABLE_ELEMENTS;
+        self.hit |= !ok;
+        Ok(ok)
+    }
+}
+
+impl bindings::palisade::hooks::types::Host for State {}
+
+impl bindings::palisade::hooks::host::Host for State {
+    fn log(&mut self, level: Level, mut message: String) {
+        if self.call.logs_left == 0 {
+            return;
+        }
+        self.call.logs_left -= 1;
+        let Some(sink) = &self.sink else { return };
+        if message.len() > MAX_LOG_LINE_BYTES {
+            let mut end = MAX_LOG_LINE_BYTES;
+            while !message.is_char_boundary(end) {
+                end -= 1;
+            }
+            message.truncate(end);
+            message.push('…');
+        }
+        let level = match level {
+            Level::Trace => "trace",
+            Level::Debug => "debug",
+            Level::Info => "info",
+            Level::Warn => "warn",
+            Level::Error => "error",
+        };
+        sink.emit(&Event {
+            kind: EventKind::PluginLog { level, message },
+            at_ms: now_ms(),
+            session_id: self.call.session_id.to_string(),
+            invocation_id: invocation_id(self.call.invocation_id),
+            hook_id: self.call.hook_id.to_string(),
+            plugin: self.env.name.clone(),
+            point: self.call.point,
+        });
+    }
+
+    fn config(&mut self, key: String) -> Option<String> {
+        self.env.config.get(&key).cloned()
+    }
+
+    fn current_invocation(&mut self) -> bindings::palisade::hooks::host::Invocation {
+        bindings::palisade::hooks::host::Invocation {
+            session_id: self.call.session_id.to_string(),
+            invocation_id: invocation_id(self.call.invocation_id),
+            hook_id: self.call.hook_id.to_string(),
+        }
+    }
+}
+
+impl bindings::palisade::hooks::tool_dispatch::Host for State {
+    fn next(&mut self, _timeout_ms: Option<u32>) -> wit::ToolOutcome {
+        to_wit_outcome(&ToolOutcome::error(
+            "next() is only available inside a tool-execute hook",
+        ))
+    }
+}
+
+/// The printed form of an invocation id.
+pub(crate) fn invocation_id(n: u64) -> String {
+    format!("inv-{n:08x}")
+}
+
+pub(crate) fn to_wit_call(call: &ToolCall) -> wit::ToolCall {
+    wit::ToolCall {
+        tool_use_id: call.tool_use_id.clone(),
+        name: call.name.clone(),
+        arguments: call.arguments.to_string(),
+        provenance: call.provenance.as_ref().map(|p| match p {
+            Provenance::Builtin => wit::Provenance::Builtin,
+            Provenance::Mcp { server, tool } => wit::Provenance::Mcp(wit::McpTool {
+                server: server.clone(),
+                tool: tool.clone(),
+            }),
+            Provenance::Plugin { name } => wit::Provenance::Plugin(name.clone()),
+        }),
+    }
+}
+
+pub(crate) fn to_wit_outcome(outcome: &ToolOutcome) -> wit::ToolOutcome {
+    wit::ToolOutcome {
+        content_blocks: outcome
+            .content_blocks
+            .iter()
+            .map(|block| match block {
+                ContentBlock::Text { text } => wit::ContentBlock::Text(text.clone()),
+                ContentBlock::Json { value } => wit::ContentBlock::Json(value.to_string()),
+                ContentBlock::Image { media_type, data } => wit::ContentBlock::Image(wit::Image {
+                    media_type: media_type.clone(),
+                    data: data.clone(),
+                }),
+            })
+            .collect(),
+        is_error: outcome.is_error,
+        value: outcome.value.as_ref().map(|v| v.to_string()),
+    }
+}

@@ -1,0 +1,407 @@
+//! Loading a plugin directory: every manifest and component problem is refused with a
+//! message naming the file, the field and the fix — and all of them are listed at once.
+
+use palisade::{Error, Host, Problem};
+use palisade_tests::PluginDir;
+use sha2::{Digest, Sha256};
+
+const PRE_TOOL_GUARD: &str = "[[hooks]]\npoint = \"pre-tool\"\ncapability = \"guard\"\n";
+
+fn problems(dir: &PluginDir) -> Vec<Problem> {
+    match Host::new().unwrap().load_dir(dir.path()) {
+        Err(Error::Invalid { problems }) => problems,
+        Err(other) => panic!("expected problems, got {other}"),
+        Ok(_) => panic!("expected problems, the directory loaded"),
+    }
+}
+
+fn only_problem(dir: &PluginDir) -> Problem {
+    let mut all = problems(dir);
+    assert_eq!(all.len(), 1, "{all:#?}");
+    all.remove(0)
+}
+
+fn manifest(name: &str, rest: &str) -> String {
+    format!("name = \"{name}\"\nwasm = \"plugin.wasm\"\n{rest}")
+}
+
+fn scripted_wasm() -> Vec<u8> {
+    std::fs::read(palisade_fixtures::SCRIPTED).unwrap()
+}
+
+#[test]
+fn unknown_fields_are_errors_with_their_line() {
+    let dir = PluginDir::new();
+    dir.scripted(
+        "typo",
+        "[[hooks]]\npoint = \"pre-tool\"\ncapabilty = \"guard\"\n",
+    );
+    let problem = only_problem(&dir);
+    assert!(problem.path.ends_with("typo/plugin.toml"));
+    assert!(
+        problem.message.contains("unknown field `capabilty`"),
+        "{}",
+        problem.message
+    );
+    assert!(problem.message.contains("line 5"), "{}", problem.message);
+    assert!(problem.fix.is_some());
+}
+
+#[test]
+fn guard_on_an_observe_only_point_is_refused() {
+    for point in ["tool-result", "message-committed", "session-ended"] {
+        let dir = PluginDir::new();
+        dir.scripted(
+            "p",
+            &format!("[[hooks]]\npoint = \"{point}\"\ncapability = \"guard\"\n"),
+        );
+        let problem = only_problem(&dir);
+        assert_eq!(
+            problem.field.as_deref(),
+            Some("hooks[0].capability"),
+            "{point}"
+        );
+        assert!(
+            problem.message.contains("cannot be granted"),
+            "{}",
+            problem.message
+        );
+        assert_eq!(problem.fix.as_deref(), Some("grant one of: observe"));
+    }
+}
+
+#[test]
+fn guard_on_a_committed_fact_is_refused_in_background_mode_too() {
+    let dir = PluginDir::new();
+    dir.scripted(
+        "p",
+        "[[hooks]]\npoint = \"turn-completed\"\ncapability = \"guard\"\nmode = \"background\"\n",
+    );
+    let all = problems(&dir);
+    assert!(
+        all.iter()
+            .any(|p| p.message.contains("committed-fact points are observe-only")),
+        "{all:#?}"
+    );
+}
+
+#[test]
+fn a_background_hook_must_be_observe() {
+    let dir = PluginDir::new();
+    dir.scripted(
+        "p",
+        "[[hooks]]\npoint = \"pre-tool\"\ncapability = \"guard\"\nmode = \"background\"\n",
+    );
+    let problem = only_problem(&dir);
+    assert_eq!(problem.field.as_deref(), Some("hooks[0].mode"));
+    assert!(problem.message.contains("observe-only"));
+}
+
+#[test]
+fn unknown_points_capabilities_and_bad_matchers_are_named() {
+    let dir = PluginDir::new();
+    dir.scripted(
+        "p",
+        "[[hooks]]\npoint = \"pre-tol\"\ncapability = \"guard\"\n\
+         [[hooks]]\npoint = \"tool-guard\"\ncapability = \"gaurd\"\n\
+         [[hooks]]\npoint = \"pre-tool\"\ncapability = \"guard\"\nmatcher = \"Bash(\"\n",
+    );
+    let all = problems(&dir);
+    let fields: Vec<_> = all.iter().map(|p| p.field.clone().unwrap()).collect();
+    assert_eq!(
+        fields,
+        ["hooks[0].point", "hooks[1].capability", "hooks[2].matcher"],
+        "{all:#?}"
+    );
+    assert!(all[0].message.contains("unknown point `pre-tol`"));
+    assert!(all[1].message.contains("unknown capability `gaurd`"));
+}
+
+#[test]
+fn a_subscription_to_a_point_the_component_does_not_export_is_refused() {
+    let dir = PluginDir::new();
+    let shell_guard = palisade_examples::get("shell-guard").unwrap();
+    dir.raw(
+        "p",
+        &[
+            ("plugin.wasm", shell_guard.wasm),
+            (
+                "plugin.toml",
+                manifest(
+                    "p",
+                    "[[hooks]]\npoint = \"tool-result\"\ncapability = \"observe\"\n",
+                )
+                .as_bytes(),
+            ),
+        ],
+    );
+    let problem = only_problem(&dir);
+    assert_eq!(problem.field.as_deref(), Some("hooks[0].point"));
+    assert!(
+        problem
+            .message
+            .contains("does not export `palisade:hooks/tool-result@0.1.0`"),
+        "{}",
+        problem.message
+    );
+    assert!(
+        problem
+            .message
+            .contains("it exports: palisade:hooks/pre-tool@0.1.0"),
+        "{}",
+        problem.message
+    );
+}
+
+#[test]
+fn an_empty_component_exports_nothing_to_subscribe_to() {
+    let dir = PluginDir::new();
+    let wasm = wat::parse_str("(component)").unwrap();
+    dir.raw(
+        "p",
+        &[
+            ("plugin.wasm", &wasm),
+            ("plugin.toml", manifest("p", PRE_TOOL_GUARD).as_bytes()),
+        ],
+    );
+    let problem = only_problem(&dir);
+    assert!(
+        problem
+            .message
+            .contains("it exports: nothing of palisade:hooks"),
+        "{}",
+        problem.message
+    );
+}
+
+#[test]
+fn a_component_with_imports_the_host_does_not_offer_is_refused() {
+    let dir = PluginDir::new();
+    let wasm = wat::parse_str(
+        r#"(component (import "example:net/socket@1.0.0" (instance (export "open" (func)))))"#,
+    )
+    .unwrap();
+    dir.raw(
+        "p",
+        &[
+            ("plugin.wasm", &wasm),
+            ("plugin.toml", manifest("p", PRE_TOOL_GUARD).as_bytes()),
+        ],
+    );
+    let problem = only_problem(&dir);
+    assert!(
+        problem.message.contains("cannot be linked"),
+        "{}",
+        problem.message
+    );
+    assert!(
+        problem.message.contains("example:net/socket"),
+        "{}",
+        problem.message
+    );
+}
+
+#[test]
+fn a_core_module_is_not_a_component() {
+    let dir = PluginDir::new();
+    let wasm = wat::parse_str("(module (func (export \"on-pre-tool\")))").unwrap();
+    dir.raw(
+        "p",
+        &[
+            ("plugin.wasm", &wasm),
+            ("plugin.toml", manifest("p", PRE_TOOL_GUARD).as_bytes()),
+        ],
+    );
+    let problem = only_problem(&dir);
+    assert!(problem.path.ends_with("p/plugin.wasm"));
+    assert!(
+        problem
+            .message
+            .contains("core WebAssembly module, not a component")
+    );
+    assert!(problem.fix.unwrap().contains("wasm32-wasip2"));
+}
+
+#[test]
+fn a_truncated_component_is_refused() {
+    let dir = PluginDir::new();
+    let wasm = scripted_wasm();
+    dir.raw(
+        "p",
+        &[
+            ("plugin.wasm", &wasm[..wasm.len() / 2]),
+            ("plugin.toml", manifest("p", PRE_TOOL_GUARD).as_bytes()),
+        ],
+    );
+    let problem = only_problem(&dir);
+    assert!(
+        problem.message.contains("not a valid component"),
+        "{}",
+        problem.message
+    );
+}
+
+#[test]
+fn a_file_that_is_not_wasm_is_refused() {
+    let dir = PluginDir::new();
+    dir.raw(
+        "p",
+        &[
+            ("plugin.wasm", b"#!/bin/sh\necho hi\n"),
+            ("plugin.toml", manifest("p", PRE_TOOL_GUARD).as_bytes()),
+        ],
+    );
+    assert!(
+        only_problem(&dir)
+            .message
+            .contains("not a WebAssembly file")
+    );
+}
+
+#[test]
+fn a_missing_component_says_to_build_it() {
+    let dir = PluginDir::new();
+    dir.raw(
+        "p",
+        &[("plugin.toml", manifest("p", PRE_TOOL_GUARD).as_bytes())],
+    );
+    let problem = only_problem(&dir);
+    assert_eq!(problem.field.as_deref(), Some("wasm"));
+    assert!(problem.message.contains("does not exist"));
+}
+
+#[test]
+fn the_component_must_be_inside_the_plugin_folder() {
+    let outside = tempfile::tempdir().unwrap();
+    let secret = outside.path().join("outside.wasm");
+    std::fs::write(&secret, scripted_wasm()).unwrap();
+    for wasm in [
+        "../outside.wasm".to_string(),
+        "sub/../../outside.wasm".to_string(),
+        secret.display().to_string(),
+        "link.wasm".to_string(),
+    ] {
+        let dir = PluginDir::new();
+        let folder = dir.raw(
+            "p",
+            &[(
+                "plugin.toml",
+                format!("name = \"p\"\nwasm = \"{wasm}\"\n{PRE_TOOL_GUARD}").as_bytes(),
+            )],
+        );
+        std::fs::copy(&secret, dir.path().join("outside.wasm")).unwrap();
+        std::os::unix::fs::symlink(&secret, folder.join("link.wasm")).unwrap();
+        let problem = only_problem(&dir);
+        assert_eq!(problem.field.as_deref(), Some("wasm"), "{wasm}: {problem}");
+        assert!(
+            problem.message.contains("outside the plugin folder"),
+            "{wasm}: {problem}"
+        );
+    }
+}
+
+#[test]
+fn a_symlink_inside_the_folder_is_fine() {
+    let dir = PluginDir::new();
+    let folder = dir.scripted("p", PRE_TOOL_GUARD);
+    std::os::unix::fs::symlink("plugin.wasm", folder.join("alias.wasm")).unwrap();
+    std::fs::write(
+        folder.join("plugin.toml"),
+        format!("name = \"p\"\nwasm = \"alias.wasm\"\n{PRE_TOOL_GUARD}"),
+    )
+    .unwrap();
+    Host::new().unwrap().load_dir(dir.path()).unwrap();
+}
+
+#[test]
+fn duplicate_plugin_names_are_refused() {
+    let dir = PluginDir::new();
+    dir.scripted("first", PRE_TOOL_GUARD);
+    let folder = dir.scripted("second", PRE_TOOL_GUARD);
+    std::fs::write(
+        folder.join("plugin.toml"),
+        manifest("first", PRE_TOOL_GUARD),
+    )
+    .unwrap();
+    let problem = only_problem(&dir);
+    assert_eq!(problem.field.as_deref(), Some("name"));
+    assert!(
+        problem.message.contains("already used by"),
+        "{}",
+        problem.message
+    );
+    assert!(problem.path.ends_with("second/plugin.toml"));
+}
+
+#[test]
+fn a_sha256_pin_is_checked() {
+    let dir = PluginDir::new();
+    let good: String = Sha256::digest(scripted_wasm())
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    dir.scripted("pinned", &format!("sha256 = \"{good}\"\n{PRE_TOOL_GUARD}"));
+    Host::new().unwrap().load_dir(dir.path()).unwrap();
+
+    let dir = PluginDir::new();
+    dir.scripted(
+        "pinned",
+        &format!("sha256 = \"{}\"\n{PRE_TOOL_GUARD}", "0".repeat(64)),
+    );
+    let problem = only_problem(&dir);
+    assert_eq!(problem.field.as_deref(), Some("sha256"));
+    assert!(problem.message.contains(&good));
+}
+
+#[test]
+fn every_problem_of_every_plugin_is_listed_at_once() {
+    let dir = PluginDir::new();
+    dir.scripted(
+        "a",
+        "[[hooks]]\npoint = \"tool-result\"\ncapability = \"guard\"\n",
+    );
+    dir.raw(
+        "b",
+        &[("plugin.toml", manifest("b", PRE_TOOL_GUARD).as_bytes())],
+    );
+    dir.scripted("c", "[limits]\ntimeout_ms = 0\n[[hooks]]\npoint = \"pre-tool\"\ncapability = \"guard\"\nmode = \"background\"\n");
+    let all = problems(&dir);
+    assert_eq!(all.len(), 4, "{all:#?}");
+    let message = Error::Invalid { problems: all }.to_string();
+    assert!(
+        message.starts_with("4 problems in the plugin directory:"),
+        "{message}"
+    );
+    for needle in [
+        "a/plugin.toml",
+        "b/plugin.toml",
+        "c/plugin.toml",
+        "limits.timeout_ms",
+        "(fix: ",
+    ] {
+        assert!(message.contains(needle), "{needle} in {message}");
+    }
+}
+
+#[test]
+fn folders_without_a_manifest_are_skipped_and_listed() {
+    let dir = PluginDir::new();
+    dir.scripted("real", PRE_TOOL_GUARD);
+    dir.raw("notes", &[("README.md", b"not a plugin")]);
+    let plugins = Host::new().unwrap().load_dir(dir.path()).unwrap();
+    assert_eq!(
+        plugins.iter().map(|p| p.name()).collect::<Vec<_>>(),
+        ["real"]
+    );
+    assert_eq!(plugins.skipped().len(), 1);
+    assert!(plugins.skipped()[0].ends_with("notes"));
+}
+
+#[test]
+fn a_missing_directory_is_an_error_naming_it() {
+    let err = Host::new()
+        .unwrap()
+        .load_dir("/no/such/plugins")
+        .unwrap_err();
+    assert!(err.to_string().contains("/no/such/plugins"), "{err}");
+}

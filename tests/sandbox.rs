@@ -1,0 +1,263 @@
+//! The sandbox: deadlines, fuel, memory, traps and invalid answers fail closed as typed
+//! failures; no hook has ambient authority; instance lifetimes.
+
+use palisade::{EventKind, FailureReason, Host, PreToolDecision, ToolCall};
+use palisade_tests::{PluginDir, Recorder};
+use serde_json::json;
+use std::time::{Duration, Instant};
+
+fn call(tool: &str) -> ToolCall {
+    ToolCall::new("toolu_1", tool, json!({ "command": "ls" }))
+}
+
+/// A guard on every tool (or those `matcher` names) with `behaviour` and extra manifest lines.
+fn guard(dir: &PluginDir, name: &str, behaviour: &str, extra: &str) {
+    dir.scripted(
+        name,
+        &format!(
+            "{extra}\n[[hooks]]\npoint = \"pre-tool\"\ncapability = \"guard\"\n[config]\npre_tool = \"{behaviour}\"\n"
+        ),
+    );
+}
+
+async fn failure_of(decision: PreToolDecision) -> FailureReason {
+    let denial = decision
+        .denial()
+        .cloned()
+        .unwrap_or_else(|| panic!("expected a denial, got {decision:?}"));
+    let reason = denial
+        .failure
+        .expect("a fail-closed denial names its failure");
+    assert_eq!(denial.reason_code, format!("hook-failure:{reason}"));
+    reason
+}
+
+#[tokio::test]
+async fn an_endless_guard_is_stopped_at_its_deadline_and_denies_then_the_next_call_is_served() {
+    let dir = PluginDir::new();
+    dir.scripted(
+        "spinner",
+        "[limits]\ntimeout_ms = 50\nfuel = 1_000_000_000_000\n\
+         [[hooks]]\npoint = \"pre-tool\"\ncapability = \"guard\"\nmatcher = \"Spin\"\n\
+         [config]\npre_tool = \"loop\"\n",
+    );
+    guard(&dir, "steady", "allow", "");
+    let plugins = Host::new().unwrap().load_dir(dir.path()).unwrap();
+    let session = plugins.session("s");
+
+    let started = Instant::now();
+    let reason = failure_of(session.pre_tool(&call("Spin")).await).await;
+    assert_eq!(reason, FailureReason::Timeout);
+    // A correctness bound, not a benchmark: the 50 ms deadline fired, not some fallback.
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "took {:?}",
+        started.elapsed()
+    );
+
+    assert_eq!(
+        session.pre_tool(&call("Bash")).await,
+        PreToolDecision::Allow
+    );
+    // The spinner itself is served again too (a fresh instance), and stopped again.
+    assert_eq!(
+        failure_of(session.pre_tool(&call("Spin")).await).await,
+        FailureReason::Timeout
+    );
+}
+
+#[tokio::test]
+async fn a_guard_out_of_fuel_denies() {
+    let dir = PluginDir::new();
+    guard(
+        &dir,
+        "burner",
+        "loop",
+        "[limits]\ntimeout_ms = 60000\nfuel = 2_000_000",
+    );
+    let plugins = Host::new().unwrap().load_dir(dir.path()).unwrap();
+    let reason = failure_of(plugins.session("s").pre_tool(&call("Bash")).await).await;
+    assert_eq!(reason, FailureReason::OutOfFuel);
+}
+
+#[tokio::test]
+async fn a_memory_bomb_is_stopped_by_the_memory_cap() {
+    let dir = PluginDir::new();
+    guard(&dir, "bomb", "membomb", "[limits]\nmemory_mb = 8");
+    let recorder = Recorder::shared();
+    let host = Host::builder()
+        .event_sink(recorder.clone())
+        .build()
+        .unwrap();
+    let plugins = host.load_dir(dir.path()).unwrap();
+    let reason = failure_of(plugins.session("s").pre_tool(&call("Bash")).await).await;
+    assert_eq!(reason, FailureReason::MemoryLimit);
+    let detail = recorder
+        .events()
+        .into_iter()
+        .find_map(|e| match e.kind {
+            EventKind::HookFailed {
+                detail,
+                failed_closed,
+                ..
+            } => Some((detail, failed_closed)),
+            _ => None,
+        })
+        .unwrap();
+    assert!(detail.0.contains("8 MiB"), "{}", detail.0);
+    assert!(detail.1, "the failure is reported as failing closed");
+}
+
+#[tokio::test]
+async fn a_panicking_guard_denies_as_a_trap() {
+    let dir = PluginDir::new();
+    guard(&dir, "panicky", "panic", "");
+    let plugins = Host::new().unwrap().load_dir(dir.path()).unwrap();
+    let reason = failure_of(plugins.session("s").pre_tool(&call("Bash")).await).await;
+    assert_eq!(reason, FailureReason::Trap);
+}
+
+#[tokio::test]
+async fn an_invalid_response_denies_as_invalid_response() {
+    let dir = PluginDir::new();
+    guard(&dir, "garbled", "bad-payload", "");
+    let plugins = Host::new().unwrap().load_dir(dir.path()).unwrap();
+    let reason = failure_of(plugins.session("s").pre_tool(&call("Bash")).await).await;
+    assert_eq!(reason, FailureReason::InvalidResponse);
+}
+
+#[tokio::test]
+async fn on_failure_allow_fails_open_and_says_so() {
+    let dir = PluginDir::new();
+    dir.scripted(
+        "lenient",
+        "[[hooks]]\npoint = \"pre-tool\"\ncapability = \"guard\"\non_failure = \"allow\"\n\
+         [config]\npre_tool = \"panic\"\n",
+    );
+    let recorder = Recorder::shared();
+    let host = Host::builder()
+        .event_sink(recorder.clone())
+        .build()
+        .unwrap();
+    let plugins = host.load_dir(dir.path()).unwrap();
+    assert_eq!(
+        plugins.session("s").pre_tool(&call("Bash")).await,
+        PreToolDecision::Allow
+    );
+    assert!(recorder.events().iter().any(|e| matches!(
+        e.kind,
+        EventKind::HookFailed {
+            reason: FailureReason::Trap,
+            failed_closed: false,
+            ..
+        }
+    )));
+}
+
+#[tokio::test]
+async fn a_failing_observer_never_denies() {
+    let dir = PluginDir::new();
+    dir.scripted(
+        "watcher",
+        "[[hooks]]\npoint = \"pre-tool\"\ncapability = \"observe\"\n[config]\npre_tool = \"panic\"\n",
+    );
+    let plugins = Host::new().unwrap().load_dir(dir.path()).unwrap();
+    assert_eq!(
+        plugins.session("s").pre_tool(&call("Bash")).await,
+        PreToolDecision::Allow
+    );
+}
+
+#[tokio::test]
+async fn a_hook_has_no_filesystem_environment_network_or_stdio() {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    listener.set_nonblocking(true).unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let dir = PluginDir::new();
+    dir.scripted(
+        "prober",
+        &format!(
+            "[[hooks]]\npoint = \"pre-tool\"\ncapability = \"guard\"\n[config]\npre_tool = \"probe\"\nport = {port}\n"
+        ),
+    );
+    let plugins = Host::new().unwrap().load_dir(dir.path()).unwrap();
+    let decision = plugins.session("s").pre_tool(&call("Bash")).await;
+    assert_eq!(
+        decision,
+        PreToolDecision::Allow,
+        "the hook escaped its sandbox: {decision:?}"
+    );
+    assert!(
+        listener.accept().is_err(),
+        "the hook reached a loopback port"
+    );
+    assert!(!dir.path().join("prober/escape.txt").exists());
+}
+
+#[tokio::test]
+async fn per_session_instances_keep_state_and_per_call_instances_do_not() {
+    let dir = PluginDir::new();
+    guard(
+        &dir,
+        "limited",
+        "deny-after:3",
+        "instance = \"per-session\"",
+    );
+    let plugins = Host::new().unwrap().load_dir(dir.path()).unwrap();
+    let session = plugins.session("s");
+    for _ in 0..3 {
+        assert_eq!(
+            session.pre_tool(&call("Bash")).await,
+            PreToolDecision::Allow
+        );
+    }
+    let denial = session.pre_tool(&call("Bash")).await;
+    assert_eq!(denial.denial().unwrap().reason_code, "rate-limit");
+    // Another session has its own instance.
+    assert_eq!(
+        plugins.session("t").pre_tool(&call("Bash")).await,
+        PreToolDecision::Allow
+    );
+
+    let dir = PluginDir::new();
+    guard(&dir, "forgetful", "deny-after:3", "instance = \"per-call\"");
+    let plugins = Host::new().unwrap().load_dir(dir.path()).unwrap();
+    let session = plugins.session("s");
+    for _ in 0..6 {
+        assert_eq!(
+            session.pre_tool(&call("Bash")).await,
+            PreToolDecision::Allow
+        );
+    }
+}
+
+#[tokio::test]
+async fn lifecycle_events_carry_duration_and_fuel() {
+    let dir = PluginDir::new();
+    guard(&dir, "g", "allow", "");
+    let recorder = Recorder::shared();
+    let host = Host::builder()
+        .event_sink(recorder.clone())
+        .build()
+        .unwrap();
+    let plugins = host.load_dir(dir.path()).unwrap();
+    plugins.session("sess-9").pre_tool(&call("Bash")).await;
+    let events = recorder.events();
+    assert_eq!(events.len(), 2);
+    assert_eq!(events[0].invocation_id, events[1].invocation_id);
+    assert_eq!(events[0].session_id, "sess-9");
+    assert_eq!(events[1].plugin, "g");
+    match &events[1].kind {
+        EventKind::HookCompleted {
+            fuel_consumed,
+            decision,
+            honoured,
+            ..
+        } => {
+            assert!(*fuel_consumed > 0);
+            assert_eq!(decision, "allow");
+            assert!(honoured);
+        }
+        other => panic!("{other:?}"),
+    }
+}

@@ -1,0 +1,115 @@
+//! Helpers for the integration tests: plugin directories written on the fly, and a sink that
+//! records lifecycle events.
+
+use palisade::{Event, EventKind, EventSink};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+/// A temporary plugin directory.
+pub struct PluginDir {
+    dir: tempfile::TempDir,
+}
+
+impl Default for PluginDir {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl PluginDir {
+    /// An empty plugin directory.
+    pub fn new() -> Self {
+        PluginDir {
+            dir: tempfile::tempdir().expect("a temporary directory"),
+        }
+    }
+
+    /// The directory.
+    pub fn path(&self) -> &Path {
+        self.dir.path()
+    }
+
+    /// Adds a plugin folder `name` with `manifest` and the component at `wasm` copied in as
+    /// `plugin.wasm`.
+    pub fn plugin(&self, name: &str, wasm: impl AsRef<Path>, manifest: &str) -> PathBuf {
+        let folder = self.dir.path().join(name);
+        std::fs::create_dir_all(&folder).unwrap();
+        std::fs::copy(wasm.as_ref(), folder.join("plugin.wasm"))
+            .unwrap_or_else(|e| panic!("copy {}: {e}", wasm.as_ref().display()));
+        std::fs::write(folder.join("plugin.toml"), manifest).unwrap();
+        folder
+    }
+
+    /// Adds a plugin of the scripted test guest: `name`, and the manifest body after the
+    /// `name`/`wasm` lines (hooks, limits, config).
+    pub fn scripted(&self, name: &str, body: &str) -> PathBuf {
+        let manifest = format!("name = \"{name}\"\nwasm = \"plugin.wasm\"\n{body}");
+        self.plugin(name, palisade_fixtures::SCRIPTED, &manifest)
+    }
+
+    /// Adds a plugin folder with raw files.
+    pub fn raw(&self, name: &str, files: &[(&str, &[u8])]) -> PathBuf {
+        let folder = self.dir.path().join(name);
+        std::fs::create_dir_all(&folder).unwrap();
+        for (file, bytes) in files {
+            std::fs::write(folder.join(file), bytes).unwrap();
+        }
+        folder
+    }
+}
+
+/// Records every lifecycle event.
+#[derive(Default)]
+pub struct Recorder {
+    events: Mutex<Vec<Event>>,
+}
+
+impl EventSink for Recorder {
+    fn emit(&self, event: &Event) {
+        self.events.lock().unwrap().push(event.clone());
+    }
+}
+
+impl Recorder {
+    /// A new recorder, shared.
+    pub fn shared() -> Arc<Recorder> {
+        Arc::new(Recorder::default())
+    }
+
+    /// Every event so far.
+    pub fn events(&self) -> Vec<Event> {
+        self.events.lock().unwrap().clone()
+    }
+
+    /// The messages plugins logged, in order.
+    pub fn logs(&self) -> Vec<String> {
+        self.events()
+            .into_iter()
+            .filter_map(|e| match e.kind {
+                EventKind::PluginLog { message, .. } => Some(message),
+                _ => None,
+            })
+            .collect()
+    }
+
+    /// `(event name, hook id)` of every hook lifecycle event, in order.
+    pub fn lifecycle(&self) -> Vec<(String, String)> {
+        self.events()
+            .into_iter()
+            .filter(|e| !matches!(e.kind, EventKind::PluginLog { .. }))
+            .map(|e| (e.kind.name().to_string(), e.hook_id))
+            .collect()
+    }
+
+    /// Forgets every event so far.
+    pub fn clear(&self) {
+        self.events.lock().unwrap().clear();
+    }
+}
+
+/// A `pre-tool` hook table for a manifest.
+pub fn pre_tool_hook(capability: &str, priority: i32) -> String {
+    format!(
+        "[[hooks]]\npoint = \"pre-tool\"\ncapability = \"{capability}\"\npriority = {priority}\n"
+    )
+}
