@@ -180,12 +180,18 @@ async fn a_hook_has_no_filesystem_environment_network_or_stdio() {
             "[[hooks]]\npoint = \"pre-tool\"\ncapability = \"guard\"\n[config]\npre_tool = \"probe\"\nport = {port}\n"
         ),
     );
-    let plugins = Host::new().unwrap().load_dir(dir.path()).unwrap();
+    let recorder = Recorder::shared();
+    let host = Host::builder()
+        .event_sink(recorder.clone())
+        .build()
+        .unwrap();
+    let plugins = host.load_dir(dir.path()).unwrap();
     let decision = plugins.session("s").pre_tool(&call("Bash")).await;
     assert_eq!(
         decision,
         PreToolDecision::Allow,
-        "the hook escaped its sandbox: {decision:?}"
+        "the hook escaped its sandbox: {decision:?} {:?}",
+        recorder.logs()
     );
     assert!(
         listener.accept().is_err(),

@@ -6,6 +6,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
 /// A temporary plugin directory.
+#[derive(Debug)]
 pub struct PluginDir {
     dir: tempfile::TempDir,
 }
@@ -59,7 +60,7 @@ impl PluginDir {
 }
 
 /// Records every lifecycle event.
-#[derive(Default)]
+#[derive(Debug, Default)]
 pub struct Recorder {
     events: Mutex<Vec<Event>>,
 }

@@ -49,7 +49,7 @@ fn probe() -> PreToolDecision {
         escaped.push("environment");
     }
     if let Some(port) = palisade_sdk::config::<u16>("port")
-        && std::net::TcpStream::connect(("127.0.0.1", port)).is_ok()
+        && tcp_connect(port)
     {
         escaped.push("network");
     }
@@ -61,6 +61,39 @@ fn probe() -> PreToolDecision {
     } else {
         PreToolDecision::deny("escaped", escaped.join(","))
     }
+}
+
+/// Whether a TCP connection to 127.0.0.1:`port` succeeds, through raw WASI sockets.
+#[cfg(target_arch = "wasm32")]
+fn tcp_connect(port: u16) -> bool {
+    use wasi::sockets::network::{IpAddressFamily, IpSocketAddress, Ipv4SocketAddress};
+    let network = wasi::sockets::instance_network::instance_network();
+    let Ok(socket) = wasi::sockets::tcp_create_socket::create_tcp_socket(IpAddressFamily::Ipv4)
+    else {
+        log::info("probe: tcp socket refused");
+        return false;
+    };
+    let address = IpSocketAddress::Ipv4(Ipv4SocketAddress {
+        port,
+        address: (127, 0, 0, 1),
+    });
+    if let Err(err) = socket.start_connect(&network, address) {
+        log::info(&format!("probe: tcp connect refused: {err:?}"));
+        return false;
+    }
+    socket.subscribe().block();
+    match socket.finish_connect() {
+        Ok(_) => true,
+        Err(err) => {
+            log::info(&format!("probe: tcp connect failed: {err:?}"));
+            false
+        }
+    }
+}
+
+#[cfg(not(target_arch = "wasm32"))]
+fn tcp_connect(_port: u16) -> bool {
+    false
 }
 
 struct Scripted;

@@ -1,0 +1,186 @@
+//! The `palisade` command line: check, run and demo, as a user runs them.
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+fn palisade(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_palisade"))
+        .args(args)
+        .output()
+        .expect("the palisade binary runs")
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+fn examples() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    palisade_examples::install(dir.path()).unwrap();
+    dir
+}
+
+fn write_call(dir: &Path, command: &str) -> String {
+    let path = dir.join(format!("call-{}.json", command.len()));
+    let call = serde_json::json!({ "tool_use_id": "toolu_1", "name": "Bash", "arguments": { "command": command } });
+    std::fs::write(&path, call.to_string()).unwrap();
+    path.display().to_string()
+}
+
+#[test]
+fn check_lists_every_plugin_hook_and_grant() {
+    let dir = examples();
+    let out = palisade(&["check", dir.path().to_str().unwrap()]);
+    let stdout = text(&out.stdout);
+    assert!(out.status.success(), "{stdout}{}", text(&out.stderr));
+    for needle in [
+        "shell-guard",
+        "secret-guard",
+        "audit-log",
+        "pre-tool",
+        "tool-result",
+        "guard",
+        "observe",
+        "background",
+        "Bash|shell|exec_command|local_shell",
+        "100 ms, 50000000 fuel, 16 MiB",
+        "ok: 3 plugins, 4 hooks on 2 points",
+    ] {
+        assert!(
+            stdout.contains(needle),
+            "`{needle}` missing from:\n{stdout}"
+        );
+    }
+}
+
+#[test]
+fn check_fails_listing_every_problem() {
+    let dir = examples();
+    std::fs::write(
+        dir.path().join("audit-log/plugin.toml"),
+        "name = \"audit-log\"\nwasm = \"../shell-guard/shell_guard.wasm\"\n\
+         [[hooks]]\npoint = \"tool-result\"\ncapability = \"guard\"\n",
+    )
+    .unwrap();
+    std::fs::remove_file(dir.path().join("secret-guard/secret_guard.wasm")).unwrap();
+    let out = palisade(&["check", dir.path().to_str().unwrap()]);
+    let stderr = text(&out.stderr);
+    assert!(!out.status.success());
+    assert!(stderr.starts_with("2 problems in"), "{stderr}");
+    assert!(stderr.contains("audit-log/plugin.toml: `hooks[0].capability`: `guard` cannot be granted on `tool-result`"), "{stderr}");
+    assert!(
+        stderr.contains("secret-guard/plugin.toml: `wasm`: `secret_guard.wasm` does not exist"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn run_denies_rm_rf_root_through_shell_guard_and_allows_ls() {
+    let dir = examples();
+    let deny = write_call(dir.path(), "rm -rf /");
+    let out = palisade(&[
+        "run",
+        dir.path().to_str().unwrap(),
+        "--point",
+        "pre-tool",
+        "--input",
+        &deny,
+    ]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let decision: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(decision["decision"], "deny");
+    assert_eq!(decision["hook_id"], "shell-guard/pre-tool");
+    assert_eq!(decision["reason_code"], "destructive-delete");
+    let stderr = text(&out.stderr);
+    assert!(
+        stderr.contains("hook_denied     shell-guard/pre-tool destructive-delete"),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("hook_completed  audit-log/pre-tool allow (recorded, not honoured)"),
+        "{stderr}"
+    );
+
+    let allow = write_call(dir.path(), "ls");
+    let out = palisade(&[
+        "run",
+        dir.path().to_str().unwrap(),
+        "--point",
+        "pre-tool",
+        "--input",
+        &allow,
+    ]);
+    let decision: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(decision, serde_json::json!({ "decision": "allow" }));
+}
+
+#[test]
+fn run_writes_lifecycle_events_as_json_lines() {
+    let dir = examples();
+    let call = write_call(dir.path(), "rm -rf ~");
+    let out = palisade(&[
+        "run",
+        dir.path().to_str().unwrap(),
+        "--point",
+        "pre-tool",
+        "--input",
+        &call,
+        "--events",
+        "jsonl",
+    ]);
+    let events: Vec<serde_json::Value> = text(&out.stderr)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{l}: {e}")))
+        .collect();
+    let names: Vec<&str> = events
+        .iter()
+        .map(|e| e["event"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        names,
+        [
+            "hook_started",
+            "plugin_log",
+            "hook_completed",
+            "hook_started",
+            "hook_denied"
+        ]
+    );
+    let denied = &events[4];
+    assert_eq!(denied["plugin"], "shell-guard");
+    assert_eq!(denied["point"], "pre-tool");
+    assert!(denied["fuel_consumed"].as_u64().unwrap() > 0);
+    assert!(denied["duration_us"].is_u64());
+    assert_eq!(denied["invocation_id"], events[0]["invocation_id"]);
+}
+
+#[test]
+fn run_explains_bad_input() {
+    let dir = examples();
+    let input = dir.path().join("bad.json");
+    std::fs::write(&input, "{\"tool\": \"Bash\"}").unwrap();
+    let out = palisade(&[
+        "run",
+        dir.path().to_str().unwrap(),
+        "--point",
+        "pre-tool",
+        "--input",
+        input.to_str().unwrap(),
+    ]);
+    assert!(!out.status.success());
+    let stderr = text(&out.stderr);
+    assert!(stderr.contains("not a valid `pre-tool` input"), "{stderr}");
+    assert!(stderr.contains("unknown field `tool`"), "{stderr}");
+}
+
+#[test]
+fn demo_prints_its_table() {
+    let out = palisade(&["demo"]);
+    let stdout = text(&out.stdout);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(stdout.contains("DECISION"), "{stdout}");
+    assert_eq!(stdout.matches("DENY").count(), 6, "{stdout}");
+    assert!(stdout.contains("destructive-delete"), "{stdout}");
+    assert!(stdout.contains("secret-file"), "{stdout}");
+    assert!(stdout.contains("result Bash (toolu_01) ok"), "{stdout}");
+}
