@@ -45,6 +45,7 @@ pub(crate) struct HostInner {
     pub engine: Engine,
     pub linker: Linker<State>,
     pub sink: Option<Arc<dyn EventSink>>,
+    pub background_queue: usize,
     stop_ticker: Arc<AtomicBool>,
 }
 
@@ -55,9 +56,18 @@ impl Drop for HostInner {
 }
 
 /// Configures a [`Host`].
-#[derive(Default)]
 pub struct HostBuilder {
     sink: Option<Arc<dyn EventSink>>,
+    background_queue: usize,
+}
+
+impl Default for HostBuilder {
+    fn default() -> Self {
+        HostBuilder {
+            sink: None,
+            background_queue: crate::session::DEFAULT_BACKGROUND_QUEUE,
+        }
+    }
 }
 
 impl std::fmt::Debug for HostBuilder {
@@ -72,6 +82,14 @@ impl HostBuilder {
     /// Sends every lifecycle event to `sink`.
     pub fn event_sink(mut self, sink: Arc<dyn EventSink>) -> Self {
         self.sink = Some(sink);
+        self
+    }
+
+    /// Bounds each session's background queue (default
+    /// [`DEFAULT_BACKGROUND_QUEUE`](crate::DEFAULT_BACKGROUND_QUEUE)); work beyond it is
+    /// dropped and reported.
+    pub fn background_queue(mut self, bound: usize) -> Self {
+        self.background_queue = bound.max(1);
         self
     }
 
@@ -103,6 +121,7 @@ impl HostBuilder {
                 engine,
                 linker,
                 sink: self.sink,
+                background_queue: self.background_queue,
                 stop_ticker,
             }),
         })

@@ -5,20 +5,61 @@ use crate::failure::{Failure, FailureReason};
 use crate::manifest::Limits;
 use crate::plugin::Plugin;
 use crate::sandbox::{CallContext, MAX_LOG_LINES_PER_CALL, State, wit};
+use std::sync::Arc;
 use std::time::Instant;
 use wasmtime::component::Instance as ComponentInstance;
 use wasmtime::{Engine, Store, Trap, UpdateDeadline};
 
-/// What a hook is asked, per point.
-pub(crate) enum Request<'a> {
-    PreTool(&'a wit::ToolCall),
-    ToolResult(&'a wit::ToolCall, &'a wit::ToolOutcome),
+/// What a hook is asked, per point. Owned (shared) data, so a background invocation can
+/// take it along.
+#[derive(Clone)]
+pub(crate) enum Request {
+    SessionStart(wit::SessionSource),
+    PromptSubmit(Arc<wit::PreStep>),
+    PreTool(Arc<wit::ToolCall>),
+    ToolGuard(Arc<wit::ToolCall>),
+    PostTool(Arc<wit::ToolCall>, Arc<wit::ToolOutcome>),
+    ToolResult(Arc<wit::ToolCall>, Arc<wit::ToolOutcome>),
+    TurnStopping(Arc<wit::StopEvent>),
+    Committed(Arc<wit::Observation>),
 }
 
 /// What a hook answered, per point.
 pub(crate) enum Response {
+    SessionStart(Vec<String>),
+    PromptSubmit(wit::PreStepDecision),
     PreTool(wit::PreToolDecision),
-    ToolResult,
+    ToolGuard(wit::GuardDecision),
+    PostTool(wit::PostToolDecision),
+    TurnStopping(Option<String>),
+    /// The observe-only points answer nothing.
+    Observed,
+}
+
+impl Response {
+    /// The decision in short, for lifecycle events.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Response::SessionStart(contexts) if contexts.is_empty() => "none",
+            Response::SessionStart(_) => "contexts",
+            Response::PromptSubmit(wit::PreStepDecision::Enter(_)) => "enter",
+            Response::PromptSubmit(wit::PreStepDecision::Reject(_)) => "reject",
+            Response::PreTool(wit::PreToolDecision::Allow) => "allow",
+            Response::PreTool(wit::PreToolDecision::Deny(_)) => "deny",
+            Response::PreTool(wit::PreToolDecision::Ask(_)) => "ask",
+            Response::ToolGuard(wit::GuardDecision::Abstain) => "abstain",
+            Response::ToolGuard(wit::GuardDecision::Deny(_)) => "deny",
+            Response::PostTool(d) => match d.action {
+                wit::PostToolAction::Accept => "accept",
+                wit::PostToolAction::Block(_) => "block",
+                wit::PostToolAction::ReplaceContent(_) => "replace-content",
+                wit::PostToolAction::ReplaceValue(_) => "replace-value",
+            },
+            Response::TurnStopping(Some(_)) => "steer",
+            Response::TurnStopping(None) => "none",
+            Response::Observed => "none",
+        }
+    }
 }
 
 /// A live plugin instance and its store.
@@ -75,32 +116,47 @@ impl Instance {
     pub async fn call(
         &mut self,
         plugin: &Plugin,
-        request: &Request<'_>,
+        request: &Request,
         limits: &Limits,
     ) -> (Result<Response, Failure>, Cost) {
         let store = &mut self.store;
         let instance = &self.instance;
-        let result: Result<Response, wasmtime::Error> = match request {
-            Request::PreTool(call) => match &plugin.exports.pre_tool {
-                None => return (Err(missing()), Cost::default()),
-                Some(idx) => match idx.load(&mut *store, instance) {
-                    Err(e) => return (Err(unavailable(e)), Cost::default()),
-                    Ok(guest) => guest
-                        .call_on_pre_tool(&mut *store, call)
-                        .await
-                        .map(Response::PreTool),
-                },
-            },
-            Request::ToolResult(call, outcome) => match &plugin.exports.tool_result {
-                None => return (Err(missing()), Cost::default()),
-                Some(idx) => match idx.load(&mut *store, instance) {
-                    Err(e) => return (Err(unavailable(e)), Cost::default()),
-                    Ok(guest) => guest
-                        .call_on_tool_result(&mut *store, call, outcome)
-                        .await
-                        .map(|()| Response::ToolResult),
-                },
-            },
+        // Loads the export's functions, then calls it; a component without the export (which
+        // loading already refuses) or whose export fails to load is `unavailable`.
+        macro_rules! call {
+            ($exports:ident, $method:ident ( $($arg:expr),* ) => $response:expr) => {
+                match &plugin.exports.$exports {
+                    None => return (Err(missing()), Cost::default()),
+                    Some(indices) => match indices.load(&mut *store, instance) {
+                        Err(e) => return (Err(unavailable(e)), Cost::default()),
+                        Ok(guest) => guest.$method(&mut *store, $($arg),*).await.map($response),
+                    },
+                }
+            };
+        }
+        let result: wasmtime::Result<Response> = match request {
+            Request::SessionStart(source) => {
+                call!(session_start, call_on_session_start(*source) => Response::SessionStart)
+            }
+            Request::PromptSubmit(step) => {
+                call!(prompt_submit, call_on_prompt_submit(step) => Response::PromptSubmit)
+            }
+            Request::PreTool(call) => call!(pre_tool, call_on_pre_tool(call) => Response::PreTool),
+            Request::ToolGuard(call) => {
+                call!(tool_guard, call_on_tool_guard(call) => Response::ToolGuard)
+            }
+            Request::PostTool(call, outcome) => {
+                call!(post_tool, call_on_post_tool(call, outcome) => Response::PostTool)
+            }
+            Request::ToolResult(call, outcome) => {
+                call!(tool_result, call_on_tool_result(call, outcome) => |()| Response::Observed)
+            }
+            Request::TurnStopping(event) => {
+                call!(turn_stopping, call_on_turn_stopping(event) => Response::TurnStopping)
+            }
+            Request::Committed(observation) => {
+                call!(committed, call_on_committed(observation) => |()| Response::Observed)
+            }
         };
         let result = result.map_err(|e| classify(e, store.data().limiter.hit, limits, "call"));
         (result, spent(store, limits))

@@ -27,6 +27,7 @@
 //! and the dispatch rules on [`Session`].
 #![deny(missing_docs)]
 
+mod convert;
 mod engine;
 mod error;
 pub mod events;
@@ -48,7 +49,10 @@ pub use manifest::{HookSpec, Limits, Manifest};
 pub use plugin::{Plugin, Plugins};
 pub use point::{Capability, InstanceLifetime, Interface, Mode, OnFailure, Point};
 pub use sandbox::{MAX_LOG_LINE_BYTES, MAX_LOG_LINES_PER_CALL, MAX_TABLE_ELEMENTS};
-pub use session::{MAX_BACKGROUND_IN_FLIGHT, Session};
+pub use session::{Approver, BoxFuture, DEFAULT_BACKGROUND_QUEUE, Session};
 pub use types::{
-    AskRequest, ContentBlock, Denial, PreToolDecision, Provenance, ToolCall, ToolOutcome,
+    Approval, AskRequest, Authorization, CommittedFact, ContentBlock, Context, Denial,
+    GuardDecision, LlmResponse, Message, Observation, PostToolResult, PreStep, PreStepDecision,
+    PreToolDecision, Provenance, Role, ServerToolContent, SessionSource, Steering, StopEvent,
+    ToolCall, ToolOutcome, ToolResult, TurnOutcome,
 };

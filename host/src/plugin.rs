@@ -42,6 +42,8 @@ pub(crate) struct PluginsInner {
     /// Per point, its hooks in dispatch order.
     pub by_point: HashMap<Point, Vec<HookRef>>,
     pub skipped: Vec<PathBuf>,
+    /// Sessions alive (see [`Plugins::live_sessions`]).
+    pub live_sessions: std::sync::atomic::AtomicUsize,
 }
 
 /// One hook, resolved: its plugin and its spec, with its id precomputed.
@@ -452,6 +454,7 @@ impl Plugins {
                 plugins,
                 by_point,
                 skipped,
+                live_sessions: Default::default(),
             }),
         }
     }

@@ -6,9 +6,10 @@
 //! preopened directories, no network (sockets and name lookup denied). Clocks and randomness
 //! are allowed.
 
+use crate::convert::to_wit_outcome;
 use crate::events::{Event, EventKind, EventSink, now_ms};
 use crate::point::Point;
-use crate::types::{ContentBlock, Provenance, ToolCall, ToolOutcome};
+use crate::types::ToolOutcome;
 use std::sync::Arc;
 use std::time::Instant;
 use wasmtime::component::ResourceTable;
@@ -184,39 +185,4 @@ impl bindings::palisade::hooks::tool_dispatch::Host for State {
 /// The printed form of an invocation id.
 pub(crate) fn invocation_id(n: u64) -> String {
     format!("inv-{n:08x}")
-}
-
-pub(crate) fn to_wit_call(call: &ToolCall) -> wit::ToolCall {
-    wit::ToolCall {
-        tool_use_id: call.tool_use_id.clone(),
-        name: call.name.clone(),
-        arguments: call.arguments.to_string(),
-        provenance: call.provenance.as_ref().map(|p| match p {
-            Provenance::Builtin => wit::Provenance::Builtin,
-            Provenance::Mcp { server, tool } => wit::Provenance::Mcp(wit::McpTool {
-                server: server.clone(),
-                tool: tool.clone(),
-            }),
-            Provenance::Plugin { name } => wit::Provenance::Plugin(name.clone()),
-        }),
-    }
-}
-
-pub(crate) fn to_wit_outcome(outcome: &ToolOutcome) -> wit::ToolOutcome {
-    wit::ToolOutcome {
-        content_blocks: outcome
-            .content_blocks
-            .iter()
-            .map(|block| match block {
-                ContentBlock::Text { text } => wit::ContentBlock::Text(text.clone()),
-                ContentBlock::Json { value } => wit::ContentBlock::Json(value.to_string()),
-                ContentBlock::Image { media_type, data } => wit::ContentBlock::Image(wit::Image {
-                    media_type: media_type.clone(),
-                    data: data.clone(),
-                }),
-            })
-            .collect(),
-        is_error: outcome.is_error,
-        value: outcome.value.as_ref().map(|v| v.to_string()),
-    }
 }

@@ -1,37 +1,50 @@
 //! A session: one agent conversation's view of a plugin set. It owns the session's plugin
-//! instances (for `per-session` plugins) and every background task it spawns.
+//! instances (for `per-session` plugins) and every background task it spawns; dropping it
+//! aborts that work.
 //!
-//! Dispatch rules, common to every point:
-//! - hooks run by ascending priority, then registration order (plugins by name, hooks in
-//!   manifest order);
-//! - foreground hooks are awaited one after another; a background hook (observe only) is
-//!   spawned when its turn comes and never delays or changes the outcome;
-//! - the first honoured denial short-circuits the remaining hooks, foreground and background;
-//! - a foreground failure fails closed (the point denies with `hook-failure:<reason>`) unless
-//!   the hook says `on_failure = "allow"`; an observer's failure is only recorded.
+//! The dispatch rules every point shares live here ([`Session::waterfall`]); each point's file
+//! under `points/` says what its hooks may answer and how the answers combine. The rules are
+//! stated once, with the seed sentences they implement, in `docs/semantics.md`.
 
+use crate::convert::failed_closed;
 use crate::events::{Event, EventKind, now_ms};
 use crate::failure::{Failure, FailureReason};
 use crate::instance::{Cost, Instance, Request, Response};
 use crate::manifest::HookSpec;
 use crate::plugin::{HookRef, Plugins, PluginsInner};
-use crate::point::{InstanceLifetime, Mode, Point};
+use crate::point::{Capability, InstanceLifetime, Mode, OnFailure, Point};
 use crate::sandbox::{CallContext, MAX_LOG_LINES_PER_CALL, State, invocation_id};
+use crate::types::{Approval, AskRequest, Denial, ToolCall};
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tokio::task::JoinSet;
 
-/// Most background invocations a session keeps in flight; more are dropped (and reported
-/// as `dropped-saturated` failures).
-pub const MAX_BACKGROUND_IN_FLIGHT: usize = 64;
+/// Default bound of a session's background queue: more in-flight background invocations
+/// than this are dropped, counted and reported as `dropped-saturated`.
+pub const DEFAULT_BACKGROUND_QUEUE: usize = 64;
 
 static NEXT_INVOCATION: AtomicU64 = AtomicU64::new(1);
+
+/// A boxed, sendable future.
+pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+
+/// The embedder's approval channel: resolves a `pre-tool` ask, typically by asking the user.
+///
+/// Only [`Approval::AllowedOnce`] lets the call continue; every other answer — and a session
+/// with no approver at all — becomes a normalized denial.
+pub trait Approver: Send + Sync {
+    /// Asks whether `call` may run, for the reason in `ask`.
+    fn approve<'a>(&'a self, call: &'a ToolCall, ask: &'a AskRequest) -> BoxFuture<'a, Approval>;
+}
 
 /// One agent session. Dropping it aborts its background work and frees its instances.
 pub struct Session {
     pub(crate) shared: Arc<SessionShared>,
     background: Mutex<JoinSet<()>>,
+    pub(crate) approver: Option<Arc<dyn Approver>>,
 }
 
 impl std::fmt::Debug for Session {
@@ -50,10 +63,17 @@ pub(crate) struct SessionShared {
     dropped: AtomicU64,
 }
 
+impl Drop for SessionShared {
+    fn drop(&mut self) {
+        self.plugins.live_sessions.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
 impl Plugins {
     /// Opens a session with id `id` (the agent's session id).
     pub fn session(&self, id: impl Into<String>) -> Session {
         let id: String = id.into();
+        self.inner.live_sessions.fetch_add(1, Ordering::Relaxed);
         Session {
             shared: Arc::new(SessionShared {
                 id: id.into(),
@@ -67,21 +87,52 @@ impl Plugins {
                 dropped: AtomicU64::new(0),
             }),
             background: Mutex::new(JoinSet::new()),
+            approver: None,
         }
+    }
+
+    /// Sessions (and their background tasks) still alive: a dropped session's count goes
+    /// once its aborted tasks have unwound.
+    pub fn live_sessions(&self) -> usize {
+        self.inner.live_sessions.load(Ordering::Relaxed)
     }
 }
 
 /// The outcome of one hook invocation.
 pub(crate) struct Run {
     pub result: Result<Response, Failure>,
+    pub meter: Meter,
+}
+
+/// What one invocation cost.
+#[derive(Clone, Copy)]
+pub(crate) struct Meter {
     pub duration: Duration,
     pub cost: Cost,
 }
 
-/// One dispatch of one point: its id and its hooks.
+/// One dispatch of one point.
+#[derive(Clone, Copy)]
 pub(crate) struct Invocation {
     pub id: u64,
     pub point: Point,
+}
+
+/// What a point makes of one hook's answer.
+pub(crate) enum Verdict<T> {
+    /// Recorded; `honoured` says whether it counted.
+    Completed { honoured: bool },
+    /// An honoured denial: the waterfall stops with `then`.
+    Denied {
+        reason_code: String,
+        message: String,
+        then: T,
+    },
+    /// The answer needs a capability the hook was not granted: not honoured, reported as a
+    /// `not-granted` failure.
+    NotGranted(Capability),
+    /// The answer is invalid: a failure, which fails closed like any other.
+    Invalid(Failure),
 }
 
 impl Session {
@@ -90,12 +141,25 @@ impl Session {
         &self.shared.id
     }
 
+    /// Resolves `pre-tool` asks through `approver` (see [`Session::authorize`]).
+    pub fn with_approver(mut self, approver: Arc<dyn Approver>) -> Session {
+        self.approver = Some(approver);
+        self
+    }
+
     /// Background invocations dropped so far because the session's queue was full.
     pub fn dropped_background(&self) -> u64 {
         self.shared.dropped.load(Ordering::Relaxed)
     }
 
-    /// Waits for the session's background hooks to finish.
+    /// Background invocations in flight.
+    pub fn background_in_flight(&self) -> usize {
+        let mut set = self.background.lock().unwrap_or_else(|e| e.into_inner());
+        while set.try_join_next().is_some() {}
+        set.len()
+    }
+
+    /// Waits for the session's background work to finish.
     pub async fn drain_background(&self) {
         let mut set =
             std::mem::take(&mut *self.background.lock().unwrap_or_else(|e| e.into_inner()));
@@ -109,112 +173,187 @@ impl Session {
         }
     }
 
-    /// The hooks of `point` for a tool named `tool` (or every hook, for `None`).
-    pub(crate) fn hooks<'a>(
-        &'a self,
+    /// Runs the hooks of `point` (for a tool named `tool`, where the point has one) in
+    /// dispatch order.
+    ///
+    /// Foreground hooks are awaited and their answers judged by `judge`; background hooks
+    /// are spawned with the request of the moment. The first honoured denial stops the
+    /// waterfall (remaining foreground and background hooks do not run) and is returned; a
+    /// foreground failure of a hook that could have denied fails closed through
+    /// `fail_closed`, unless its `on_failure` is `allow`.
+    pub(crate) async fn waterfall<S, T>(
+        &self,
         point: Point,
-        tool: Option<&'a str>,
-    ) -> impl Iterator<Item = &'a HookRef> + 'a {
+        tool: Option<&str>,
+        state: &mut S,
+        request: impl Fn(&S) -> Request,
+        mut judge: impl FnMut(&mut S, &HookRef, &HookSpec, Response) -> Verdict<T>,
+        fail_closed: impl Fn(Denial) -> T,
+    ) -> Option<T> {
+        let inv = self.begin(point);
         let plugins = &self.shared.plugins;
-        plugins
-            .by_point
-            .get(&point)
-            .into_iter()
-            .flatten()
-            .filter(move |r| tool.is_none_or(|t| plugins.spec(r).matches_tool(t)))
+        let hooks = plugins.by_point.get(&point)?;
+        for hook in hooks {
+            let spec = plugins.spec(hook);
+            if tool.is_some_and(|t| !spec.matches_tool(t)) {
+                continue;
+            }
+            if spec.mode == Mode::Background {
+                self.spawn_background(hook, inv, request(state));
+                continue;
+            }
+            let run = self.shared.run(hook, inv, &request(state)).await;
+            let meter = run.meter;
+            let response = match run.result {
+                Ok(response) => response,
+                Err(ref failure) => {
+                    if self.shared.fail(hook, inv, meter, failure) {
+                        return Some(fail_closed(failed_closed(&hook.id, failure)));
+                    }
+                    continue;
+                }
+            };
+            let decision = response.name();
+            match judge(state, hook, spec, response) {
+                Verdict::Completed { honoured } => {
+                    self.shared
+                        .emit(hook, inv, completed(meter, decision, honoured));
+                }
+                Verdict::Denied {
+                    reason_code,
+                    message,
+                    then,
+                } => {
+                    self.shared.emit(
+                        hook,
+                        inv,
+                        EventKind::HookDenied {
+                            duration_us: micros(meter.duration),
+                            fuel_consumed: meter.cost.fuel,
+                            reason_code,
+                            message,
+                        },
+                    );
+                    return Some(then);
+                }
+                Verdict::NotGranted(needed) => {
+                    let held: Vec<_> = spec.capabilities.iter().map(|c| c.as_str()).collect();
+                    let failure = Failure::new(
+                        FailureReason::NotGranted,
+                        format!(
+                            "answered `{decision}`, which needs the `{needed}` capability; \
+                             it holds: {}",
+                            held.join(", ")
+                        ),
+                    );
+                    self.shared.emit(hook, inv, failed(meter, &failure, false));
+                }
+                Verdict::Invalid(failure) => {
+                    if self.shared.fail(hook, inv, meter, &failure) {
+                        return Some(fail_closed(failed_closed(&hook.id, &failure)));
+                    }
+                }
+            }
+        }
+        None
     }
 
-    pub(crate) fn spec(&self, hook: &HookRef) -> &HookSpec {
-        self.shared.plugins.spec(hook)
-    }
-
-    /// Spawns a background invocation. `request` builds the request from owned data.
-    pub(crate) fn spawn<D, F>(&self, hook: &HookRef, inv: &Invocation, data: D, request: F)
-    where
-        D: Send + 'static,
-        F: for<'d> Fn(&'d D) -> Request<'d> + Send + 'static,
-    {
-        let mut set = self.background.lock().unwrap_or_else(|e| e.into_inner());
-        while set.try_join_next().is_some() {}
-        let shared = self.shared.clone();
-        let hook = hook.clone();
-        let inv = Invocation {
-            id: inv.id,
-            point: inv.point,
+    /// Runs every hook of an observe-only point off the critical path: foreground hooks one
+    /// after another in one task, background hooks each in its own. Nothing is awaited.
+    pub(crate) fn notify(&self, point: Point, tool: Option<&str>, request: Request) {
+        let inv = self.begin(point);
+        let plugins = &self.shared.plugins;
+        let Some(hooks) = plugins.by_point.get(&point) else {
+            return;
         };
-        if set.len() >= MAX_BACKGROUND_IN_FLIGHT {
-            shared.dropped.fetch_add(1, Ordering::Relaxed);
-            let failure = Failure::new(
-                FailureReason::DroppedSaturated,
-                format!("{MAX_BACKGROUND_IN_FLIGHT} background invocations already in flight"),
-            );
-            shared.emit(
-                &hook,
-                &inv,
-                EventKind::HookFailed {
-                    duration_us: 0,
-                    fuel_consumed: 0,
-                    reason: failure.reason,
-                    detail: failure.detail,
-                    failed_closed: false,
-                },
-            );
+        let mut foreground = Vec::new();
+        for hook in hooks {
+            let spec = plugins.spec(hook);
+            if tool.is_some_and(|t| !spec.matches_tool(t)) {
+                continue;
+            }
+            match spec.mode {
+                Mode::Background => self.spawn_background(hook, inv, request.clone()),
+                _ => foreground.push(hook.clone()),
+            }
+        }
+        if foreground.is_empty() {
             return;
         }
-        set.spawn(async move {
-            let run = shared.run(&hook, &inv, &request(&data)).await;
-            shared.finish_observed(&hook, &inv, &run, "");
+        let shared = self.shared.clone();
+        let reported = foreground.clone();
+        self.spawn(&reported, inv, async move {
+            for hook in &foreground {
+                let run = shared.run(hook, inv, &request).await;
+                shared.record(hook, inv, &run);
+            }
         });
     }
 
-    /// Runs a foreground hook.
-    pub(crate) async fn run(&self, hook: &HookRef, inv: &Invocation, request: &Request<'_>) -> Run {
-        self.shared.run(hook, inv, request).await
+    fn spawn_background(&self, hook: &HookRef, inv: Invocation, request: Request) {
+        let shared = self.shared.clone();
+        let owned = hook.clone();
+        self.spawn(std::slice::from_ref(hook), inv, async move {
+            let run = shared.run(&owned, inv, &request).await;
+            shared.record(&owned, inv, &run);
+        });
     }
 
-    pub(crate) fn emit(&self, hook: &HookRef, inv: &Invocation, kind: EventKind) {
-        self.shared.emit(hook, inv, kind);
-    }
-
-    /// Records a run whose decision is not honoured (an observer, or a point with no
-    /// decision): completed, or failed without failing closed.
-    pub(crate) fn finish_observed(
+    /// Spawns `task` into the session's bounded queue, or drops it (counted, and reported
+    /// for each of `hooks`) when the queue is full.
+    fn spawn(
         &self,
-        hook: &HookRef,
-        inv: &Invocation,
-        run: &Run,
-        decision: &str,
+        hooks: &[HookRef],
+        inv: Invocation,
+        task: impl Future<Output = ()> + Send + 'static,
     ) {
-        self.shared.finish_observed(hook, inv, run, decision);
+        let mut set = self.background.lock().unwrap_or_else(|e| e.into_inner());
+        // Reap what has finished, so the bound counts only work in flight.
+        while set.try_join_next().is_some() {}
+        let bound = self.shared.plugins.host.inner.background_queue;
+        if set.len() >= bound {
+            self.shared
+                .dropped
+                .fetch_add(hooks.len() as u64, Ordering::Relaxed);
+            let failure = Failure::new(
+                FailureReason::DroppedSaturated,
+                format!("the session's background queue is full ({bound} in flight)"),
+            );
+            for hook in hooks {
+                self.shared.emit(
+                    hook,
+                    inv,
+                    EventKind::HookFailed {
+                        duration_us: 0,
+                        fuel_consumed: 0,
+                        reason: failure.reason,
+                        detail: failure.detail.clone(),
+                        failed_closed: false,
+                    },
+                );
+            }
+            return;
+        }
+        set.spawn(task);
     }
+}
 
-    /// Records a run that failed; returns whether it fails closed.
-    pub(crate) fn finish_failed(
-        &self,
-        hook: &HookRef,
-        inv: &Invocation,
-        run: &Run,
-        failure: &Failure,
-    ) -> bool {
-        let spec = self.spec(hook);
-        let closed = spec.mode == Mode::Foreground
-            && spec.on_failure == crate::point::OnFailure::Deny
-            && !spec
-                .capabilities
-                .iter()
-                .all(|c| *c == crate::point::Capability::Observe);
-        self.emit(
-            hook,
-            inv,
-            EventKind::HookFailed {
-                duration_us: micros(run.duration),
-                fuel_consumed: run.cost.fuel,
-                reason: failure.reason,
-                detail: failure.detail.clone(),
-                failed_closed: closed,
-            },
-        );
-        closed
+fn completed(meter: Meter, decision: &str, honoured: bool) -> EventKind {
+    EventKind::HookCompleted {
+        duration_us: micros(meter.duration),
+        fuel_consumed: meter.cost.fuel,
+        decision: decision.into(),
+        honoured,
+    }
+}
+
+fn failed(meter: Meter, failure: &Failure, closed: bool) -> EventKind {
+    EventKind::HookFailed {
+        duration_us: micros(meter.duration),
+        fuel_consumed: meter.cost.fuel,
+        reason: failure.reason,
+        detail: failure.detail.clone(),
+        failed_closed: closed,
     }
 }
 
@@ -229,7 +368,7 @@ impl PluginsInner {
 }
 
 impl SessionShared {
-    fn emit(&self, hook: &HookRef, inv: &Invocation, kind: EventKind) {
+    fn emit(&self, hook: &HookRef, inv: Invocation, kind: EventKind) {
         let Some(sink) = &self.plugins.host.inner.sink else {
             return;
         };
@@ -244,52 +383,41 @@ impl SessionShared {
         });
     }
 
-    fn finish_observed(&self, hook: &HookRef, inv: &Invocation, run: &Run, decision: &str) {
+    /// Records a run whose answer is not judged (an observe-only point, a background hook).
+    fn record(&self, hook: &HookRef, inv: Invocation, run: &Run) {
         match &run.result {
-            Ok(_) => self.emit(
-                hook,
-                inv,
-                EventKind::HookCompleted {
-                    duration_us: micros(run.duration),
-                    fuel_consumed: run.cost.fuel,
-                    decision: if decision.is_empty() {
-                        "none".into()
-                    } else {
-                        decision.into()
-                    },
-                    honoured: false,
-                },
-            ),
-            Err(failure) => self.emit(
-                hook,
-                inv,
-                EventKind::HookFailed {
-                    duration_us: micros(run.duration),
-                    fuel_consumed: run.cost.fuel,
-                    reason: failure.reason,
-                    detail: failure.detail.clone(),
-                    failed_closed: false,
-                },
-            ),
+            Ok(response) => self.emit(hook, inv, completed(run.meter, response.name(), false)),
+            Err(failure) => self.emit(hook, inv, failed(run.meter, failure, false)),
         }
     }
 
-    async fn run(&self, hook: &HookRef, inv: &Invocation, request: &Request<'_>) -> Run {
+    /// Records a failed run; returns whether it fails closed: only a foreground hook that
+    /// could have denied (it holds `guard`) and has `on_failure = "deny"` (the default).
+    fn fail(&self, hook: &HookRef, inv: Invocation, meter: Meter, failure: &Failure) -> bool {
+        let spec = self.plugins.spec(hook);
+        let closed = spec.mode == Mode::Foreground
+            && spec.on_failure == OnFailure::Deny
+            && spec.has(Capability::Guard);
+        self.emit(hook, inv, failed(meter, failure, closed));
+        closed
+    }
+
+    /// Runs one hook: emits `hook_started`, gets (or makes) the instance, arms its limits,
+    /// calls it under its deadline.
+    async fn run(&self, hook: &HookRef, inv: Invocation, request: &Request) -> Run {
         self.emit(hook, inv, EventKind::HookStarted);
         let plugin = &self.plugins.plugins[hook.plugin];
-        let spec = self.plugins.spec(hook);
-        let limits = &spec.limits;
+        let limits = &self.plugins.spec(hook).limits;
+        let started = Instant::now();
         let call = CallContext {
             session_id: self.id.clone(),
             invocation_id: inv.id,
             hook_id: hook.id.clone(),
             point: inv.point,
-            deadline: Instant::now() + limits.timeout,
+            deadline: started + limits.timeout,
             logs_left: MAX_LOG_LINES_PER_CALL,
         };
-        let started = Instant::now();
-        let engine = &self.plugins.host.inner.engine;
-        let sink = self.plugins.host.inner.sink.clone();
+        let host = &self.plugins.host.inner;
 
         let mut slot = match plugin.manifest().instance {
             InstanceLifetime::PerSession => Some(self.instances[hook.plugin].lock().await),
@@ -302,8 +430,8 @@ impl SessionShared {
                 instance
             }
             None => {
-                let state = State::new(plugin.env.clone(), sink, call);
-                match Instance::new(engine, plugin, state, limits).await {
+                let state = State::new(plugin.env.clone(), host.sink.clone(), call);
+                match Instance::new(&host.engine, plugin, state, limits).await {
                     Ok((instance, cost)) => {
                         fresh_cost = cost;
                         instance
@@ -311,28 +439,33 @@ impl SessionShared {
                     Err(failure) => {
                         return Run {
                             result: Err(failure),
-                            duration: started.elapsed(),
-                            cost: Cost::default(),
+                            meter: Meter {
+                                duration: started.elapsed(),
+                                cost: Cost::default(),
+                            },
                         };
                     }
                 }
             }
         };
-        // Instantiation and the call share one deadline; the timer is a second line of
-        // defence for time spent outside wasm (host calls), which epochs cannot interrupt.
+        // Epochs stop wasm at its deadline; this timer bounds the time spent in host calls
+        // (a guest blocked in a WASI poll), which epochs cannot interrupt.
         let remaining = limits.timeout.saturating_sub(started.elapsed());
         let (result, cost) =
             match tokio::time::timeout(remaining, instance.call(plugin, request, limits)).await {
-                Ok((result, cost)) => (result, cost),
+                Ok(done) => done,
                 Err(_) => (
                     Err(Failure::new(
                         FailureReason::Timeout,
-                        format!("passed its deadline of {} ms", limits.timeout.as_millis()),
+                        format!(
+                            "passed its deadline of {} ms (in a host call)",
+                            limits.timeout.as_millis()
+                        ),
                     )),
                     Cost::default(),
                 ),
             };
-        // A failed instance may be mid-call or dead: never reuse it.
+        // A failed instance may be dead (a trap) or mid-call (a timeout): never reuse it.
         if result.is_ok()
             && let Some(slot) = slot.as_mut()
         {
@@ -340,9 +473,11 @@ impl SessionShared {
         }
         Run {
             result,
-            duration: started.elapsed(),
-            cost: Cost {
-                fuel: cost.fuel + fresh_cost.fuel,
+            meter: Meter {
+                duration: started.elapsed(),
+                cost: Cost {
+                    fuel: cost.fuel + fresh_cost.fuel,
+                },
             },
         }
     }

@@ -167,3 +167,310 @@ impl PreToolDecision {
         }
     }
 }
+
+/// A context a hook contributed: model-facing text, sourced to the hook. Each becomes its own
+/// message where the point appends contexts.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Context {
+    /// The hook that contributed it.
+    pub hook_id: String,
+    /// The text.
+    pub text: String,
+}
+
+/// How a session began.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum SessionSource {
+    /// A fresh or forked session.
+    Startup,
+    /// A persisted session reloaded.
+    Resume,
+    /// Reserved: the conversation was cleared.
+    Clear,
+    /// Reserved: the conversation was compacted.
+    Compact,
+}
+
+/// Who wrote a message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Role {
+    /// The user.
+    User,
+    /// The model.
+    Assistant,
+    /// The system.
+    System,
+}
+
+/// A message of the conversation.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Message {
+    /// Who wrote it.
+    pub role: Role,
+    /// Its text.
+    pub text: String,
+}
+
+impl Message {
+    /// A user message.
+    pub fn user(text: impl Into<String>) -> Self {
+        Message {
+            role: Role::User,
+            text: text.into(),
+        }
+    }
+}
+
+/// A proposed step: the batch of messages the loop claimed for it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PreStep {
+    /// The claimed batch; empty for a tool continuation with no new input.
+    #[serde(default)]
+    pub messages: Vec<Message>,
+    /// The turn, from 1.
+    pub turn: u32,
+    /// The step within the turn, from 1.
+    pub step: u32,
+}
+
+/// The aggregated `prompt-submit` decision.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "decision", rename_all = "kebab-case")]
+pub enum PreStepDecision {
+    /// Open the step; the contexts join its batch, in hook order.
+    Enter {
+        /// Contexts from `transform` hooks.
+        contexts: Vec<Context>,
+    },
+    /// Open no step: the turn closes as blocked, with no model-visible message.
+    Reject(Denial),
+}
+
+/// The natural stop boundary of a turn.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StopEvent {
+    /// The turn about to close.
+    pub turn: u32,
+    /// The steps taken in it.
+    pub step: u32,
+    /// The model's last text, if any.
+    #[serde(default)]
+    pub last_assistant_message: Option<String>,
+    /// How many times hooks already steered this turn on.
+    #[serde(default)]
+    pub continuations: u32,
+}
+
+/// The answer of the `tool-guard` waterfall.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "decision", rename_all = "kebab-case")]
+pub enum GuardDecision {
+    /// No guard objected.
+    Abstain,
+    /// A guard vetoed the call (or failed closed).
+    Deny(Denial),
+}
+
+/// The pre-dispatch policy of a call, resolved: `pre-tool`, then any ask through the
+/// approver, then `tool-guard`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "decision", rename_all = "kebab-case")]
+pub enum Authorization {
+    /// The call may run. `approved_by` is set when an ask was approved (once).
+    Allowed {
+        /// The hook whose ask was approved, if any.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        approved_by: Option<String>,
+    },
+    /// The call must not run.
+    Denied(Denial),
+}
+
+/// What the embedder's approver answered to an ask.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+#[non_exhaustive]
+pub enum Approval {
+    /// Run this call, once. The only answer that lets the call continue.
+    AllowedOnce,
+    /// The user refused.
+    Rejected,
+    /// The question was cancelled (the user or the turn went away).
+    Cancelled,
+    /// No one could be asked (no approval channel, or a call with no agent behind it).
+    Unavailable,
+}
+
+/// The `post-tool` waterfall's result.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PostToolResult {
+    /// The outcome after every honoured transform (or the block's feedback).
+    pub outcome: ToolOutcome,
+    /// Set when a guard blocked the result: the hook and its feedback.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub blocked: Option<Denial>,
+    /// Contexts to append after the batch's results settle, in hook order. After a block,
+    /// only the blocking decision's contexts.
+    pub contexts: Vec<Context>,
+}
+
+/// Steering content a `turn-stopping` hook returned: the turn continues with it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Steering {
+    /// The hook that steered.
+    pub hook_id: String,
+    /// The model-facing content.
+    pub content: String,
+}
+
+/// A tool result as committed: identity, provenance and outcome.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ToolResult {
+    /// The call it answers.
+    pub tool_use_id: String,
+    /// The tool.
+    pub name: String,
+    /// Where the tool comes from.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub provenance: Option<Provenance>,
+    /// The outcome.
+    pub outcome: ToolOutcome,
+}
+
+/// A provider-run (server-side) tool block of a model response.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "kebab-case", deny_unknown_fields)]
+pub enum ServerToolContent {
+    /// A web search.
+    WebSearch {
+        /// The query.
+        query: String,
+        /// The result URLs, in order.
+        result_urls: Vec<String>,
+    },
+    /// Code execution.
+    CodeExecution {
+        /// The code.
+        code: String,
+        /// Its output.
+        output: String,
+    },
+    /// Anything else, as the provider's JSON.
+    Other {
+        /// The block.
+        value: Value,
+    },
+}
+
+/// A model response, as committed.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LlmResponse {
+    /// The model.
+    pub model: String,
+    /// Its text.
+    #[serde(default)]
+    pub text: String,
+    /// The tool calls it proposed.
+    #[serde(default)]
+    pub tool_calls: Vec<ToolCall>,
+    /// Server-tool blocks, typed.
+    #[serde(default)]
+    pub server_tool_content: Vec<ServerToolContent>,
+    /// Why it stopped.
+    pub stop_reason: String,
+}
+
+/// How a turn ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum TurnOutcome {
+    /// The model finished.
+    Completed,
+    /// A prompt-submit hook rejected the step.
+    Blocked,
+    /// Interrupted.
+    Interrupted,
+    /// Failed.
+    Failed,
+}
+
+/// A committed fact. Each kind is one committed-fact point.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "kebab-case", deny_unknown_fields)]
+pub enum CommittedFact {
+    /// `message-committed`
+    Message {
+        /// The message.
+        message: Message,
+    },
+    /// `tool-call-committed`
+    ToolCall {
+        /// The call.
+        call: ToolCall,
+    },
+    /// `tool-result-committed`
+    ToolResult {
+        /// The result.
+        result: ToolResult,
+    },
+    /// `llm-response-committed`
+    LlmResponse {
+        /// The response.
+        response: LlmResponse,
+    },
+    /// `turn-completed`
+    TurnCompleted {
+        /// How the turn ended.
+        outcome: TurnOutcome,
+    },
+    /// `session-ended`
+    SessionEnded {
+        /// Why.
+        reason: String,
+    },
+}
+
+/// One committed observation: the fact, its turn and its idempotency key.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Observation {
+    /// Unique per fact; observers use it to make side effects idempotent (post-commit hooks
+    /// are best-effort: a crash may lose or replay one).
+    pub interaction_id: String,
+    /// The turn (0 outside a turn).
+    #[serde(default)]
+    pub turn: u32,
+    /// The fact.
+    pub fact: CommittedFact,
+}
+
+impl Observation {
+    /// The committed-fact point this observation is dispatched to.
+    pub fn point(&self) -> crate::point::Point {
+        use crate::point::Point;
+        match self.fact {
+            CommittedFact::Message { .. } => Point::MessageCommitted,
+            CommittedFact::ToolCall { .. } => Point::ToolCallCommitted,
+            CommittedFact::ToolResult { .. } => Point::ToolResultCommitted,
+            CommittedFact::LlmResponse { .. } => Point::LlmResponseCommitted,
+            CommittedFact::TurnCompleted { .. } => Point::TurnCompleted,
+            CommittedFact::SessionEnded { .. } => Point::SessionEnded,
+        }
+    }
+
+    /// The tool name a matcher sees, for the tool facts.
+    pub fn tool_name(&self) -> Option<&str> {
+        match &self.fact {
+            CommittedFact::ToolCall { call } => Some(&call.name),
+            CommittedFact::ToolResult { result } => Some(&result.name),
+            _ => None,
+        }
+    }
+}

@@ -28,11 +28,14 @@ enum Command {
     Run {
         /// The plugin directory.
         dir: PathBuf,
-        /// The point to dispatch: pre-tool or tool-result.
+        /// The point to dispatch: session-start, prompt-submit, pre-tool, tool-guard,
+        /// post-tool, tool-result, turn-stopping, or a committed fact (message-committed,
+        /// tool-call-committed, tool-result-committed, llm-response-committed,
+        /// turn-completed, session-ended).
         #[arg(long)]
         point: String,
-        /// The input JSON file (`-` for standard input). pre-tool: a tool call
-        /// `{"name": "Bash", "arguments": {...}}`; tool-result: `{"call": {...}, "outcome": {...}}`.
+        /// The input JSON file (`-` for standard input); its shape depends on the point
+        /// (see `docs/cli.md`, or give a wrong one to see them all).
         #[arg(long)]
         input: PathBuf,
         /// How lifecycle events are written to standard error.

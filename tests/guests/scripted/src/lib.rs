@@ -5,9 +5,15 @@
 //! `[config] pre_tool` is one of: `allow`, `deny`, `ask`, `loop`, `membomb`, `panic`,
 //! `bad-payload`, `probe` (try files, env and network), `deny-after:N` (deny from the N+1-th call of this instance on).
 //! `[config] tool_result` is one of: `ok`, `panic`, `loop`.
+//! `[config] panic_on_call = N` panics on the N-th `pre-tool` call of the instance.
+//! The other points read `session_start`, `prompt_submit`, `tool_guard`, `post_tool`,
+//! `turn_stopping` and `committed` the same way (see each impl), and `contexts`.
 
 use palisade_sdk::{
-    Deny, PreTool, PreToolDecision, ToolCall, ToolOutcome, ToolResult, export, log,
+    Committed, CommittedFact, ContentBlock, Deny, GuardDecision, Observation, PostTool,
+    PostToolAction, PostToolDecision, PreStep, PreStepDecision, PreTool, PreToolDecision,
+    PromptSubmit, SessionSource, SessionStart, StopEvent, ToolCall, ToolGuard, ToolOutcome,
+    ToolResult, TurnStopping, export, log,
 };
 use std::hint::black_box;
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -102,6 +108,9 @@ impl PreTool for Scripted {
     fn on_pre_tool(call: ToolCall) -> PreToolDecision {
         tag();
         let n = CALLS.fetch_add(1, Ordering::Relaxed) + 1;
+        if palisade_sdk::config::<u32>("panic_on_call") == Some(n) {
+            panic!("scripted panic on call {n}");
+        }
         let behaviour: String = palisade_sdk::config("pre_tool").unwrap_or_else(|| "allow".into());
         match behaviour.as_str() {
             "allow" => PreToolDecision::Allow,
@@ -114,6 +123,13 @@ impl PreTool for Scripted {
             "membomb" => membomb(),
             "panic" => panic!("scripted panic"),
             "probe" => probe(),
+            "log-loop" => loop {
+                log::info("again");
+            },
+            "sleep" => {
+                std::thread::sleep(std::time::Duration::from_secs(30));
+                PreToolDecision::Allow
+            }
             "bad-payload" => PreToolDecision::Deny(Deny {
                 reason_code: "bad".into(),
                 message: "bad payload".into(),
@@ -145,4 +161,113 @@ impl ToolResult for Scripted {
     }
 }
 
-export!(Scripted: PreTool + ToolResult);
+fn behaviour(key: &str, default: &str) -> String {
+    palisade_sdk::config(key).unwrap_or_else(|| default.to_string())
+}
+
+impl SessionStart for Scripted {
+    fn on_session_start(source: SessionSource) -> Vec<String> {
+        tag();
+        match behaviour("session_start", "contexts").as_str() {
+            "panic" => panic!("scripted panic"),
+            _ => palisade_sdk::config::<Vec<String>>("contexts")
+                .unwrap_or_default()
+                .into_iter()
+                .map(|c| format!("{c} ({source:?})"))
+                .collect(),
+        }
+    }
+}
+
+impl PromptSubmit for Scripted {
+    fn on_prompt_submit(step: PreStep) -> PreStepDecision {
+        tag();
+        let texts: Vec<&str> = step.messages.iter().map(|m| m.text.as_str()).collect();
+        log::debug(&format!(
+            "turn {} step {} batch {texts:?}",
+            step.turn, step.step
+        ));
+        match behaviour("prompt_submit", "enter").as_str() {
+            "panic" => panic!("scripted panic"),
+            "reject" => PreStepDecision::Reject(Deny::new("scripted-reject", "rejected the step")),
+            "reject-secrets" if texts.iter().any(|t| t.contains("password")) => {
+                PreStepDecision::Reject(Deny::new(
+                    "secret-in-prompt",
+                    "the prompt contains a password",
+                ))
+            }
+            _ => PreStepDecision::Enter(palisade_sdk::config("contexts").unwrap_or_default()),
+        }
+    }
+}
+
+impl ToolGuard for Scripted {
+    fn on_tool_guard(call: ToolCall) -> GuardDecision {
+        tag();
+        match behaviour("tool_guard", "abstain").as_str() {
+            "deny" => GuardDecision::deny("invariant", format!("{} is never allowed", call.name)),
+            "panic" => panic!("scripted panic"),
+            _ => GuardDecision::Abstain,
+        }
+    }
+}
+
+impl PostTool for Scripted {
+    fn on_post_tool(call: ToolCall, outcome: ToolOutcome) -> PostToolDecision {
+        tag();
+        let contexts: Vec<String> = palisade_sdk::config("contexts").unwrap_or_default();
+        let action = match behaviour("post_tool", "accept").as_str() {
+            "block" => {
+                PostToolAction::Block(format!("blocked {}: {}", call.name, outcome.joined_text()))
+            }
+            "replace-content" => PostToolAction::ReplaceContent(vec![ContentBlock::Text(format!(
+                "[redacted {} chars]",
+                outcome.joined_text().len()
+            ))]),
+            "replace-value" => PostToolAction::ReplaceValue(behaviour("value", "{\"ok\":true}")),
+            "bad-value" => PostToolAction::ReplaceValue("{not json".into()),
+            "panic" => panic!("scripted panic"),
+            "upper" => PostToolAction::ReplaceContent(vec![ContentBlock::Text(
+                outcome.joined_text().to_uppercase(),
+            )]),
+            _ => PostToolAction::Accept,
+        };
+        PostToolDecision { action, contexts }
+    }
+}
+
+impl TurnStopping for Scripted {
+    fn on_turn_stopping(event: StopEvent) -> Option<String> {
+        tag();
+        match behaviour("turn_stopping", "none").as_str() {
+            "steer" => Some(format!("keep going (turn {})", event.turn)),
+            "steer-once" if event.continuations == 0 => Some("check your work once more".into()),
+            "panic" => panic!("scripted panic"),
+            _ => None,
+        }
+    }
+}
+
+impl Committed for Scripted {
+    fn on_committed(observation: Observation) {
+        let kind = match &observation.fact {
+            CommittedFact::Message(_) => "message",
+            CommittedFact::ToolCall(_) => "tool-call",
+            CommittedFact::ToolResult(_) => "tool-result",
+            CommittedFact::LlmResponse(_) => "llm-response",
+            CommittedFact::TurnCompleted(_) => "turn-completed",
+            CommittedFact::SessionEnded(_) => "session-ended",
+        };
+        log::info(&format!("{kind} {}", observation.interaction_id));
+        match behaviour("committed", "ok").as_str() {
+            "loop" => spin(),
+            "panic" => panic!("scripted panic"),
+            _ => {}
+        }
+    }
+}
+
+export!(
+    Scripted: PreTool + ToolResult + SessionStart + PromptSubmit + ToolGuard + PostTool + TurnStopping
+        + Committed
+);

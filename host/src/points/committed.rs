@@ -1,0 +1,23 @@
+//! The six committed-fact points: `message-committed`, `tool-call-committed`,
+//! `tool-result-committed`, `llm-response-committed`, `turn-completed`, `session-ended`.
+//!
+//! Observe only, always: a guard grant on them is refused at load, in either mode. The
+//! session's dispatcher never joins their execution to the fact: [`Session::committed`]
+//! returns at once, the hooks run in tasks the session owns (foreground hooks one after
+//! another, background hooks each on its own), and nothing they return or do can alter or
+//! delay the fact. They are best-effort — a crash may lose or replay one — so observers use
+//! the observation's `interaction_id` as the idempotency key of their side effects.
+
+use crate::convert::to_wit_observation;
+use crate::instance::Request;
+use crate::session::Session;
+use crate::types::Observation;
+use std::sync::Arc;
+
+impl Session {
+    /// Hands a committed fact to the hooks of its point, without waiting for them.
+    pub fn committed(&self, observation: &Observation) {
+        let request = Request::Committed(Arc::new(to_wit_observation(observation)));
+        self.notify(observation.point(), observation.tool_name(), request);
+    }
+}

@@ -1,0 +1,124 @@
+//! `post-tool`: after dispatch, also of a failed call. Hooks run as a waterfall over the
+//! outcome: each sees the outcome as the hooks before it left it.
+//!
+//! | answer | needs | effect |
+//! |---|---|---|
+//! | accept | — | keeps the outcome |
+//! | block(feedback) | `guard` | the model sees the feedback as an error; stops the waterfall |
+//! | replace-content | `transform` | new presentation; the canonical value is kept |
+//! | replace-value | `transform` | new canonical value (must be valid JSON); the presentation is recomputed from it |
+//! | contexts | `transform` | appended, in hook order, after the batch's results settle |
+//!
+//! A decision is honoured whole or not at all. After a block, only the blocking decision's
+//! contexts survive; a guard that fails closed blocks with no contexts.
+
+use crate::convert::{from_wit_blocks, parse_json, project_value, to_wit_call, to_wit_outcome};
+use crate::instance::{Request, Response};
+use crate::point::{Capability, Point};
+use crate::sandbox::wit;
+use crate::session::{Session, Verdict};
+use crate::types::{Context, Denial, PostToolResult, ToolCall, ToolOutcome};
+use std::sync::Arc;
+
+struct State {
+    outcome: ToolOutcome,
+    wit: Arc<wit::ToolOutcome>,
+    contexts: Vec<Context>,
+}
+
+impl Session {
+    /// Runs the `post-tool` hooks that match `call`'s tool over `outcome`.
+    pub async fn post_tool(&self, call: &ToolCall, outcome: &ToolOutcome) -> PostToolResult {
+        let wit_call = Arc::new(to_wit_call(call));
+        let mut state = State {
+            outcome: outcome.clone(),
+            wit: Arc::new(to_wit_outcome(outcome)),
+            contexts: Vec::new(),
+        };
+        let blocked = self
+            .waterfall(
+                Point::PostTool,
+                Some(&call.name),
+                &mut state,
+                |s| Request::PostTool(wit_call.clone(), s.wit.clone()),
+                |s, hook, spec, response| {
+                    let Response::PostTool(decision) = response else {
+                        unreachable!("a post-tool request gets a post-tool response")
+                    };
+                    let needed = match decision.action {
+                        wit::PostToolAction::Accept => None,
+                        wit::PostToolAction::Block(_) => Some(Capability::Guard),
+                        _ => Some(Capability::Transform),
+                    };
+                    let missing = needed
+                        .into_iter()
+                        .chain((!decision.contexts.is_empty()).then_some(Capability::Transform))
+                        .find(|c| !spec.has(*c));
+                    if let Some(capability) = missing {
+                        return Verdict::NotGranted(capability);
+                    }
+                    let contexts = decision.contexts.into_iter().map(|text| Context {
+                        hook_id: hook.id.to_string(),
+                        text,
+                    });
+                    match decision.action {
+                        wit::PostToolAction::Accept => {}
+                        wit::PostToolAction::Block(feedback) => {
+                            s.contexts = contexts.collect();
+                            return Verdict::Denied {
+                                reason_code: "blocked".into(),
+                                message: feedback.clone(),
+                                then: Denial {
+                                    hook_id: hook.id.to_string(),
+                                    reason_code: "blocked".into(),
+                                    message: feedback,
+                                    payload: None,
+                                    failure: None,
+                                },
+                            };
+                        }
+                        wit::PostToolAction::ReplaceContent(blocks) => {
+                            match from_wit_blocks(&blocks) {
+                                Ok(blocks) => s.outcome.content_blocks = blocks,
+                                Err(failure) => return Verdict::Invalid(failure),
+                            }
+                            s.wit = Arc::new(to_wit_outcome(&s.outcome));
+                        }
+                        wit::PostToolAction::ReplaceValue(json) => {
+                            match parse_json("the replacement value", &json) {
+                                Ok(value) => {
+                                    s.outcome.content_blocks = project_value(&value);
+                                    s.outcome.value = Some(value);
+                                }
+                                Err(failure) => return Verdict::Invalid(failure),
+                            }
+                            s.wit = Arc::new(to_wit_outcome(&s.outcome));
+                        }
+                    }
+                    s.contexts.extend(contexts);
+                    Verdict::Completed {
+                        honoured: spec.capabilities.iter().any(|c| *c != Capability::Observe),
+                    }
+                },
+                |denial| denial,
+            )
+            .await;
+        match blocked {
+            None => PostToolResult {
+                outcome: state.outcome,
+                blocked: None,
+                contexts: state.contexts,
+            },
+            Some(denial) => PostToolResult {
+                outcome: ToolOutcome::error(denial.message.clone()),
+                // A failure that fails closed supplies no contexts.
+                contexts: if denial.failure.is_some() {
+                    Vec::new()
+                } else {
+                    state.contexts
+                },
+                blocked: Some(denial),
+            },
+        }
+    }
+}

@@ -1,0 +1,69 @@
+//! `prompt-submit` (pre-step): before every proposed step, with the batch the loop claimed
+//! (empty for a tool continuation with no new input).
+//!
+//! - `enter` opens the step; contexts (needs `transform`) join the step's batch in hook order;
+//! - `reject` (needs `guard`) opens no step: the turn closes as blocked, with no
+//!   model-visible message, and the remaining hooks do not run;
+//! - a guard's failure rejects (fails closed) unless `on_failure = "allow"`.
+
+use crate::convert::{from_wit_deny, to_wit_step};
+use crate::instance::{Request, Response};
+use crate::point::{Capability, Point};
+use crate::sandbox::wit;
+use crate::session::{Session, Verdict};
+use crate::types::{Context, PreStep, PreStepDecision};
+use std::sync::Arc;
+
+impl Session {
+    /// Runs the `prompt-submit` hooks for a proposed step.
+    pub async fn prompt_submit(&self, step: &PreStep) -> PreStepDecision {
+        let request = Request::PromptSubmit(Arc::new(to_wit_step(step)));
+        let mut contexts = Vec::new();
+        let rejected = self
+            .waterfall(
+                Point::PromptSubmit,
+                None,
+                &mut contexts,
+                |_| request.clone(),
+                |contexts: &mut Vec<Context>, hook, spec, response| {
+                    let Response::PromptSubmit(decision) = response else {
+                        unreachable!("a prompt-submit request gets a prompt-submit response")
+                    };
+                    match decision {
+                        wit::PreStepDecision::Enter(texts) if texts.is_empty() => {
+                            Verdict::Completed {
+                                honoured: spec.has(Capability::Guard),
+                            }
+                        }
+                        wit::PreStepDecision::Enter(_) if !spec.has(Capability::Transform) => {
+                            Verdict::NotGranted(Capability::Transform)
+                        }
+                        wit::PreStepDecision::Enter(texts) => {
+                            contexts.extend(texts.into_iter().map(|text| Context {
+                                hook_id: hook.id.to_string(),
+                                text,
+                            }));
+                            Verdict::Completed { honoured: true }
+                        }
+                        wit::PreStepDecision::Reject(_) if !spec.has(Capability::Guard) => {
+                            Verdict::NotGranted(Capability::Guard)
+                        }
+                        wit::PreStepDecision::Reject(d) => match from_wit_deny(&hook.id, &d) {
+                            Ok(denial) => Verdict::Denied {
+                                reason_code: denial.reason_code.clone(),
+                                message: denial.message.clone(),
+                                then: denial,
+                            },
+                            Err(failure) => Verdict::Invalid(failure),
+                        },
+                    }
+                },
+                |denial| denial,
+            )
+            .await;
+        match rejected {
+            Some(denial) => PreStepDecision::Reject(denial),
+            None => PreStepDecision::Enter { contexts },
+        }
+    }
+}

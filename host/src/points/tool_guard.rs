@@ -1,0 +1,100 @@
+//! `tool-guard`: final invariants, after the whole `pre-tool` waterfall. A guard can only
+//! deny or abstain — never force-allow — so no listener order can resurrect a call that an
+//! invariant forbids.
+//!
+//! [`Session::authorize`] is the whole pre-dispatch policy: `pre-tool`, then an ask resolved
+//! through the embedder's [`Approver`](crate::Approver) (only "allowed once" continues;
+//! a rejection, a cancellation, an unavailable channel or no approver at all is a denial),
+//! then `tool-guard`.
+
+use crate::convert::{from_wit_deny, to_wit_call};
+use crate::instance::{Request, Response};
+use crate::point::{Capability, Point};
+use crate::sandbox::wit;
+use crate::session::{Session, Verdict};
+use crate::types::{
+    Approval, AskRequest, Authorization, Denial, GuardDecision, PreToolDecision, ToolCall,
+};
+use std::sync::Arc;
+
+impl Session {
+    /// Runs the `tool-guard` hooks that match `call`'s tool: the first deny vetoes the call.
+    pub async fn tool_guard(&self, call: &ToolCall) -> GuardDecision {
+        let request = Request::ToolGuard(Arc::new(to_wit_call(call)));
+        let denial = self
+            .waterfall(
+                Point::ToolGuard,
+                Some(&call.name),
+                &mut (),
+                |_| request.clone(),
+                |_, hook, spec, response| {
+                    let Response::ToolGuard(decision) = response else {
+                        unreachable!("a tool-guard request gets a tool-guard response")
+                    };
+                    match decision {
+                        wit::GuardDecision::Abstain => Verdict::Completed {
+                            honoured: spec.has(Capability::Guard),
+                        },
+                        wit::GuardDecision::Deny(_) if !spec.has(Capability::Guard) => {
+                            Verdict::NotGranted(Capability::Guard)
+                        }
+                        wit::GuardDecision::Deny(d) => match from_wit_deny(&hook.id, &d) {
+                            Ok(denial) => Verdict::Denied {
+                                reason_code: denial.reason_code.clone(),
+                                message: denial.message.clone(),
+                                then: denial,
+                            },
+                            Err(failure) => Verdict::Invalid(failure),
+                        },
+                    }
+                },
+                |denial| denial,
+            )
+            .await;
+        match denial {
+            Some(denial) => GuardDecision::Deny(denial),
+            None => GuardDecision::Abstain,
+        }
+    }
+
+    /// The whole pre-dispatch policy of `call`: `pre-tool`; an ask resolved through the
+    /// approver; then `tool-guard`, which can still veto an allowed or approved call.
+    pub async fn authorize(&self, call: &ToolCall) -> Authorization {
+        let approved_by = match self.pre_tool(call).await {
+            PreToolDecision::Allow => None,
+            PreToolDecision::Deny(denial) => return Authorization::Denied(denial),
+            PreToolDecision::Ask(ask) => match self.resolve_ask(call, &ask).await {
+                Ok(()) => Some(ask.hook_id),
+                Err(denial) => return Authorization::Denied(denial),
+            },
+        };
+        match self.tool_guard(call).await {
+            GuardDecision::Abstain => Authorization::Allowed { approved_by },
+            GuardDecision::Deny(denial) => Authorization::Denied(denial),
+        }
+    }
+
+    async fn resolve_ask(&self, call: &ToolCall, ask: &AskRequest) -> Result<(), Denial> {
+        let approval = match &self.approver {
+            Some(approver) => Some(approver.approve(call, ask).await),
+            None => None,
+        };
+        let (reason_code, what) = match approval {
+            Some(Approval::AllowedOnce) => return Ok(()),
+            Some(Approval::Rejected) => ("approval-rejected", "the approver rejected it"),
+            Some(Approval::Cancelled) => ("approval-cancelled", "the approval was cancelled"),
+            Some(Approval::Unavailable) => ("approval-unavailable", "no one could be asked"),
+            None => ("no-approver", "this session has no approver"),
+        };
+        Err(Denial {
+            hook_id: ask.hook_id.clone(),
+            reason_code: reason_code.into(),
+            message: format!(
+                "`{}` asked before running {} ({}), and {what}, so the call is denied",
+                ask.hook_id, call.name, ask.reason
+            ),
+            payload: None,
+            failure: None,
+        })
+    }
+}
