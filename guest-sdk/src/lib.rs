@@ -4,7 +4,7 @@
 //! [`export!`] line naming the traits. Build the crate as a `cdylib` for `wasm32-wasip2` and the
 //! result is a component the Palisade host loads. A complete guard:
 //!
-//! ```ignore
+//! ```no_run
 //! use palisade_sdk::{export, PreTool, PreToolDecision, ToolCall};
 //!
 //! struct NoCurl;

@@ -269,6 +269,16 @@ pub enum Mode {
     Background,
 }
 
+impl Mode {
+    /// The mode's name, as written in manifests.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Mode::Foreground => "foreground",
+            Mode::Background => "background",
+        }
+    }
+}
+
 /// What a foreground hook's runtime failure means.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
@@ -279,6 +289,16 @@ pub enum OnFailure {
     Deny,
     /// Fail open: the failure is recorded and the hook counts as having no objection.
     Allow,
+}
+
+impl OnFailure {
+    /// The policy's name, as written in manifests.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            OnFailure::Deny => "deny",
+            OnFailure::Allow => "allow",
+        }
+    }
 }
 
 /// How long a plugin instance lives.
@@ -292,4 +312,14 @@ pub enum InstanceLifetime {
     /// instance is discarded and the next call gets a fresh one. The default.
     #[default]
     PerSession,
+}
+
+impl InstanceLifetime {
+    /// The lifetime's name, as written in manifests.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            InstanceLifetime::PerCall => "per-call",
+            InstanceLifetime::PerSession => "per-session",
+        }
+    }
 }

@@ -184,3 +184,182 @@ fn demo_prints_its_table() {
     assert!(stdout.contains("secret-file"), "{stdout}");
     assert!(stdout.contains("result Bash (toolu_01) ok"), "{stdout}");
 }
+
+/// A plugin directory with one scripted plugin subscribed to every point.
+fn every_point() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    let folder = dir.path().join("all");
+    std::fs::create_dir_all(&folder).unwrap();
+    std::fs::copy(palisade_fixtures::SCRIPTED, folder.join("plugin.wasm")).unwrap();
+    let mut manifest = String::from("name = \"all\"\nwasm = \"plugin.wasm\"\n");
+    for (point, capability) in [
+        ("session-start", "\"transform\""),
+        ("prompt-submit", "[\"guard\", \"transform\"]"),
+        ("pre-tool", "\"guard\""),
+        ("tool-guard", "\"guard\""),
+        ("post-tool", "\"transform\""),
+        ("tool-result", "\"observe\""),
+        ("turn-stopping", "\"steer\""),
+        ("message-committed", "\"observe\""),
+        ("tool-call-committed", "\"observe\""),
+        ("tool-result-committed", "\"observe\""),
+        ("llm-response-committed", "\"observe\""),
+        ("turn-completed", "\"observe\""),
+        ("session-ended", "\"observe\""),
+    ] {
+        manifest.push_str(&format!(
+            "[[hooks]]\npoint = \"{point}\"\ncapability = {capability}\n"
+        ));
+    }
+    manifest.push_str(
+        "[config]\ncontexts = [\"ctx\"]\ntool_guard = \"deny\"\npost_tool = \"upper\"\nturn_stopping = \"steer\"\n",
+    );
+    std::fs::write(folder.join("plugin.toml"), manifest).unwrap();
+    dir
+}
+
+#[test]
+fn run_dispatches_every_point() {
+    let dir = every_point();
+    let call = serde_json::json!({ "tool_use_id": "t1", "name": "Bash", "arguments": { "command": "ls" } });
+    let outcome = serde_json::json!({ "content_blocks": [{ "type": "text", "text": "a b" }], "is_error": false });
+    let observation = |kind: &str, body: serde_json::Value| {
+        let mut fact = serde_json::json!({ "kind": kind });
+        fact.as_object_mut()
+            .unwrap()
+            .extend(body.as_object().unwrap().clone());
+        serde_json::json!({ "interaction_id": "i-1", "turn": 1, "fact": fact })
+    };
+    let cases = [
+        (
+            "session-start",
+            serde_json::json!({ "source": "startup" }),
+            "contexts",
+        ),
+        (
+            "prompt-submit",
+            serde_json::json!({ "messages": [{ "role": "user", "text": "hi" }], "turn": 1, "step": 1 }),
+            "enter",
+        ),
+        ("pre-tool", call.clone(), "allow"),
+        ("tool-guard", call.clone(), "deny"),
+        (
+            "post-tool",
+            serde_json::json!({ "call": call, "outcome": outcome }),
+            "A B",
+        ),
+        (
+            "tool-result",
+            serde_json::json!({ "call": call, "outcome": outcome }),
+            "none",
+        ),
+        (
+            "turn-stopping",
+            serde_json::json!({ "turn": 1, "step": 2 }),
+            "keep going",
+        ),
+        (
+            "message-committed",
+            observation(
+                "message",
+                serde_json::json!({ "message": { "role": "user", "text": "hi" } }),
+            ),
+            "none",
+        ),
+        (
+            "tool-call-committed",
+            observation("tool-call", serde_json::json!({ "call": call })),
+            "none",
+        ),
+        (
+            "tool-result-committed",
+            observation(
+                "tool-result",
+                serde_json::json!({ "result": { "tool_use_id": "t1", "name": "Bash", "outcome": outcome } }),
+            ),
+            "none",
+        ),
+        (
+            "llm-response-committed",
+            observation(
+                "llm-response",
+                serde_json::json!({ "response": { "model": "m", "stop_reason": "end_turn", "server_tool_content": [{ "kind": "web-search", "query": "q", "result_urls": [] }] } }),
+            ),
+            "none",
+        ),
+        (
+            "turn-completed",
+            observation(
+                "turn-completed",
+                serde_json::json!({ "outcome": "completed" }),
+            ),
+            "none",
+        ),
+        (
+            "session-ended",
+            observation("session-ended", serde_json::json!({ "reason": "exit" })),
+            "none",
+        ),
+    ];
+    for (point, input, expect) in cases {
+        let path = dir.path().join(format!("{point}.json"));
+        std::fs::write(&path, input.to_string()).unwrap();
+        let out = palisade(&[
+            "run",
+            dir.path().to_str().unwrap(),
+            "--point",
+            point,
+            "--input",
+            path.to_str().unwrap(),
+            "--events",
+            "jsonl",
+        ]);
+        let stdout = text(&out.stdout);
+        assert!(out.status.success(), "{point}: {}", text(&out.stderr));
+        assert!(
+            stdout.contains(expect),
+            "{point}: `{expect}` not in {stdout}"
+        );
+        let events: Vec<serde_json::Value> = text(&out.stderr)
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        assert!(
+            events
+                .iter()
+                .any(|e| e["event"] == "hook_started" && e["point"] == point),
+            "{point}: no hook ran: {events:?}"
+        );
+        assert!(
+            events.iter().any(|e| e["event"] != "hook_started"
+                && e["event"] != "plugin_log"
+                && e["point"] == point),
+            "{point}: the hook did not finish: {events:?}"
+        );
+    }
+}
+
+#[test]
+fn run_refuses_a_fact_of_another_point() {
+    let dir = every_point();
+    let path = dir.path().join("fact.json");
+    std::fs::write(
+        &path,
+        r#"{"interaction_id": "i", "fact": {"kind": "session-ended", "reason": "x"}}"#,
+    )
+    .unwrap();
+    let out = palisade(&[
+        "run",
+        dir.path().to_str().unwrap(),
+        "--point",
+        "turn-completed",
+        "--input",
+        path.to_str().unwrap(),
+    ]);
+    assert!(!out.status.success());
+    assert!(
+        text(&out.stderr).contains("a `session-ended` fact was given for `turn-completed`"),
+        "{}",
+        text(&out.stderr)
+    );
+}

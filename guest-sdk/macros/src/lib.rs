@@ -222,6 +222,9 @@ fn render(ty: &str, points: &[&Point]) -> String {
     format!(
         "#[doc(hidden)]
         #[allow(missing_docs, unsafe_code, clippy::all)]
+        // Exports exist only in the component: a native build of a plugin crate (its unit
+        // tests, `cargo test --workspace`) must not export symbols named after WIT paths.
+        #[cfg(target_arch = \"wasm32\")]
         mod __palisade_export {{
             ::palisade_sdk::__private::wit_bindgen::generate!({{
                 inline: {wit:?},

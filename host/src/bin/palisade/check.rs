@@ -1,7 +1,7 @@
 //! `palisade check DIR`.
 
 use crate::output::table;
-use palisade::{Error, Host, Point};
+use palisade::{Capability, Error, Host, Mode, Point};
 use std::path::Path;
 use std::process::ExitCode;
 
@@ -47,10 +47,15 @@ pub fn check(dir: &Path) -> anyhow::Result<ExitCode> {
                 plugin.name().to_string(),
                 hook.point.to_string(),
                 caps.join("+"),
-                format!("{:?}", hook.mode).to_lowercase(),
+                hook.mode.as_str().to_string(),
                 hook.priority.to_string(),
                 hook.matcher.clone().unwrap_or_else(|| "*".into()),
-                format!("{:?}", hook.on_failure).to_lowercase(),
+                // Only a hook that can deny can fail closed; others' failures are recorded.
+                if hook.has(Capability::Guard) && hook.mode == Mode::Foreground {
+                    hook.on_failure.as_str().to_string()
+                } else {
+                    "record".to_string()
+                },
                 format!(
                     "{} ms, {} fuel, {} MiB",
                     hook.limits.timeout.as_millis(),
@@ -86,7 +91,7 @@ pub fn check(dir: &Path) -> anyhow::Result<ExitCode> {
             .collect();
         rows.push(vec![
             plugin.name().to_string(),
-            format!("{:?}", plugin.manifest().instance).to_lowercase(),
+            plugin.manifest().instance.as_str().to_string(),
             plugin.manifest().wasm.clone(),
             format!("{} KiB", plugin.size().div_ceil(1024)),
             plugin.sha256()[..12].to_string(),
