@@ -203,6 +203,10 @@ fn render(ty: &str, points: &[&Point]) -> String {
     }
     wit.push_str("}\n");
 
+    let uses: String = points
+        .iter()
+        .map(|p| format!("let _ = <{ty} as ::palisade_sdk::{}>::{};", p.sdk_trait, p.method))
+        .collect();
     let mut impls = String::new();
     for p in points {
         impls.push_str(&format!(
@@ -239,6 +243,10 @@ fn render(ty: &str, points: &[&Point]) -> String {
             struct __PalisadeAdapter;
             {impls}
             export!(__PalisadeAdapter);
-        }}"
+        }}
+        // In a native build the exports are absent; refer to the implementations so that
+        // what only they use is not reported as dead code.
+        #[cfg(not(target_arch = \"wasm32\"))]
+        const _: () = {{ {uses} }};"
     )
 }
