@@ -6,7 +6,7 @@ root="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$root"
 eval "$(scripts/tools.sh)"
 
-rust_examples=(shell-guard secret-guard audit-log)
+rust_examples=(shell-guard secret-guard audit-log retry timeout)
 args=()
 for p in "${rust_examples[@]}"; do args+=(--package "$p"); done
 # Same target directory and profile as the build scripts use, so nothing is compiled twice.

@@ -4,7 +4,13 @@ use palisade_guest_build::{Guest, build, workspace_root};
 use std::fmt::Write as _;
 
 /// The Rust example plugins: (folder under example-plugins/, cargo package).
-const EXAMPLES: &[&str] = &["shell-guard", "secret-guard", "audit-log"];
+const EXAMPLES: &[&str] = &[
+    "shell-guard",
+    "secret-guard",
+    "audit-log",
+    "retry",
+    "timeout",
+];
 
 fn main() {
     let root = workspace_root();

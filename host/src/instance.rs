@@ -4,9 +4,8 @@
 use crate::failure::{Failure, FailureReason};
 use crate::manifest::Limits;
 use crate::plugin::Plugin;
-use crate::sandbox::{CallContext, MAX_LOG_LINES_PER_CALL, State, wit};
+use crate::sandbox::{CallContext, MAX_LOG_LINES_PER_CALL, NextLayer, State, wit};
 use std::sync::Arc;
-use std::time::Instant;
 use wasmtime::component::Instance as ComponentInstance;
 use wasmtime::{Engine, Store, Trap, UpdateDeadline};
 
@@ -22,6 +21,7 @@ pub(crate) enum Request {
     ToolResult(Arc<wit::ToolCall>, Arc<wit::ToolOutcome>),
     TurnStopping(Arc<wit::StopEvent>),
     Committed(Arc<wit::Observation>),
+    ToolExecute(Arc<wit::ToolCall>, NextLayer),
 }
 
 /// What a hook answered, per point.
@@ -32,6 +32,7 @@ pub(crate) enum Response {
     ToolGuard(wit::GuardDecision),
     PostTool(wit::PostToolDecision),
     TurnStopping(Option<String>),
+    ToolExecute(wit::ToolOutcome),
     /// The observe-only points answer nothing.
     Observed,
 }
@@ -57,6 +58,8 @@ impl Response {
             },
             Response::TurnStopping(Some(_)) => "steer",
             Response::TurnStopping(None) => "none",
+            Response::ToolExecute(o) if o.is_error => "error",
+            Response::ToolExecute(_) => "outcome",
             Response::Observed => "none",
         }
     }
@@ -85,7 +88,7 @@ impl Instance {
         let mut store = Store::new(engine, state);
         store.limiter(|s| &mut s.limiter);
         store.epoch_deadline_callback(|ctx| {
-            if Instant::now() >= ctx.data().call.deadline {
+            if ctx.data().call.clock.expired() {
                 Ok(UpdateDeadline::Interrupt)
             } else {
                 // Let the executor run other tasks while a long hook computes.
@@ -157,6 +160,13 @@ impl Instance {
             Request::Committed(observation) => {
                 call!(committed, call_on_committed(observation) => |()| Response::Observed)
             }
+            Request::ToolExecute(call, next) => {
+                store.data_mut().next = Some(next.clone());
+                let result =
+                    call!(tool_execute, call_on_tool_execute(call) => Response::ToolExecute);
+                store.data_mut().next = None;
+                result
+            }
         };
         let result = result.map_err(|e| classify(e, store.data().limiter.hit, limits, "call"));
         (result, spent(store, limits))
@@ -175,7 +185,6 @@ fn arm(store: &mut Store<State>, limits: &Limits) {
     let data = store.data_mut();
     data.limiter.memory_bytes = limits.memory_bytes;
     data.limiter.hit = false;
-    data.call.deadline = Instant::now() + limits.timeout;
     data.call.logs_left = MAX_LOG_LINES_PER_CALL;
     // Fuel metering is enabled on the engine, so this cannot fail.
     let _ = store.set_fuel(limits.fuel);

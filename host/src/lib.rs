@@ -27,6 +27,7 @@
 //! and the dispatch rules on [`Session`].
 #![deny(missing_docs)]
 
+pub mod agent;
 mod convert;
 mod engine;
 mod error;
@@ -34,6 +35,7 @@ pub mod events;
 mod failure;
 mod instance;
 pub mod manifest;
+pub mod pipeline;
 mod plugin;
 pub mod point;
 mod points;
@@ -46,6 +48,9 @@ pub use error::{Error, Problem};
 pub use events::{Event, EventKind, EventSink, JsonlSink};
 pub use failure::{Failure, FailureReason};
 pub use manifest::{HookSpec, Limits, Manifest};
+pub use pipeline::{
+    CallToken, Tool, ToolContext, ToolExecution, ToolInvocation, ToolRegistry, ToolRequest,
+};
 pub use plugin::{Plugin, Plugins};
 pub use point::{Capability, InstanceLifetime, Interface, Mode, OnFailure, Point};
 pub use sandbox::{MAX_LOG_LINE_BYTES, MAX_LOG_LINES_PER_CALL, MAX_TABLE_ELEMENTS};

@@ -20,6 +20,8 @@ pub(crate) mod bindings {
     wasmtime::component::bindgen!({
         path: "../wit",
         world: "all-hooks",
+        // `next()` runs the rest of the tool chain, which is async Rust.
+        imports: { "palisade:hooks/tool-dispatch.next": async },
         exports: { default: async },
     });
 }
@@ -49,9 +51,65 @@ pub(crate) struct CallContext {
     pub invocation_id: u64,
     pub hook_id: Arc<str>,
     pub point: Point,
-    pub deadline: Instant,
+    pub clock: Arc<Clock>,
     pub logs_left: u32,
 }
+
+/// The deadline of one invocation. It stops while a `tool-execute` wrapper waits in `next()`
+/// (the tool's time is not the wrapper's) and resumes, extended by the pause, when it returns.
+#[derive(Debug)]
+pub(crate) struct Clock {
+    deadline: std::sync::Mutex<Instant>,
+    paused_at: std::sync::Mutex<Option<Instant>>,
+    pub resumed: tokio::sync::Notify,
+}
+
+impl Clock {
+    pub fn new(deadline: Instant) -> Arc<Clock> {
+        Arc::new(Clock {
+            deadline: std::sync::Mutex::new(deadline),
+            paused_at: std::sync::Mutex::new(None),
+            resumed: tokio::sync::Notify::new(),
+        })
+    }
+
+    pub fn deadline(&self) -> Instant {
+        *self.deadline.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    pub fn is_paused(&self) -> bool {
+        self.paused_at
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .is_some()
+    }
+
+    /// Whether the deadline has passed (never while paused).
+    pub fn expired(&self) -> bool {
+        !self.is_paused() && Instant::now() >= self.deadline()
+    }
+
+    fn pause(&self) {
+        *self.paused_at.lock().unwrap_or_else(|e| e.into_inner()) = Some(Instant::now());
+    }
+
+    fn resume(&self) {
+        if let Some(at) = self
+            .paused_at
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take()
+        {
+            *self.deadline.lock().unwrap_or_else(|e| e.into_inner()) += at.elapsed();
+        }
+        self.resumed.notify_one();
+    }
+}
+
+/// The rest of a tool chain, as a `tool-execute` wrapper's `next()` reaches it: called with
+/// the wrapper's optional shorter deadline (ms), it returns the normalized outcome.
+pub(crate) type NextLayer =
+    Arc<dyn Fn(Option<u32>) -> crate::session::BoxFuture<'static, ToolOutcome> + Send + Sync>;
 
 pub(crate) struct State {
     wasi: WasiCtx,
@@ -60,6 +118,8 @@ pub(crate) struct State {
     pub env: Arc<PluginEnv>,
     pub sink: Option<Arc<dyn EventSink>>,
     pub call: CallContext,
+    /// Set while a `tool-execute` hook runs.
+    pub next: Option<NextLayer>,
 }
 
 impl State {
@@ -71,6 +131,7 @@ impl State {
             env,
             sink,
             call,
+            next: None,
         }
     }
 }
@@ -175,10 +236,17 @@ impl bindings::palisade::hooks::host::Host for State {
 }
 
 impl bindings::palisade::hooks::tool_dispatch::Host for State {
-    fn next(&mut self, _timeout_ms: Option<u32>) -> wit::ToolOutcome {
-        to_wit_outcome(&ToolOutcome::error(
-            "next() is only available inside a tool-execute hook",
-        ))
+    async fn next(&mut self, timeout_ms: Option<u32>) -> wit::ToolOutcome {
+        let Some(layer) = self.next.clone() else {
+            return to_wit_outcome(&ToolOutcome::error(
+                "next() is only available inside a tool-execute hook",
+            ));
+        };
+        let clock = self.call.clock.clone();
+        clock.pause();
+        let outcome = layer(timeout_ms).await;
+        clock.resume();
+        to_wit_outcome(&outcome)
     }
 }
 

@@ -13,7 +13,7 @@ use crate::instance::{Cost, Instance, Request, Response};
 use crate::manifest::HookSpec;
 use crate::plugin::{HookRef, Plugins, PluginsInner};
 use crate::point::{Capability, InstanceLifetime, Mode, OnFailure, Point};
-use crate::sandbox::{CallContext, MAX_LOG_LINES_PER_CALL, State, invocation_id};
+use crate::sandbox::{CallContext, Clock, MAX_LOG_LINES_PER_CALL, State, invocation_id};
 use crate::types::{Approval, AskRequest, Denial, ToolCall};
 use std::future::Future;
 use std::pin::Pin;
@@ -40,11 +40,19 @@ pub trait Approver: Send + Sync {
     fn approve<'a>(&'a self, call: &'a ToolCall, ask: &'a AskRequest) -> BoxFuture<'a, Approval>;
 }
 
-/// One agent session. Dropping it aborts its background work and frees its instances.
+/// One agent session. Cheap to clone (a tool body holds one to run nested calls); when the
+/// last clone is dropped, the session aborts its background work and frees its instances.
+#[derive(Clone)]
 pub struct Session {
     pub(crate) shared: Arc<SessionShared>,
+    owner: Arc<SessionOwner>,
+}
+
+/// What only the session's handles hold, not its tasks: dropping the last handle drops the
+/// task set, which aborts every task in it.
+struct SessionOwner {
     background: Mutex<JoinSet<()>>,
-    pub(crate) approver: Option<Arc<dyn Approver>>,
+    approver: std::sync::RwLock<Option<Arc<dyn Approver>>>,
 }
 
 impl std::fmt::Debug for Session {
@@ -86,8 +94,10 @@ impl Plugins {
                 plugins: self.inner.clone(),
                 dropped: AtomicU64::new(0),
             }),
-            background: Mutex::new(JoinSet::new()),
-            approver: None,
+            owner: Arc::new(SessionOwner {
+                background: Mutex::new(JoinSet::new()),
+                approver: std::sync::RwLock::new(None),
+            }),
         }
     }
 
@@ -133,6 +143,18 @@ pub(crate) enum Verdict<T> {
     NotGranted(Capability),
     /// The answer is invalid: a failure, which fails closed like any other.
     Invalid(Failure),
+    /// The answer is final and honoured (a wrapper's outcome): stop with `T`.
+    Final(T),
+}
+
+/// The end of one hook's turn in a waterfall.
+pub(crate) enum Judged<T> {
+    /// Go on with the next hook.
+    Continue,
+    /// An honoured denial, or a final answer.
+    Stop(T),
+    /// A failure that fails closed, as its denial.
+    FailedClosed(Denial),
 }
 
 impl Session {
@@ -142,9 +164,21 @@ impl Session {
     }
 
     /// Resolves `pre-tool` asks through `approver` (see [`Session::authorize`]).
-    pub fn with_approver(mut self, approver: Arc<dyn Approver>) -> Session {
-        self.approver = Some(approver);
+    pub fn with_approver(self, approver: Arc<dyn Approver>) -> Session {
+        *self
+            .owner
+            .approver
+            .write()
+            .unwrap_or_else(|e| e.into_inner()) = Some(approver);
         self
+    }
+
+    pub(crate) fn approver(&self) -> Option<Arc<dyn Approver>> {
+        self.owner
+            .approver
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
     }
 
     /// Background invocations dropped so far because the session's queue was full.
@@ -154,15 +188,24 @@ impl Session {
 
     /// Background invocations in flight.
     pub fn background_in_flight(&self) -> usize {
-        let mut set = self.background.lock().unwrap_or_else(|e| e.into_inner());
+        let mut set = self
+            .owner
+            .background
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
         while set.try_join_next().is_some() {}
         set.len()
     }
 
     /// Waits for the session's background work to finish.
     pub async fn drain_background(&self) {
-        let mut set =
-            std::mem::take(&mut *self.background.lock().unwrap_or_else(|e| e.into_inner()));
+        let mut set = std::mem::take(
+            &mut *self
+                .owner
+                .background
+                .lock()
+                .unwrap_or_else(|e| e.into_inner()),
+        );
         while set.join_next().await.is_some() {}
     }
 
@@ -202,60 +245,88 @@ impl Session {
                 self.spawn_background(hook, inv, request(state));
                 continue;
             }
-            let run = self.shared.run(hook, inv, &request(state)).await;
-            let meter = run.meter;
-            let response = match run.result {
-                Ok(response) => response,
-                Err(ref failure) => {
-                    if self.shared.fail(hook, inv, meter, failure) {
-                        return Some(fail_closed(failed_closed(&hook.id, failure)));
-                    }
-                    continue;
-                }
-            };
-            let decision = response.name();
-            match judge(state, hook, spec, response) {
-                Verdict::Completed { honoured } => {
-                    self.shared
-                        .emit(hook, inv, completed(meter, decision, honoured));
-                }
-                Verdict::Denied {
-                    reason_code,
-                    message,
-                    then,
-                } => {
-                    self.shared.emit(
-                        hook,
-                        inv,
-                        EventKind::HookDenied {
-                            duration_us: micros(meter.duration),
-                            fuel_consumed: meter.cost.fuel,
-                            reason_code,
-                            message,
-                        },
-                    );
-                    return Some(then);
-                }
-                Verdict::NotGranted(needed) => {
-                    let held: Vec<_> = spec.capabilities.iter().map(|c| c.as_str()).collect();
-                    let failure = Failure::new(
-                        FailureReason::NotGranted,
-                        format!(
-                            "answered `{decision}`, which needs the `{needed}` capability; \
-                             it holds: {}",
-                            held.join(", ")
-                        ),
-                    );
-                    self.shared.emit(hook, inv, failed(meter, &failure, false));
-                }
-                Verdict::Invalid(failure) => {
-                    if self.shared.fail(hook, inv, meter, &failure) {
-                        return Some(fail_closed(failed_closed(&hook.id, &failure)));
-                    }
-                }
+            let request = request(state);
+            let judged = self
+                .judge_one(hook, inv, &request, |hook, spec, response| {
+                    judge(state, hook, spec, response)
+                })
+                .await;
+            match judged {
+                Judged::Continue => {}
+                Judged::Stop(then) => return Some(then),
+                Judged::FailedClosed(denial) => return Some(fail_closed(denial)),
             }
         }
         None
+    }
+
+    /// Runs one foreground hook and judges its answer (see [`Session::waterfall`]).
+    pub(crate) async fn judge_one<T>(
+        &self,
+        hook: &HookRef,
+        inv: Invocation,
+        request: &Request,
+        judge: impl FnOnce(&HookRef, &HookSpec, Response) -> Verdict<T>,
+    ) -> Judged<T> {
+        let spec = self.shared.plugins.spec(hook);
+        let run = self.shared.run(hook, inv, request).await;
+        let meter = run.meter;
+        let response = match run.result {
+            Ok(response) => response,
+            Err(ref failure) => {
+                if self.shared.fail(hook, inv, meter, failure) {
+                    return Judged::FailedClosed(failed_closed(&hook.id, failure));
+                }
+                return Judged::Continue;
+            }
+        };
+        let decision = response.name();
+        match judge(hook, spec, response) {
+            Verdict::Completed { honoured } => {
+                self.shared
+                    .emit(hook, inv, completed(meter, decision, honoured));
+            }
+            Verdict::Denied {
+                reason_code,
+                message,
+                then,
+            } => {
+                self.shared.emit(
+                    hook,
+                    inv,
+                    EventKind::HookDenied {
+                        duration_us: micros(meter.duration),
+                        fuel_consumed: meter.cost.fuel,
+                        reason_code,
+                        message,
+                    },
+                );
+                return Judged::Stop(then);
+            }
+            Verdict::NotGranted(needed) => {
+                let held: Vec<_> = spec.capabilities.iter().map(|c| c.as_str()).collect();
+                let failure = Failure::new(
+                    FailureReason::NotGranted,
+                    format!(
+                        "answered `{decision}`, which needs the `{needed}` capability; \
+                         it holds: {}",
+                        held.join(", ")
+                    ),
+                );
+                self.shared.emit(hook, inv, failed(meter, &failure, false));
+            }
+            Verdict::Invalid(failure) => {
+                if self.shared.fail(hook, inv, meter, &failure) {
+                    return Judged::FailedClosed(failed_closed(&hook.id, &failure));
+                }
+            }
+            Verdict::Final(then) => {
+                self.shared
+                    .emit(hook, inv, completed(meter, decision, true));
+                return Judged::Stop(then);
+            }
+        }
+        Judged::Continue
     }
 
     /// Runs every hook of an observe-only point off the critical path: foreground hooks one
@@ -307,7 +378,11 @@ impl Session {
         inv: Invocation,
         task: impl Future<Output = ()> + Send + 'static,
     ) {
-        let mut set = self.background.lock().unwrap_or_else(|e| e.into_inner());
+        let mut set = self
+            .owner
+            .background
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
         // Reap what has finished, so the bound counts only work in flight.
         while set.try_join_next().is_some() {}
         let bound = self.shared.plugins.host.inner.background_queue;
@@ -354,6 +429,20 @@ fn failed(meter: Meter, failure: &Failure, closed: bool) -> EventKind {
         reason: failure.reason,
         detail: failure.detail.clone(),
         failed_closed: closed,
+    }
+}
+
+/// Returns when `clock` expires; waits out pauses.
+async fn watchdog(clock: &Clock) {
+    loop {
+        if clock.is_paused() {
+            clock.resumed.notified().await;
+            continue;
+        }
+        tokio::time::sleep_until(clock.deadline().into()).await;
+        if clock.expired() {
+            return;
+        }
     }
 }
 
@@ -414,9 +503,10 @@ impl SessionShared {
             invocation_id: inv.id,
             hook_id: hook.id.clone(),
             point: inv.point,
-            deadline: started + limits.timeout,
+            clock: Clock::new(started + limits.timeout),
             logs_left: MAX_LOG_LINES_PER_CALL,
         };
+        let clock = call.clock.clone();
         let host = &self.plugins.host.inner;
 
         let mut slot = match plugin.manifest().instance {
@@ -448,23 +538,21 @@ impl SessionShared {
                 }
             }
         };
-        // Epochs stop wasm at its deadline; this timer bounds the time spent in host calls
+        // Epochs stop wasm at its deadline; this watchdog bounds the time spent in host calls
         // (a guest blocked in a WASI poll), which epochs cannot interrupt.
-        let remaining = limits.timeout.saturating_sub(started.elapsed());
-        let (result, cost) =
-            match tokio::time::timeout(remaining, instance.call(plugin, request, limits)).await {
-                Ok(done) => done,
-                Err(_) => (
-                    Err(Failure::new(
-                        FailureReason::Timeout,
-                        format!(
-                            "passed its deadline of {} ms (in a host call)",
-                            limits.timeout.as_millis()
-                        ),
-                    )),
-                    Cost::default(),
-                ),
-            };
+        let (result, cost) = tokio::select! {
+            done = instance.call(plugin, request, limits) => done,
+            () = watchdog(&clock) => (
+                Err(Failure::new(
+                    FailureReason::Timeout,
+                    format!(
+                        "passed its deadline of {} ms (in a host call)",
+                        limits.timeout.as_millis()
+                    ),
+                )),
+                Cost::default(),
+            ),
+        };
         // A failed instance may be dead (a trap) or mid-call (a timeout): never reuse it.
         if result.is_ok()
             && let Some(slot) = slot.as_mut()

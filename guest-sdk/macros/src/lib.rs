@@ -205,7 +205,12 @@ fn render(ty: &str, points: &[&Point]) -> String {
 
     let uses: String = points
         .iter()
-        .map(|p| format!("let _ = <{ty} as ::palisade_sdk::{}>::{};", p.sdk_trait, p.method))
+        .map(|p| {
+            format!(
+                "let _ = <{ty} as ::palisade_sdk::{}>::{};",
+                p.sdk_trait, p.method
+            )
+        })
         .collect();
     let mut impls = String::new();
     for p in points {

@@ -75,7 +75,7 @@ impl Session {
     }
 
     async fn resolve_ask(&self, call: &ToolCall, ask: &AskRequest) -> Result<(), Denial> {
-        let approval = match &self.approver {
+        let approval = match self.approver() {
             Some(approver) => Some(approver.approve(call, ask).await),
             None => None,
         };

@@ -1,0 +1,388 @@
+//! The agent loop, with the three load-bearing loop decisions of seed 1, as a small loop an
+//! embedder can use or copy.
+//!
+//! 1. **Pre-step at every proposed step.** The turn opens before the first claim; each step
+//!    submits its claimed batch to `prompt-submit` — an empty batch for a tool continuation,
+//!    so context producers can still add to that request. A reject closes a durable blocked
+//!    turn with no step and no model-visible message.
+//! 2. **Contexts wait for the batch to settle.** Contexts from `post-tool` decisions and from
+//!    execution (nested calls, [`crate::ToolContext::defer_context`]) go into the batch's FIFO
+//!    and are appended after every result of the batch is recorded, so a tool call is always
+//!    followed directly by its result.
+//! 3. **Steering continues the same turn.** At the natural stop boundary `turn-stopping` may
+//!    return steering; it is claimed at the top of the next step as steering of the SAME
+//!    turn, not as a new prompt.
+//!
+//! Every committed fact (message, tool call, tool result, model response, turn completed,
+//! session ended) is handed to the committed-fact hooks, which never delay the loop.
+
+use crate::pipeline::{ToolRegistry, ToolRequest};
+use crate::session::{BoxFuture, Session};
+use crate::types::{
+    CommittedFact, ContentBlock, LlmResponse, Message, Observation, PreStep, PreStepDecision, Role,
+    SessionSource, StopEvent, ToolCall, ToolOutcome, ToolResult, TurnOutcome,
+};
+use serde::{Deserialize, Serialize};
+use std::collections::VecDeque;
+
+/// Most times `turn-stopping` may continue one turn; then the turn closes regardless.
+pub const MAX_CONTINUATIONS: u32 = 8;
+
+/// One entry of the transcript, in the order the model sees it (except `TurnClosed`, which
+/// is durable but not model-visible).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "kebab-case")]
+pub enum Entry {
+    /// A context a hook contributed, as its own message.
+    Context {
+        /// The hook.
+        source: String,
+        /// The text.
+        text: String,
+    },
+    /// A user prompt.
+    User {
+        /// The text.
+        text: String,
+    },
+    /// Steering a `turn-stopping` hook returned, continuing the turn.
+    Steering {
+        /// The hook.
+        source: String,
+        /// The content.
+        text: String,
+    },
+    /// The model's reply.
+    Assistant {
+        /// Its text.
+        text: String,
+        /// The ids and names of the tool calls it made.
+        tool_calls: Vec<String>,
+    },
+    /// A tool result.
+    ToolResult {
+        /// The call it answers.
+        tool_use_id: String,
+        /// Whether it failed (a denial, a block, a tool error).
+        is_error: bool,
+        /// Its content, as text.
+        content: String,
+    },
+    /// The end of a turn (durable, not shown to the model).
+    TurnClosed {
+        /// The turn.
+        turn: u32,
+        /// How it ended.
+        outcome: TurnOutcome,
+        /// Why, when blocked.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        reason: Option<String>,
+    },
+}
+
+/// What the model is asked: the transcript so far.
+#[derive(Debug, Clone, Copy)]
+pub struct ModelRequest<'a> {
+    /// Everything model-visible so far.
+    pub transcript: &'a [Entry],
+    /// The turn.
+    pub turn: u32,
+    /// The step within it.
+    pub step: u32,
+}
+
+/// What the model answered.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct ModelReply {
+    /// Its text.
+    #[serde(default)]
+    pub text: String,
+    /// The tool calls it proposes.
+    #[serde(default)]
+    pub tool_calls: Vec<ToolRequest>,
+}
+
+/// A model: anything that answers a transcript.
+pub trait Model: Send {
+    /// Answers the request.
+    fn respond<'a>(&'a mut self, request: ModelRequest<'a>) -> BoxFuture<'a, ModelReply>;
+    /// Its name, for committed `llm-response` facts.
+    fn name(&self) -> &str {
+        "model"
+    }
+}
+
+/// A model that replays a script: one reply per step, in order; then it only says "done".
+#[derive(Debug, Default)]
+pub struct ScriptedModel {
+    replies: VecDeque<ModelReply>,
+}
+
+impl ScriptedModel {
+    /// A model that will answer `replies`, in order.
+    pub fn new(replies: impl IntoIterator<Item = ModelReply>) -> Self {
+        ScriptedModel {
+            replies: replies.into_iter().collect(),
+        }
+    }
+}
+
+impl Model for ScriptedModel {
+    fn respond<'a>(&'a mut self, _request: ModelRequest<'a>) -> BoxFuture<'a, ModelReply> {
+        let reply = self.replies.pop_front().unwrap_or_else(|| ModelReply {
+            text: "done".into(),
+            tool_calls: Vec::new(),
+        });
+        Box::pin(async move { reply })
+    }
+
+    fn name(&self) -> &str {
+        "scripted"
+    }
+}
+
+/// A minimal agent: a session, its tools and a model, driven turn by turn.
+pub struct Agent {
+    session: Session,
+    tools: ToolRegistry,
+    model: Box<dyn Model>,
+    transcript: Vec<Entry>,
+    turn: u32,
+    facts: u64,
+}
+
+impl std::fmt::Debug for Agent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Agent")
+            .field("session", &self.session)
+            .field("turn", &self.turn)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Agent {
+    /// An agent of `session`, with `tools` and `model`.
+    pub fn new(session: Session, tools: ToolRegistry, model: impl Model + 'static) -> Agent {
+        Agent {
+            session,
+            tools,
+            model: Box::new(model),
+            transcript: Vec::new(),
+            turn: 0,
+            facts: 0,
+        }
+    }
+
+    /// The transcript so far.
+    pub fn transcript(&self) -> &[Entry] {
+        &self.transcript
+    }
+
+    /// The session.
+    pub fn session(&self) -> &Session {
+        &self.session
+    }
+
+    /// Starts the session: `session-start` contexts open the transcript.
+    pub async fn start(&mut self, source: SessionSource) {
+        for context in self.session.session_start(source).await {
+            self.append_context(context.hook_id, context.text);
+        }
+    }
+
+    /// Runs one turn for `prompt`, to its end.
+    pub async fn run_turn(&mut self, prompt: impl Into<String>) -> TurnOutcome {
+        // The turn opens before the first claim.
+        self.turn += 1;
+        let turn = self.turn;
+        let mut claimed = vec![Entry::User {
+            text: prompt.into(),
+        }];
+        let mut continuations = 0;
+        let mut step = 0;
+        loop {
+            step += 1;
+            // Decision 1: pre-step at every proposed step, with the claimed batch.
+            let messages = claimed
+                .iter()
+                .filter_map(|entry| match entry {
+                    Entry::User { text } | Entry::Steering { text, .. } => {
+                        Some(Message::user(text.clone()))
+                    }
+                    _ => None,
+                })
+                .collect();
+            let pre_step = PreStep {
+                messages,
+                turn,
+                step,
+            };
+            let contexts = match self.session.prompt_submit(&pre_step).await {
+                PreStepDecision::Reject(denial) => {
+                    // No step, no model-visible message; the claimed batch stays removed.
+                    return self.close(turn, TurnOutcome::Blocked, Some(denial.reason_code));
+                }
+                PreStepDecision::Enter { contexts } => contexts,
+            };
+            for entry in claimed.drain(..) {
+                self.append(entry);
+            }
+            for context in contexts {
+                self.append_context(context.hook_id, context.text);
+            }
+
+            let reply = self
+                .model
+                .respond(ModelRequest {
+                    transcript: &self.transcript,
+                    turn,
+                    step,
+                })
+                .await;
+            self.append(Entry::Assistant {
+                text: reply.text.clone(),
+                tool_calls: reply
+                    .tool_calls
+                    .iter()
+                    .map(|c| c.tool_use_id.clone())
+                    .collect(),
+            });
+            self.commit(CommittedFact::LlmResponse {
+                response: LlmResponse {
+                    model: self.model.name().to_string(),
+                    text: reply.text.clone(),
+                    tool_calls: reply.tool_calls.iter().map(as_call).collect(),
+                    server_tool_content: Vec::new(),
+                    stop_reason: if reply.tool_calls.is_empty() {
+                        "end_turn"
+                    } else {
+                        "tool_use"
+                    }
+                    .into(),
+                },
+            });
+
+            if reply.tool_calls.is_empty() {
+                // Decision 3: the natural stop boundary; steering continues the SAME turn.
+                let event = StopEvent {
+                    turn,
+                    step,
+                    last_assistant_message: Some(reply.text),
+                    continuations,
+                };
+                let steering = self.session.turn_stopping(&event).await;
+                if steering.is_empty() || continuations >= MAX_CONTINUATIONS {
+                    return self.close(turn, TurnOutcome::Completed, None);
+                }
+                continuations += 1;
+                claimed = steering
+                    .into_iter()
+                    .map(|s| Entry::Steering {
+                        source: s.hook_id,
+                        text: s.content,
+                    })
+                    .collect();
+                continue;
+            }
+
+            // Decision 2: run the batch; its contexts wait in a FIFO until it settles.
+            let mut fifo = Vec::new();
+            for request in reply.tool_calls {
+                self.commit(CommittedFact::ToolCall {
+                    call: as_call(&request),
+                });
+                let execution = self.session.execute(&self.tools, request).await;
+                self.append(Entry::ToolResult {
+                    tool_use_id: execution.call.tool_use_id.clone(),
+                    is_error: execution.outcome.is_error,
+                    content: text_of(&execution.outcome),
+                });
+                self.commit(CommittedFact::ToolResult {
+                    result: ToolResult {
+                        tool_use_id: execution.call.tool_use_id.clone(),
+                        name: execution.call.name.clone(),
+                        provenance: execution.call.provenance.clone(),
+                        outcome: execution.outcome.clone(),
+                    },
+                });
+                fifo.extend(execution.contexts);
+            }
+            for context in fifo {
+                self.append_context(context.hook_id, context.text);
+            }
+            // A tool continuation: the next step claims an empty batch.
+        }
+    }
+
+    /// Ends the session.
+    pub fn end(&mut self, reason: impl Into<String>) {
+        self.commit(CommittedFact::SessionEnded {
+            reason: reason.into(),
+        });
+    }
+
+    fn close(&mut self, turn: u32, outcome: TurnOutcome, reason: Option<String>) -> TurnOutcome {
+        self.transcript.push(Entry::TurnClosed {
+            turn,
+            outcome,
+            reason,
+        });
+        self.commit(CommittedFact::TurnCompleted { outcome });
+        outcome
+    }
+
+    fn append_context(&mut self, source: String, text: String) {
+        self.append(Entry::Context { source, text });
+    }
+
+    fn append(&mut self, entry: Entry) {
+        let message = match &entry {
+            Entry::User { text } | Entry::Steering { text, .. } | Entry::Context { text, .. } => {
+                Some(Message {
+                    role: Role::User,
+                    text: text.clone(),
+                })
+            }
+            _ => None,
+        };
+        self.transcript.push(entry);
+        if let Some(message) = message {
+            self.commit(CommittedFact::Message { message });
+        }
+    }
+
+    fn commit(&mut self, fact: CommittedFact) {
+        self.facts += 1;
+        let observation = Observation {
+            interaction_id: format!("{}:{}", self.session.id(), self.facts),
+            turn: self.turn,
+            fact,
+        };
+        self.session.committed(&observation);
+    }
+}
+
+fn as_call(request: &ToolRequest) -> ToolCall {
+    ToolCall {
+        tool_use_id: request.tool_use_id.clone(),
+        name: request.name.clone(),
+        arguments: request.input.clone(),
+        provenance: request.provenance.clone(),
+    }
+}
+
+/// The text projection of an outcome (the `content` of external wire forms).
+pub fn text_of(outcome: &ToolOutcome) -> String {
+    let parts: Vec<String> = outcome
+        .content_blocks
+        .iter()
+        .map(|block| match block {
+            ContentBlock::Text { text } => text.clone(),
+            ContentBlock::Json { value } => value.to_string(),
+            ContentBlock::Image { media_type, data } => {
+                format!("[{media_type} image, {} bytes]", data.len())
+            }
+        })
+        .collect();
+    parts.join("\n")
+}
