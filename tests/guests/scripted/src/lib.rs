@@ -12,8 +12,8 @@
 use palisade_sdk::{
     Committed, CommittedFact, ContentBlock, Deny, GuardDecision, Observation, PostTool,
     PostToolAction, PostToolDecision, PreStep, PreStepDecision, PreTool, PreToolDecision,
-    PromptSubmit, SessionSource, SessionStart, StopEvent, ToolCall, ToolGuard, ToolOutcome,
-    ToolResult, TurnStopping, export, log,
+    PromptSubmit, SessionSource, SessionStart, StopEvent, ToolCall, ToolExecute, ToolGuard,
+    ToolOutcome, ToolResult, TurnStopping, export, log,
 };
 use std::hint::black_box;
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -267,7 +267,36 @@ impl Committed for Scripted {
     }
 }
 
+impl ToolExecute for Scripted {
+    fn on_tool_execute(_call: ToolCall) -> ToolOutcome {
+        tag();
+        match behaviour("tool_execute", "passthrough").as_str() {
+            "short-circuit" => ToolOutcome {
+                content_blocks: Vec::new(),
+                is_error: false,
+                value: Some("{\"cached\":true}".into()),
+            },
+            "bad-outcome" => ToolOutcome {
+                content_blocks: Vec::new(),
+                is_error: false,
+                value: Some("{not json".into()),
+            },
+            "panic" => panic!("scripted panic"),
+            "twice" => {
+                let first = palisade_sdk::next(None);
+                let second = palisade_sdk::next(None);
+                ToolOutcome::text(format!(
+                    "{} | {}",
+                    first.joined_text(),
+                    second.joined_text()
+                ))
+            }
+            _ => palisade_sdk::next(None),
+        }
+    }
+}
+
 export!(
     Scripted: PreTool + ToolResult + SessionStart + PromptSubmit + ToolGuard + PostTool + TurnStopping
-        + Committed
+        + Committed + ToolExecute
 );

@@ -1,0 +1,328 @@
+//! The tool pipeline: identity sealing, normalization of every failure, wrappers and
+//! `next()`, `finalize_content`, and contexts.
+
+use palisade::{Authorization, ContentBlock, Host, Tool, ToolOutcome, ToolRegistry, ToolRequest};
+use palisade_tests::{PluginDir, Recorder};
+use serde_json::json;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::Duration;
+
+fn wrapper(dir: &PluginDir, name: &str, behaviour: &str, extra: &str) {
+    dir.scripted(
+        name,
+        &format!(
+            "{extra}\n[[hooks]]\npoint = \"tool-execute\"\ncapability = \"wrap\"\n[config]\ntool_execute = \"{behaviour}\"\ntag = \"{name}\"\n"
+        ),
+    );
+}
+
+fn counting_tool(runs: Arc<AtomicU32>) -> Tool {
+    Tool::new("echo", move |inv| {
+        let runs = runs.clone();
+        async move {
+            let n = runs.fetch_add(1, Ordering::SeqCst) + 1;
+            Ok(ToolOutcome::text(format!(
+                "echo {} #{n}",
+                inv.call.arguments["text"]
+            )))
+        }
+    })
+}
+
+#[tokio::test]
+async fn wrappers_nest_outermost_first_and_next_reaches_the_tool() {
+    let dir = PluginDir::new();
+    wrapper(&dir, "a-outer", "passthrough", "");
+    wrapper(&dir, "b-inner", "twice", "");
+    let recorder = Recorder::shared();
+    let host = Host::builder()
+        .event_sink(recorder.clone())
+        .build()
+        .unwrap();
+    let plugins = host.load_dir(dir.path()).unwrap();
+    let runs = Arc::new(AtomicU32::new(0));
+    let registry = ToolRegistry::new([counting_tool(runs.clone())]);
+    let session = plugins.session("s");
+    let execution = session
+        .execute(
+            &registry,
+            ToolRequest::new("t", "echo", json!({ "text": "hi" })),
+        )
+        .await;
+    assert_eq!(
+        execution.outcome,
+        ToolOutcome::text("echo \"hi\" #1 | echo \"hi\" #2")
+    );
+    assert_eq!(runs.load(Ordering::SeqCst), 2);
+    assert_eq!(recorder.logs(), ["a-outer", "b-inner"]);
+}
+
+#[tokio::test]
+async fn a_wrapper_may_short_circuit_with_its_own_success_renormalized() {
+    let dir = PluginDir::new();
+    wrapper(&dir, "cache", "short-circuit", "");
+    let plugins = Host::new().unwrap().load_dir(dir.path()).unwrap();
+    let runs = Arc::new(AtomicU32::new(0));
+    let registry = ToolRegistry::new([counting_tool(runs.clone())]);
+    let execution = plugins
+        .session("s")
+        .execute(&registry, ToolRequest::new("t", "echo", json!({})))
+        .await;
+    assert_eq!(
+        runs.load(Ordering::SeqCst),
+        0,
+        "dispatch was short-circuited"
+    );
+    assert_eq!(execution.outcome.value, Some(json!({ "cached": true })));
+    assert_eq!(
+        execution.outcome.content_blocks,
+        [ContentBlock::Json {
+            value: json!({ "cached": true })
+        }]
+    );
+
+    // Re-normalized through the tool's output declaration: a value it refuses is an error.
+    let registry = ToolRegistry::new([counting_tool(runs).output(|v| {
+        if v.get("text").is_some() {
+            Ok(())
+        } else {
+            Err("a value needs `text`".into())
+        }
+    })]);
+    let execution = plugins
+        .session("s")
+        .execute(&registry, ToolRequest::new("t", "echo", json!({})))
+        .await;
+    assert!(execution.outcome.is_error);
+    assert!(palisade::agent::text_of(&execution.outcome).contains("a value needs `text`"));
+}
+
+#[tokio::test]
+async fn a_wrappers_deadline_excludes_the_time_inside_next() {
+    let dir = PluginDir::new();
+    wrapper(&dir, "quick", "passthrough", "[limits]\ntimeout_ms = 50");
+    let plugins = Host::new().unwrap().load_dir(dir.path()).unwrap();
+    let registry = ToolRegistry::new([Tool::new("slow", |_| async {
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        Ok(ToolOutcome::text("slow but fine"))
+    })]);
+    let execution = plugins
+        .session("s")
+        .execute(&registry, ToolRequest::new("t", "slow", json!({})))
+        .await;
+    assert_eq!(execution.outcome, ToolOutcome::text("slow but fine"));
+}
+
+#[tokio::test]
+async fn the_timeout_wrapper_stops_a_slow_tool() {
+    let dir = PluginDir::new();
+    palisade_examples::install_one(palisade_examples::get("timeout").unwrap(), dir.path()).unwrap();
+    let manifest = dir.path().join("timeout/plugin.toml");
+    let text = std::fs::read_to_string(&manifest)
+        .unwrap()
+        .replace("timeout_ms = 30_000", "timeout_ms = 100");
+    std::fs::write(&manifest, text).unwrap();
+    let plugins = Host::new().unwrap().load_dir(dir.path()).unwrap();
+    let finished = Arc::new(AtomicU32::new(0));
+    let done = finished.clone();
+    let registry = ToolRegistry::new([Tool::new("hang", move |_| {
+        let done = done.clone();
+        async move {
+            tokio::time::sleep(Duration::from_secs(30)).await;
+            done.fetch_add(1, Ordering::SeqCst);
+            Ok(ToolOutcome::text("never"))
+        }
+    })]);
+    let started = std::time::Instant::now();
+    let execution = plugins
+        .session("s")
+        .execute(&registry, ToolRequest::new("t", "hang", json!({})))
+        .await;
+    assert!(started.elapsed() < Duration::from_secs(10));
+    assert!(execution.outcome.is_error);
+    assert_eq!(
+        palisade::agent::text_of(&execution.outcome),
+        "hang was stopped after 100 ms. Split the work into smaller steps, or run it in the background and poll for the result."
+    );
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    assert_eq!(
+        finished.load(Ordering::SeqCst),
+        0,
+        "the tool body was cancelled"
+    );
+}
+
+#[tokio::test]
+async fn every_failure_normalizes_to_an_error_result() {
+    let dir = PluginDir::new();
+    let plugins = Host::new().unwrap().load_dir(dir.path()).unwrap();
+    let registry = ToolRegistry::new([
+        Tool::new("fails", |_| async { Err("disk full".to_string()) }),
+        Tool::new("panics", |_| async { panic!("tool bug") }),
+        Tool::new("strict", |_| async { Ok(ToolOutcome::text("ok")) }).input(|v| {
+            if v["path"].is_string() {
+                Ok(())
+            } else {
+                Err("`path` must be a string".into())
+            }
+        }),
+        Tool::new("bad-value", |_| async {
+            Ok(ToolOutcome {
+                value: Some(json!(7)),
+                ..Default::default()
+            })
+        })
+        .output(|v| {
+            if v.is_object() {
+                Ok(())
+            } else {
+                Err("expected an object".into())
+            }
+        }),
+    ]);
+    let session = plugins.session("s");
+    for (name, input, expect) in [
+        ("fails", json!({}), "disk full"),
+        ("panics", json!({}), "the tool panicked"),
+        (
+            "strict",
+            json!({ "path": 3 }),
+            "invalid input for strict: `path` must be a string",
+        ),
+        (
+            "bad-value",
+            json!({}),
+            "the tool produced an invalid value: expected an object",
+        ),
+        ("missing", json!({}), "unknown tool `missing`"),
+    ] {
+        let execution = session
+            .execute(&registry, ToolRequest::new("t", name, input))
+            .await;
+        assert!(execution.outcome.is_error, "{name}");
+        let text = palisade::agent::text_of(&execution.outcome);
+        assert!(text.contains(expect), "{name}: {text}");
+    }
+}
+
+#[tokio::test]
+async fn a_failing_wrapper_and_an_invalid_wrapper_outcome_are_errors() {
+    for behaviour in ["panic", "bad-outcome"] {
+        let dir = PluginDir::new();
+        wrapper(&dir, "w", behaviour, "");
+        let plugins = Host::new().unwrap().load_dir(dir.path()).unwrap();
+        let registry = ToolRegistry::new([counting_tool(Arc::new(AtomicU32::new(0)))]);
+        let execution = plugins
+            .session("s")
+            .execute(&registry, ToolRequest::new("t", "echo", json!({})))
+            .await;
+        assert!(execution.outcome.is_error, "{behaviour}");
+        assert!(
+            palisade::agent::text_of(&execution.outcome).contains("w/tool-execute"),
+            "{behaviour}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn identity_is_sealed_and_denials_still_reach_post_tool_and_finalize_once() {
+    let dir = PluginDir::new();
+    dir.scripted(
+        "deny-all",
+        "[[hooks]]\npoint = \"pre-tool\"\ncapability = \"guard\"\n[config]\npre_tool = \"deny\"\n",
+    );
+    dir.scripted(
+        "post",
+        "[[hooks]]\npoint = \"post-tool\"\ncapability = \"transform\"\n[config]\npost_tool = \"upper\"\ntag = \"post saw it\"\n",
+    );
+    let recorder = Recorder::shared();
+    let host = Host::builder()
+        .event_sink(recorder.clone())
+        .build()
+        .unwrap();
+    let plugins = host.load_dir(dir.path()).unwrap();
+    let finalized = Arc::new(AtomicU32::new(0));
+    let count = finalized.clone();
+    let registry =
+        ToolRegistry::new([
+            Tool::new("echo", |_| async { Ok(ToolOutcome::text("ran")) }).finalize_content(
+                move |call, outcome| {
+                    count.fetch_add(1, Ordering::SeqCst);
+                    assert!(outcome.is_error);
+                    Some(vec![ContentBlock::Text {
+                        text: format!("{} refused", call.name),
+                    }])
+                },
+            ),
+        ]);
+    let execution = plugins
+        .session("s")
+        .execute(
+            &registry,
+            ToolRequest::new("toolu_9", "echo", json!({ "text": "x" })),
+        )
+        .await;
+    assert!(matches!(execution.authorization, Authorization::Denied(_)));
+    assert_eq!(execution.call.tool_use_id, "toolu_9");
+    assert_eq!(execution.call.arguments, json!({ "text": "x" }));
+    assert_eq!(
+        recorder.logs(),
+        ["post saw it"],
+        "post-tool saw the denied call"
+    );
+    assert_eq!(
+        finalized.load(Ordering::SeqCst),
+        1,
+        "finalize_content ran exactly once"
+    );
+    assert_eq!(
+        execution.outcome,
+        ToolOutcome::error("echo refused"),
+        "content replaced, error flag kept"
+    );
+}
+
+#[tokio::test]
+async fn nested_calls_carry_the_parent_token_and_defer_their_contexts() {
+    let dir = PluginDir::new();
+    dir.scripted(
+        "ctx",
+        "[[hooks]]\npoint = \"post-tool\"\ncapability = \"transform\"\nmatcher = \"inner\"\n[config]\ncontexts = [\"inner context\"]\n",
+    );
+    let plugins = Host::new().unwrap().load_dir(dir.path()).unwrap();
+    let parents = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let seen = parents.clone();
+    let registry = ToolRegistry::new([
+        Tool::new("inner", |_| async { Err("inner failed".to_string()) }),
+        Tool::new("outer", move |inv| {
+            let seen = seen.clone();
+            async move {
+                let nested = inv
+                    .context
+                    .execute(ToolRequest::new("n1", "inner", json!({})))
+                    .await;
+                seen.lock().unwrap().push((inv.token, nested.parent));
+                inv.context.defer_context("outer", "after the nested call");
+                Ok(ToolOutcome::text("outer ok"))
+            }
+        }),
+    ]);
+    let execution = plugins
+        .session("s")
+        .execute(&registry, ToolRequest::new("t", "outer", json!({})))
+        .await;
+    let (token, parent) = parents.lock().unwrap()[0];
+    assert_eq!(
+        parent,
+        Some(token),
+        "the nested call carries only its parent's token"
+    );
+    assert_eq!(execution.token, token);
+    let contexts: Vec<_> = execution.contexts.iter().map(|c| c.text.as_str()).collect();
+    assert_eq!(
+        contexts,
+        ["inner context", "after the nested call"],
+        "kept through the nested failure"
+    );
+}
