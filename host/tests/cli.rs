@@ -44,7 +44,9 @@ fn check_lists_every_plugin_hook_and_grant() {
         "background",
         "Bash|shell|exec_command|local_shell",
         "100 ms, 50000000 fuel, 16 MiB",
-        "ok: 3 plugins, 4 hooks on 2 points",
+        "ok: 5 plugins, 6 hooks on 3 points",
+        "tool-execute",
+        "wrap",
     ] {
         assert!(
             stdout.contains(needle),
@@ -178,11 +180,15 @@ fn demo_prints_its_table() {
     let out = palisade(&["demo"]);
     let stdout = text(&out.stdout);
     assert!(out.status.success(), "{}", text(&out.stderr));
-    assert!(stdout.contains("DECISION"), "{stdout}");
+    assert!(stdout.contains("OUTCOME"), "{stdout}");
     assert_eq!(stdout.matches("DENY").count(), 6, "{stdout}");
     assert!(stdout.contains("destructive-delete"), "{stdout}");
     assert!(stdout.contains("secret-file"), "{stdout}");
-    assert!(stdout.contains("result Bash (toolu_01) ok"), "{stdout}");
+    assert!(stdout.contains("PLUGIN        CALLS  P50 µs"), "{stdout}");
+    assert!(
+        stdout.contains("tool-call      Bash git push origin release/1.0           allow"),
+        "{stdout}"
+    );
 }
 
 /// A plugin directory with one scripted plugin subscribed to every point.
@@ -359,6 +365,84 @@ fn run_refuses_a_fact_of_another_point() {
     assert!(!out.status.success());
     assert!(
         text(&out.stderr).contains("a `session-ended` fact was given for `turn-completed`"),
+        "{}",
+        text(&out.stderr)
+    );
+}
+
+#[test]
+fn replay_prints_a_timeline_and_a_latency_table() {
+    let dir = examples();
+    let session = dir.path().join("session.jsonl");
+    std::fs::write(
+        &session,
+        [
+            r#"{"event": "session-start", "source": "startup"}"#,
+            r#"{"event": "prompt", "turn": 1, "text": "clean up"}"#,
+            r#"{"event": "tool-call", "call": {"tool_use_id": "t1", "name": "Bash", "arguments": {"command": "rm -rf ~"}}, "result": {"content_blocks": []}}"#,
+            r#"{"event": "tool-call", "call": {"tool_use_id": "t2", "name": "Bash", "arguments": {"command": "ls"}}, "result": {"content_blocks": [{"type": "text", "text": "a b"}]}}"#,
+            r#"{"event": "stop", "turn": 1, "step": 3}"#,
+            r#"{"event": "session-end", "reason": "exit"}"#,
+        ]
+        .join("\n"),
+    )
+    .unwrap();
+    let args = [
+        "replay",
+        dir.path().to_str().unwrap(),
+        session.to_str().unwrap(),
+    ];
+    let out = palisade(&args);
+    let stdout = text(&out.stdout);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(stdout.contains("Replay of"), "{stdout}");
+    assert!(stdout.contains("DENY"), "{stdout}");
+    assert!(stdout.contains("destructive-delete"), "{stdout}");
+    assert!(stdout.contains("P95 µs"), "{stdout}");
+
+    let out = palisade(&[args[0], args[1], args[2], "--format", "json"]);
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let timeline = doc["timeline"].as_array().unwrap();
+    assert_eq!(timeline.len(), 6);
+    assert_eq!(timeline[2]["outcome"], "DENY");
+    assert_eq!(timeline[2]["by"], "shell-guard/pre-tool");
+    assert_eq!(timeline[3]["outcome"], "allow");
+    let hooks: Vec<&str> = timeline[3]["hooks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|h| h["hook_id"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        hooks,
+        [
+            "audit-log/pre-tool",
+            "shell-guard/pre-tool",
+            "secret-guard/pre-tool",
+            "audit-log/tool-result"
+        ]
+    );
+    assert_eq!(doc["plugins"]["shell-guard"]["invocations"], 2);
+    assert_eq!(doc["plugins"]["shell-guard"]["denied"], 1);
+}
+
+#[test]
+fn replay_names_the_bad_line() {
+    let dir = examples();
+    let session = dir.path().join("bad.jsonl");
+    std::fs::write(
+        &session,
+        "{\"event\": \"session-start\", \"source\": \"startup\"}\n{\"event\": \"launch\"}\n",
+    )
+    .unwrap();
+    let out = palisade(&[
+        "replay",
+        dir.path().to_str().unwrap(),
+        session.to_str().unwrap(),
+    ]);
+    assert!(!out.status.success());
+    assert!(
+        text(&out.stderr).contains("bad.jsonl:2: not a session event"),
         "{}",
         text(&out.stderr)
     );

@@ -3,6 +3,7 @@
 mod check;
 mod demo;
 mod output;
+mod replay;
 mod run;
 
 use clap::{Parser, Subcommand};
@@ -42,7 +43,25 @@ enum Command {
         #[arg(long, value_enum, default_value_t = run::EventFormat::Text)]
         events: run::EventFormat,
     },
-    /// Run the bundled example plugins against a bundled set of tool calls.
+    /// Run a recorded session (JSONL) through the plugins: a timeline and a latency table.
+    ///
+    /// Each line is one event: {"event": "session-start", "source": "startup"},
+    /// {"event": "prompt", "turn": 1, "text": "…"}, {"event": "tool-call", "call": {…},
+    /// "result": {…}}, {"event": "stop", "turn": 1, "step": 3, "last_assistant_message": "…"},
+    /// {"event": "session-end", "reason": "…"}.
+    Replay {
+        /// The plugin directory.
+        dir: PathBuf,
+        /// The recorded session.
+        session: PathBuf,
+        /// Output format.
+        #[arg(long, value_enum, default_value_t = replay::Format::Text)]
+        format: replay::Format,
+        /// How asks are answered.
+        #[arg(long, value_enum, default_value_t = replay::Approve::Never)]
+        approve: replay::Approve,
+    },
+    /// Replay a bundled session through the bundled example plugins.
     Demo,
 }
 
@@ -67,6 +86,12 @@ fn main() -> ExitCode {
                 input,
                 events,
             } => run::run(&dir, &point, &input, events).await,
+            Command::Replay {
+                dir,
+                session,
+                format,
+                approve,
+            } => replay::replay(&dir, &session, format, approve).await,
             Command::Demo => demo::demo().await,
         }
     });

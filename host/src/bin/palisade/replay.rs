@@ -1,0 +1,511 @@
+//! `palisade replay DIR SESSION.jsonl`: a recorded session through the plugins.
+//!
+//! The session file has one JSON event per line:
+//!
+//! | event | fields | dispatches |
+//! |---|---|---|
+//! | `session-start` | `source` (`startup`, `resume`, …) | `session-start` |
+//! | `prompt` | `turn`, `text` | `prompt-submit` (step 1 of the turn) |
+//! | `tool-call` | `call` (a tool call), `result` (its recorded outcome) | `pre-tool` → approval → `tool-guard`; if allowed, `post-tool` and `tool-result` on the recorded result (the tool is not run again) |
+//! | `stop` | `turn`, `step`, `last_assistant_message` | `turn-stopping` |
+//! | `session-end` | `reason` | `session-ended` |
+//!
+//! Committed facts (`message-committed`, `tool-call-committed`, …) are dispatched as a live
+//! agent would commit them. Asks are answered by `--approve` (`never`, the default, or
+//! `always`).
+
+use crate::output::{clip, table};
+use anyhow::Context as _;
+use palisade::agent::text_of;
+use palisade::{
+    Approval, Approver, AskRequest, Authorization, BoxFuture, CommittedFact, Event, EventKind,
+    EventSink, Host, Message, Observation, PreStep, PreStepDecision, Session, SessionSource,
+    StopEvent, ToolCall, ToolOutcome, ToolResult, TurnOutcome,
+};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::process::ExitCode;
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+/// One recorded event.
+#[derive(Debug, Deserialize)]
+#[serde(tag = "event", rename_all = "kebab-case", deny_unknown_fields)]
+enum Recorded {
+    SessionStart {
+        source: SessionSource,
+    },
+    Prompt {
+        turn: u32,
+        text: String,
+    },
+    ToolCall {
+        call: ToolCall,
+        result: ToolOutcome,
+    },
+    Stop {
+        turn: u32,
+        #[serde(default)]
+        step: u32,
+        #[serde(default)]
+        last_assistant_message: Option<String>,
+    },
+    SessionEnd {
+        reason: String,
+    },
+}
+
+#[derive(Clone, Copy, clap::ValueEnum)]
+pub enum Format {
+    /// A timeline and a latency table.
+    Text,
+    /// One JSON document.
+    Json,
+}
+
+#[derive(Clone, Copy, clap::ValueEnum)]
+pub enum Approve {
+    /// Every ask is rejected.
+    Never,
+    /// Every ask is approved once.
+    Always,
+}
+
+struct Fixed(Approval);
+
+impl Approver for Fixed {
+    fn approve<'a>(&'a self, _: &'a ToolCall, _: &'a AskRequest) -> BoxFuture<'a, Approval> {
+        Box::pin(async move { self.0 })
+    }
+}
+
+/// Keeps every finished hook invocation.
+#[derive(Default)]
+struct Collect(Mutex<Vec<Event>>);
+
+impl EventSink for Collect {
+    fn emit(&self, event: &Event) {
+        if !matches!(event.kind, EventKind::HookStarted) {
+            self.0.lock().unwrap().push(event.clone());
+        }
+    }
+}
+
+impl Collect {
+    fn take(&self) -> Vec<Event> {
+        std::mem::take(&mut self.0.lock().unwrap())
+    }
+}
+
+/// One line of the timeline.
+#[derive(Serialize)]
+struct Step {
+    index: usize,
+    event: String,
+    subject: String,
+    outcome: String,
+    by: Option<String>,
+    reason: Option<String>,
+    micros: u128,
+    hooks: Vec<HookRun>,
+}
+
+#[derive(Serialize)]
+struct HookRun {
+    hook_id: String,
+    event: &'static str,
+    decision: String,
+    duration_us: u64,
+    fuel: u64,
+}
+
+#[derive(Serialize, Default)]
+struct PluginStats {
+    invocations: usize,
+    p50_us: u64,
+    p95_us: u64,
+    max_us: u64,
+    total_fuel: u64,
+    denied: usize,
+    failed: usize,
+}
+
+pub async fn replay(
+    dir: &Path,
+    session_file: &Path,
+    format: Format,
+    approve: Approve,
+) -> anyhow::Result<ExitCode> {
+    let text = std::fs::read_to_string(session_file)
+        .with_context(|| format!("reading {}", session_file.display()))?;
+    replay_text(
+        dir,
+        &text,
+        &session_file.display().to_string(),
+        format,
+        approve,
+    )
+    .await
+}
+
+pub async fn replay_text(
+    dir: &Path,
+    text: &str,
+    name: &str,
+    format: Format,
+    approve: Approve,
+) -> anyhow::Result<ExitCode> {
+    let mut recorded = Vec::new();
+    for (i, line) in text.lines().enumerate() {
+        if line.trim().is_empty() || line.trim_start().starts_with("//") {
+            continue;
+        }
+        let event: Recorded = serde_json::from_str(line).with_context(|| {
+            format!(
+                "{name}:{}: not a session event (see `palisade replay --help`)",
+                i + 1
+            )
+        })?;
+        recorded.push(event);
+    }
+    let sink = Arc::new(Collect::default());
+    let host = Host::builder().event_sink(sink.clone()).build()?;
+    let plugins = host.load_dir(dir)?;
+    let approval = match approve {
+        Approve::Never => Approval::Rejected,
+        Approve::Always => Approval::AllowedOnce,
+    };
+    let session = plugins
+        .session("replay")
+        .with_approver(Arc::new(Fixed(approval)));
+    let mut replayer = Replayer {
+        session: &session,
+        facts: 0,
+        turn: 0,
+    };
+
+    let mut steps = Vec::new();
+    for (index, event) in recorded.into_iter().enumerate() {
+        let started = Instant::now();
+        let (event, subject, outcome, by, reason) = replayer.dispatch(event).await;
+        let micros = started.elapsed().as_micros();
+        session.drain_background().await;
+        let hooks = sink
+            .take()
+            .into_iter()
+            .filter_map(|e| {
+                let (name, decision, duration_us, fuel) = match e.kind {
+                    EventKind::HookCompleted {
+                        duration_us,
+                        fuel_consumed,
+                        decision,
+                        honoured,
+                    } => (
+                        "completed",
+                        if honoured {
+                            decision
+                        } else {
+                            format!("{decision} (recorded)")
+                        },
+                        duration_us,
+                        fuel_consumed,
+                    ),
+                    EventKind::HookDenied {
+                        duration_us,
+                        fuel_consumed,
+                        reason_code,
+                        ..
+                    } => ("denied", reason_code, duration_us, fuel_consumed),
+                    EventKind::HookFailed {
+                        duration_us,
+                        fuel_consumed,
+                        reason,
+                        ..
+                    } => ("failed", reason.to_string(), duration_us, fuel_consumed),
+                    _ => return None,
+                };
+                Some(HookRun {
+                    hook_id: e.hook_id,
+                    event: name,
+                    decision,
+                    duration_us,
+                    fuel,
+                })
+            })
+            .collect();
+        steps.push(Step {
+            index: index + 1,
+            event,
+            subject,
+            outcome,
+            by,
+            reason,
+            micros,
+            hooks,
+        });
+    }
+
+    let mut per_plugin: BTreeMap<String, (Vec<u64>, PluginStats)> = BTreeMap::new();
+    for run in steps.iter().flat_map(|s| &s.hooks) {
+        let plugin = run
+            .hook_id
+            .split('/')
+            .next()
+            .unwrap_or_default()
+            .to_string();
+        let (durations, stats) = per_plugin.entry(plugin).or_default();
+        durations.push(run.duration_us);
+        stats.invocations += 1;
+        stats.total_fuel += run.fuel;
+        stats.denied += usize::from(run.event == "denied");
+        stats.failed += usize::from(run.event == "failed");
+    }
+    let stats: BTreeMap<String, PluginStats> = per_plugin
+        .into_iter()
+        .map(|(plugin, (mut durations, mut stats))| {
+            durations.sort_unstable();
+            let at = |q: f64| durations[((durations.len() - 1) as f64 * q).round() as usize];
+            stats.p50_us = at(0.5);
+            stats.p95_us = at(0.95);
+            stats.max_us = *durations.last().unwrap_or(&0);
+            (plugin, stats)
+        })
+        .collect();
+
+    match format {
+        Format::Json => {
+            let doc = serde_json::json!({ "timeline": steps, "plugins": stats });
+            println!("{}", serde_json::to_string_pretty(&doc)?);
+        }
+        Format::Text => print_text(name, &steps, &stats),
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn print_text(name: &str, steps: &[Step], stats: &BTreeMap<String, PluginStats>) {
+    println!("Replay of {name}: {} events\n", steps.len());
+    let mut rows = vec![
+        ["#", "EVENT", "SUBJECT", "OUTCOME", "BY", "REASON", "µs"]
+            .map(String::from)
+            .to_vec(),
+    ];
+    for step in steps {
+        rows.push(vec![
+            step.index.to_string(),
+            step.event.clone(),
+            clip(&step.subject, 40),
+            step.outcome.clone(),
+            step.by.clone().unwrap_or_default(),
+            clip(step.reason.as_deref().unwrap_or_default(), 60),
+            step.micros.to_string(),
+        ]);
+    }
+    print!("{}", table(&rows));
+    println!("\nWhat each hook decided:");
+    for step in steps {
+        for run in &step.hooks {
+            println!(
+                "  #{:<3} {:<28} {:<10} {:<28} {:>7} µs {:>10} fuel",
+                step.index,
+                run.hook_id,
+                run.event,
+                clip(&run.decision, 28),
+                run.duration_us,
+                run.fuel
+            );
+        }
+    }
+    println!();
+    let mut rows = vec![
+        [
+            "PLUGIN", "CALLS", "P50 µs", "P95 µs", "MAX µs", "FUEL", "DENIED", "FAILED",
+        ]
+        .map(String::from)
+        .to_vec(),
+    ];
+    for (plugin, s) in stats {
+        rows.push(vec![
+            plugin.clone(),
+            s.invocations.to_string(),
+            s.p50_us.to_string(),
+            s.p95_us.to_string(),
+            s.max_us.to_string(),
+            s.total_fuel.to_string(),
+            s.denied.to_string(),
+            s.failed.to_string(),
+        ]);
+    }
+    print!("{}", table(&rows));
+}
+
+struct Replayer<'a> {
+    session: &'a Session,
+    facts: u64,
+    turn: u32,
+}
+
+type Line = (String, String, String, Option<String>, Option<String>);
+
+impl Replayer<'_> {
+    fn commit(&mut self, fact: CommittedFact) {
+        self.facts += 1;
+        self.session.committed(&Observation {
+            interaction_id: format!("replay:{}", self.facts),
+            turn: self.turn,
+            fact,
+        });
+    }
+
+    async fn dispatch(&mut self, event: Recorded) -> Line {
+        match event {
+            Recorded::SessionStart { source } => {
+                let contexts = self.session.session_start(source).await;
+                let outcome = format!("{} context(s)", contexts.len());
+                (
+                    "session-start".into(),
+                    format!("{source:?}").to_lowercase(),
+                    outcome,
+                    None,
+                    None,
+                )
+            }
+            Recorded::Prompt { turn, text } => {
+                self.turn = turn;
+                let step = PreStep {
+                    messages: vec![Message::user(text.clone())],
+                    turn,
+                    step: 1,
+                };
+                match self.session.prompt_submit(&step).await {
+                    PreStepDecision::Enter { contexts } => {
+                        self.commit(CommittedFact::Message {
+                            message: Message::user(text.clone()),
+                        });
+                        (
+                            "prompt".into(),
+                            text,
+                            format!("enter (+{} context)", contexts.len()),
+                            None,
+                            None,
+                        )
+                    }
+                    PreStepDecision::Reject(denial) => {
+                        self.commit(CommittedFact::TurnCompleted {
+                            outcome: TurnOutcome::Blocked,
+                        });
+                        (
+                            "prompt".into(),
+                            text,
+                            "REJECT".into(),
+                            Some(denial.hook_id),
+                            Some(denial.reason_code),
+                        )
+                    }
+                }
+            }
+            Recorded::ToolCall { call, result } => {
+                let subject = format!("{} {}", call.name, subject_of(&call));
+                self.commit(CommittedFact::ToolCall { call: call.clone() });
+                let (outcome, by, reason, final_outcome) = match self.session.authorize(&call).await
+                {
+                    Authorization::Denied(denial) => (
+                        "DENY".to_string(),
+                        Some(denial.hook_id.clone()),
+                        Some(format!("{}: {}", denial.reason_code, denial.message)),
+                        ToolOutcome::error(denial.message),
+                    ),
+                    Authorization::Allowed { approved_by } => {
+                        let post = self.session.post_tool(&call, &result).await;
+                        match post.blocked {
+                            Some(block) => (
+                                "BLOCK".to_string(),
+                                Some(block.hook_id),
+                                Some(block.message),
+                                post.outcome,
+                            ),
+                            None => (
+                                if approved_by.is_some() {
+                                    "allow (approved)"
+                                } else {
+                                    "allow"
+                                }
+                                .to_string(),
+                                approved_by,
+                                None,
+                                post.outcome,
+                            ),
+                        }
+                    }
+                };
+                self.session.tool_result(&call, &final_outcome).await;
+                self.commit(CommittedFact::ToolResult {
+                    result: ToolResult {
+                        tool_use_id: call.tool_use_id.clone(),
+                        name: call.name.clone(),
+                        provenance: call.provenance.clone(),
+                        outcome: final_outcome,
+                    },
+                });
+                ("tool-call".into(), subject, outcome, by, reason)
+            }
+            Recorded::Stop {
+                turn,
+                step,
+                last_assistant_message,
+            } => {
+                let event = StopEvent {
+                    turn,
+                    step,
+                    last_assistant_message,
+                    continuations: 0,
+                };
+                let steering = self.session.turn_stopping(&event).await;
+                if steering.is_empty() {
+                    self.commit(CommittedFact::TurnCompleted {
+                        outcome: TurnOutcome::Completed,
+                    });
+                    (
+                        "stop".into(),
+                        format!("turn {turn}"),
+                        "close".into(),
+                        None,
+                        None,
+                    )
+                } else {
+                    let by = steering
+                        .iter()
+                        .map(|s| s.hook_id.clone())
+                        .collect::<Vec<_>>()
+                        .join(", ");
+                    let content = steering
+                        .iter()
+                        .map(|s| s.content.clone())
+                        .collect::<Vec<_>>()
+                        .join(" / ");
+                    (
+                        "stop".into(),
+                        format!("turn {turn}"),
+                        "STEER".into(),
+                        Some(by),
+                        Some(content),
+                    )
+                }
+            }
+            Recorded::SessionEnd { reason } => {
+                self.commit(CommittedFact::SessionEnded {
+                    reason: reason.clone(),
+                });
+                ("session-end".into(), reason, "ended".into(), None, None)
+            }
+        }
+    }
+}
+
+fn subject_of(call: &ToolCall) -> String {
+    ["command", "cmd", "file_path", "path", "url"]
+        .iter()
+        .find_map(|key| call.arguments.get(*key).and_then(|v| v.as_str()))
+        .map(str::to_string)
+        .unwrap_or_else(|| text_of(&ToolOutcome::text(call.arguments.to_string())))
+}
