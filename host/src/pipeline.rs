@@ -319,14 +319,8 @@ impl Session {
         context: ToolContext,
     ) -> ToolOutcome {
         let wrappers: Vec<_> = self
-            .shared
-            .plugins
-            .by_point
-            .get(&Point::ToolExecute)
-            .into_iter()
-            .flatten()
-            .filter(|hook| self.shared.plugins.spec(hook).matches_tool(&call.name))
-            .cloned()
+            .matching(Point::ToolExecute, Some(&call.name))
+            .map(|(hook, _)| hook.clone())
             .collect();
         let chain = Arc::new(Chain {
             session: self.clone(),

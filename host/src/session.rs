@@ -147,6 +147,18 @@ pub(crate) enum Verdict<T> {
     Final(T),
 }
 
+/// The verdict on a hook's deny: honoured, or an invalid answer if its payload is not JSON.
+pub(crate) fn deny_verdict(hook: &HookRef, deny: &crate::sandbox::wit::Deny) -> Verdict<Denial> {
+    match crate::convert::from_wit_deny(&hook.id, deny) {
+        Ok(denial) => Verdict::Denied {
+            reason_code: denial.reason_code.clone(),
+            message: denial.message.clone(),
+            then: denial,
+        },
+        Err(failure) => Verdict::Invalid(failure),
+    }
+}
+
 /// The end of one hook's turn in a waterfall.
 pub(crate) enum Judged<T> {
     /// Go on with the next hook.
@@ -188,13 +200,18 @@ impl Session {
 
     /// Background invocations in flight.
     pub fn background_in_flight(&self) -> usize {
+        self.reaped_tasks().len()
+    }
+
+    /// The session's task set, with the finished tasks reaped.
+    fn reaped_tasks(&self) -> std::sync::MutexGuard<'_, JoinSet<()>> {
         let mut set = self
             .owner
             .background
             .lock()
             .unwrap_or_else(|e| e.into_inner());
         while set.try_join_next().is_some() {}
-        set.len()
+        set
     }
 
     /// Waits for the session's background work to finish.
@@ -216,6 +233,23 @@ impl Session {
         }
     }
 
+    /// The hooks of `point` in dispatch order, those whose matcher takes `tool` (all, for
+    /// `None`).
+    pub(crate) fn matching<'a>(
+        &'a self,
+        point: Point,
+        tool: Option<&'a str>,
+    ) -> impl Iterator<Item = (&'a HookRef, &'a HookSpec)> + 'a {
+        let plugins = &self.shared.plugins;
+        plugins
+            .by_point
+            .get(&point)
+            .into_iter()
+            .flatten()
+            .map(|hook| (hook, plugins.spec(hook)))
+            .filter(move |(_, spec)| tool.is_none_or(|t| spec.matches_tool(t)))
+    }
+
     /// Runs the hooks of `point` (for a tool named `tool`, where the point has one) in
     /// dispatch order.
     ///
@@ -234,13 +268,7 @@ impl Session {
         fail_closed: impl Fn(Denial) -> T,
     ) -> Option<T> {
         let inv = self.begin(point);
-        let plugins = &self.shared.plugins;
-        let hooks = plugins.by_point.get(&point)?;
-        for hook in hooks {
-            let spec = plugins.spec(hook);
-            if tool.is_some_and(|t| !spec.matches_tool(t)) {
-                continue;
-            }
+        for (hook, spec) in self.matching(point, tool) {
             if spec.mode == Mode::Background {
                 self.spawn_background(hook, inv, request(state));
                 continue;
@@ -333,16 +361,8 @@ impl Session {
     /// after another in one task, background hooks each in its own. Nothing is awaited.
     pub(crate) fn notify(&self, point: Point, tool: Option<&str>, request: Request) {
         let inv = self.begin(point);
-        let plugins = &self.shared.plugins;
-        let Some(hooks) = plugins.by_point.get(&point) else {
-            return;
-        };
         let mut foreground = Vec::new();
-        for hook in hooks {
-            let spec = plugins.spec(hook);
-            if tool.is_some_and(|t| !spec.matches_tool(t)) {
-                continue;
-            }
+        for (hook, spec) in self.matching(point, tool) {
             match spec.mode {
                 Mode::Background => self.spawn_background(hook, inv, request.clone()),
                 _ => foreground.push(hook.clone()),
@@ -378,13 +398,8 @@ impl Session {
         inv: Invocation,
         task: impl Future<Output = ()> + Send + 'static,
     ) {
-        let mut set = self
-            .owner
-            .background
-            .lock()
-            .unwrap_or_else(|e| e.into_inner());
-        // Reap what has finished, so the bound counts only work in flight.
-        while set.try_join_next().is_some() {}
+        // Reaped first, so the bound counts only work in flight.
+        let mut set = self.reaped_tasks();
         let bound = self.shared.plugins.host.inner.background_queue;
         if set.len() >= bound {
             self.shared

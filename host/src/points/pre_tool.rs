@@ -5,11 +5,11 @@
 //!   background). An ask does not short-circuit: a later guard may still deny.
 //! - With no deny, the first ask wins over allow; [`Session::authorize`] resolves it.
 
-use crate::convert::{from_wit_deny, to_wit_call};
+use crate::convert::to_wit_call;
 use crate::instance::{Request, Response};
 use crate::point::{Capability, Point};
 use crate::sandbox::wit;
-use crate::session::{Session, Verdict};
+use crate::session::{Session, Verdict, deny_verdict};
 use crate::types::{AskRequest, PreToolDecision, ToolCall};
 use std::sync::Arc;
 
@@ -41,14 +41,7 @@ impl Session {
                             });
                             Verdict::Completed { honoured: true }
                         }
-                        wit::PreToolDecision::Deny(d) => match from_wit_deny(&hook.id, &d) {
-                            Ok(denial) => Verdict::Denied {
-                                reason_code: denial.reason_code.clone(),
-                                message: denial.message.clone(),
-                                then: denial,
-                            },
-                            Err(failure) => Verdict::Invalid(failure),
-                        },
+                        wit::PreToolDecision::Deny(d) => deny_verdict(hook, &d),
                     }
                 },
                 |denial| denial,

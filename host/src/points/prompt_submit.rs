@@ -6,11 +6,11 @@
 //!   model-visible message, and the remaining hooks do not run;
 //! - a guard's failure rejects (fails closed) unless `on_failure = "allow"`.
 
-use crate::convert::{from_wit_deny, to_wit_step};
+use crate::convert::to_wit_step;
 use crate::instance::{Request, Response};
 use crate::point::{Capability, Point};
 use crate::sandbox::wit;
-use crate::session::{Session, Verdict};
+use crate::session::{Session, Verdict, deny_verdict};
 use crate::types::{Context, PreStep, PreStepDecision};
 use std::sync::Arc;
 
@@ -48,14 +48,7 @@ impl Session {
                         wit::PreStepDecision::Reject(_) if !spec.has(Capability::Guard) => {
                             Verdict::NotGranted(Capability::Guard)
                         }
-                        wit::PreStepDecision::Reject(d) => match from_wit_deny(&hook.id, &d) {
-                            Ok(denial) => Verdict::Denied {
-                                reason_code: denial.reason_code.clone(),
-                                message: denial.message.clone(),
-                                then: denial,
-                            },
-                            Err(failure) => Verdict::Invalid(failure),
-                        },
+                        wit::PreStepDecision::Reject(d) => deny_verdict(hook, &d),
                     }
                 },
                 |denial| denial,

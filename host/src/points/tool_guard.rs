@@ -7,11 +7,11 @@
 //! a rejection, a cancellation, an unavailable channel or no approver at all is a denial),
 //! then `tool-guard`.
 
-use crate::convert::{from_wit_deny, to_wit_call};
+use crate::convert::to_wit_call;
 use crate::instance::{Request, Response};
 use crate::point::{Capability, Point};
 use crate::sandbox::wit;
-use crate::session::{Session, Verdict};
+use crate::session::{Session, Verdict, deny_verdict};
 use crate::types::{
     Approval, AskRequest, Authorization, Denial, GuardDecision, PreToolDecision, ToolCall,
 };
@@ -38,14 +38,7 @@ impl Session {
                         wit::GuardDecision::Deny(_) if !spec.has(Capability::Guard) => {
                             Verdict::NotGranted(Capability::Guard)
                         }
-                        wit::GuardDecision::Deny(d) => match from_wit_deny(&hook.id, &d) {
-                            Ok(denial) => Verdict::Denied {
-                                reason_code: denial.reason_code.clone(),
-                                message: denial.message.clone(),
-                                then: denial,
-                            },
-                            Err(failure) => Verdict::Invalid(failure),
-                        },
+                        wit::GuardDecision::Deny(d) => deny_verdict(hook, &d),
                     }
                 },
                 |denial| denial,
