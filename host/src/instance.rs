@@ -4,6 +4,7 @@
 use crate::failure::{Failure, FailureReason};
 use crate::manifest::Limits;
 use crate::plugin::Plugin;
+use crate::sandbox::bindings::exports::palisade::hooks as ex;
 use crate::sandbox::{CallContext, MAX_LOG_LINES_PER_CALL, NextLayer, State, wit};
 use std::sync::Arc;
 use wasmtime::component::Instance as ComponentInstance;
@@ -69,6 +70,21 @@ impl Response {
 pub(crate) struct Instance {
     store: Store<State>,
     instance: ComponentInstance,
+    /// Export functions already looked up, so a reused instance skips the lookup.
+    guests: Guests,
+}
+
+#[derive(Default)]
+struct Guests {
+    session_start: Option<ex::session_start::Guest>,
+    prompt_submit: Option<ex::prompt_submit::Guest>,
+    pre_tool: Option<ex::pre_tool::Guest>,
+    tool_guard: Option<ex::tool_guard::Guest>,
+    tool_execute: Option<ex::tool_execute::Guest>,
+    post_tool: Option<ex::post_tool::Guest>,
+    tool_result: Option<ex::tool_result::Guest>,
+    turn_stopping: Option<ex::turn_stopping::Guest>,
+    committed: Option<ex::committed::Guest>,
 }
 
 /// The cost of one invocation.
@@ -99,7 +115,14 @@ impl Instance {
         let result = plugin.pre.instantiate_async(&mut store).await;
         let cost = spent(&store, limits);
         match result {
-            Ok(instance) => Ok((Instance { store, instance }, cost)),
+            Ok(instance) => Ok((
+                Instance {
+                    store,
+                    instance,
+                    guests: Guests::default(),
+                },
+                cost,
+            )),
             Err(err) => Err(classify(
                 err,
                 store.data().limiter.hit,
@@ -122,20 +145,28 @@ impl Instance {
         request: &Request,
         limits: &Limits,
     ) -> (Result<Response, Failure>, Cost) {
-        let store = &mut self.store;
-        let instance = &self.instance;
-        // Loads the export's functions, then calls it; a component without the export (which
-        // loading already refuses) or whose export fails to load is `unavailable`.
+        let Instance {
+            store,
+            instance,
+            guests,
+        } = self;
+        // Looks the export's functions up (once per instance), then calls it; a component
+        // without the export (which loading already refuses) or whose export fails to load is
+        // `unavailable`.
         macro_rules! call {
-            ($exports:ident, $method:ident ( $($arg:expr),* ) => $response:expr) => {
-                match &plugin.exports.$exports {
-                    None => return (Err(missing()), Cost::default()),
-                    Some(indices) => match indices.load(&mut *store, instance) {
+            ($exports:ident, $method:ident ( $($arg:expr),* ) => $response:expr) => {{
+                if guests.$exports.is_none() {
+                    let Some(indices) = &plugin.exports.$exports else {
+                        return (Err(missing()), Cost::default());
+                    };
+                    match indices.load(&mut *store, &*instance) {
+                        Ok(guest) => guests.$exports = Some(guest),
                         Err(e) => return (Err(unavailable(e)), Cost::default()),
-                        Ok(guest) => guest.$method(&mut *store, $($arg),*).await.map($response),
-                    },
+                    }
                 }
-            };
+                let guest = guests.$exports.as_ref().expect("looked up above");
+                guest.$method(&mut *store, $($arg),*).await.map($response)
+            }};
         }
         let result: wasmtime::Result<Response> = match request {
             Request::SessionStart(source) => {

@@ -556,6 +556,8 @@ impl SessionShared {
         // Epochs stop wasm at its deadline; this watchdog bounds the time spent in host calls
         // (a guest blocked in a WASI poll), which epochs cannot interrupt.
         let (result, cost) = tokio::select! {
+            // Biased: a call that completes at its first poll never arms the watchdog's timer.
+            biased;
             done = instance.call(plugin, request, limits) => done,
             () = watchdog(&clock) => (
                 Err(Failure::new(
