@@ -2,7 +2,7 @@
 //! `next()`, `finalize_content`, and contexts.
 
 use palisade::{Authorization, ContentBlock, Host, Tool, ToolOutcome, ToolRegistry, ToolRequest};
-use palisade_tests::{PluginDir, Recorder};
+use palisade_tests::{PluginDir, Recorder, load, load_recorded};
 use serde_json::json;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -35,12 +35,7 @@ async fn wrappers_nest_outermost_first_and_next_reaches_the_tool() {
     let dir = PluginDir::new();
     wrapper(&dir, "a-outer", "passthrough", "");
     wrapper(&dir, "b-inner", "twice", "");
-    let recorder = Recorder::shared();
-    let host = Host::builder()
-        .event_sink(recorder.clone())
-        .build()
-        .unwrap();
-    let plugins = host.load_dir(dir.path()).unwrap();
+    let (plugins, recorder) = load_recorded(&dir);
     let runs = Arc::new(AtomicU32::new(0));
     let registry = ToolRegistry::new([counting_tool(runs.clone())]);
     let session = plugins.session("s");
@@ -62,7 +57,7 @@ async fn wrappers_nest_outermost_first_and_next_reaches_the_tool() {
 async fn a_wrapper_may_short_circuit_with_its_own_success_renormalized() {
     let dir = PluginDir::new();
     wrapper(&dir, "cache", "short-circuit", "");
-    let plugins = Host::new().unwrap().load_dir(dir.path()).unwrap();
+    let plugins = load(&dir);
     let runs = Arc::new(AtomicU32::new(0));
     let registry = ToolRegistry::new([counting_tool(runs.clone())]);
     let execution = plugins
@@ -102,7 +97,7 @@ async fn a_wrapper_may_short_circuit_with_its_own_success_renormalized() {
 async fn a_wrappers_deadline_excludes_the_time_inside_next() {
     let dir = PluginDir::new();
     wrapper(&dir, "quick", "passthrough", "[limits]\ntimeout_ms = 50");
-    let plugins = Host::new().unwrap().load_dir(dir.path()).unwrap();
+    let plugins = load(&dir);
     let registry = ToolRegistry::new([Tool::new("slow", |_| async {
         tokio::time::sleep(Duration::from_millis(300)).await;
         Ok(ToolOutcome::text("slow but fine"))
@@ -123,7 +118,7 @@ async fn the_timeout_wrapper_stops_a_slow_tool() {
         .unwrap()
         .replace("timeout_ms = 30_000", "timeout_ms = 100");
     std::fs::write(&manifest, text).unwrap();
-    let plugins = Host::new().unwrap().load_dir(dir.path()).unwrap();
+    let plugins = load(&dir);
     let finished = Arc::new(AtomicU32::new(0));
     let done = finished.clone();
     let registry = ToolRegistry::new([Tool::new("hang", move |_| {
@@ -156,7 +151,7 @@ async fn the_timeout_wrapper_stops_a_slow_tool() {
 #[tokio::test]
 async fn every_failure_normalizes_to_an_error_result() {
     let dir = PluginDir::new();
-    let plugins = Host::new().unwrap().load_dir(dir.path()).unwrap();
+    let plugins = load(&dir);
     let registry = ToolRegistry::new([
         Tool::new("fails", |_| async { Err("disk full".to_string()) }),
         Tool::new("panics", |_| async { panic!("tool bug") }),
@@ -211,7 +206,7 @@ async fn a_failing_wrapper_and_an_invalid_wrapper_outcome_are_errors() {
     for behaviour in ["panic", "bad-outcome"] {
         let dir = PluginDir::new();
         wrapper(&dir, "w", behaviour, "");
-        let plugins = Host::new().unwrap().load_dir(dir.path()).unwrap();
+        let plugins = load(&dir);
         let registry = ToolRegistry::new([counting_tool(Arc::new(AtomicU32::new(0)))]);
         let execution = plugins
             .session("s")
@@ -236,12 +231,7 @@ async fn identity_is_sealed_and_denials_still_reach_post_tool_and_finalize_once(
         "post",
         "[[hooks]]\npoint = \"post-tool\"\ncapability = \"transform\"\n[config]\npost_tool = \"upper\"\ntag = \"post saw it\"\n",
     );
-    let recorder = Recorder::shared();
-    let host = Host::builder()
-        .event_sink(recorder.clone())
-        .build()
-        .unwrap();
-    let plugins = host.load_dir(dir.path()).unwrap();
+    let (plugins, recorder) = load_recorded(&dir);
     let finalized = Arc::new(AtomicU32::new(0));
     let count = finalized.clone();
     let registry =
@@ -290,7 +280,7 @@ async fn nested_calls_carry_the_parent_token_and_defer_their_contexts() {
         "ctx",
         "[[hooks]]\npoint = \"post-tool\"\ncapability = \"transform\"\nmatcher = \"inner\"\n[config]\ncontexts = [\"inner context\"]\n",
     );
-    let plugins = Host::new().unwrap().load_dir(dir.path()).unwrap();
+    let plugins = load(&dir);
     let parents = Arc::new(std::sync::Mutex::new(Vec::new()));
     let seen = parents.clone();
     let registry = ToolRegistry::new([

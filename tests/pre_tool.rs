@@ -2,7 +2,7 @@
 //! components built from source.
 
 use palisade::{Host, PreToolDecision, ToolCall};
-use palisade_tests::{PluginDir, Recorder, pre_tool_hook};
+use palisade_tests::{PluginDir, load, load_recorded, pre_tool_hook};
 use serde_json::json;
 
 fn bash(command: &str) -> ToolCall {
@@ -20,7 +20,7 @@ fn scripted(behaviour: &str, capability: &str, priority: i32, tag: &str) -> Stri
 async fn allow_when_every_guard_allows() {
     let dir = PluginDir::new();
     dir.scripted("a", &scripted("allow", "guard", 0, "a"));
-    let plugins = Host::new().unwrap().load_dir(dir.path()).unwrap();
+    let plugins = load(&dir);
     let decision = plugins.session("s").pre_tool(&bash("ls")).await;
     assert_eq!(decision, PreToolDecision::Allow);
 }
@@ -29,7 +29,7 @@ async fn allow_when_every_guard_allows() {
 async fn deny_carries_hook_id_reason_code_message_and_payload() {
     let dir = PluginDir::new();
     dir.scripted("denier", &scripted("deny", "guard", 0, "d"));
-    let plugins = Host::new().unwrap().load_dir(dir.path()).unwrap();
+    let plugins = load(&dir);
     let decision = plugins.session("s").pre_tool(&bash("ls")).await;
     let denial = decision.denial().expect("a denial");
     assert_eq!(denial.hook_id, "denier/pre-tool");
@@ -44,7 +44,7 @@ async fn ask_outranks_allow_and_names_the_hook() {
     let dir = PluginDir::new();
     dir.scripted("allower", &scripted("allow", "guard", 0, "a"));
     dir.scripted("asker", &scripted("ask", "guard", 1, "b"));
-    let plugins = Host::new().unwrap().load_dir(dir.path()).unwrap();
+    let plugins = load(&dir);
     match plugins.session("s").pre_tool(&bash("ls")).await {
         PreToolDecision::Ask(ask) => {
             assert_eq!(ask.hook_id, "asker/pre-tool");
@@ -59,7 +59,7 @@ async fn deny_after_ask_still_denies() {
     let dir = PluginDir::new();
     dir.scripted("asker", &scripted("ask", "guard", 0, "a"));
     dir.scripted("denier", &scripted("deny", "guard", 5, "b"));
-    let plugins = Host::new().unwrap().load_dir(dir.path()).unwrap();
+    let plugins = load(&dir);
     let decision = plugins.session("s").pre_tool(&bash("ls")).await;
     assert_eq!(decision.denial().unwrap().hook_id, "denier/pre-tool");
 }
@@ -72,12 +72,7 @@ async fn ascending_priority_then_registration_order() {
     dir.scripted("b-second", &scripted("allow", "guard", 5, "b"));
     dir.scripted("z-first", &scripted("allow", "guard", -10, "z"));
     dir.scripted("a-last", &scripted("allow", "observe", 100, "a"));
-    let recorder = Recorder::shared();
-    let host = Host::builder()
-        .event_sink(recorder.clone())
-        .build()
-        .unwrap();
-    let plugins = host.load_dir(dir.path()).unwrap();
+    let (plugins, recorder) = load_recorded(&dir);
     plugins.session("s").pre_tool(&bash("ls")).await;
     assert_eq!(recorder.logs(), ["z", "b", "c", "a"]);
 }
@@ -93,12 +88,7 @@ async fn first_denial_short_circuits_the_remaining_hooks() {
         "[[hooks]]\npoint = \"pre-tool\"\ncapability = \"observe\"\nmode = \"background\"\npriority = 3\n\
          [config]\ntag = \"d\"\n",
     );
-    let recorder = Recorder::shared();
-    let host = Host::builder()
-        .event_sink(recorder.clone())
-        .build()
-        .unwrap();
-    let plugins = host.load_dir(dir.path()).unwrap();
+    let (plugins, recorder) = load_recorded(&dir);
     let session = plugins.session("s");
     let decision = session.pre_tool(&bash("ls")).await;
     session.drain_background().await;
@@ -128,7 +118,7 @@ async fn matcher_selects_tools_by_whole_name() {
         "[[hooks]]\npoint = \"pre-tool\"\ncapability = \"guard\"\nmatcher = \"Bash|shell\"\n\
          [config]\npre_tool = \"deny\"\n",
     );
-    let plugins = Host::new().unwrap().load_dir(dir.path()).unwrap();
+    let plugins = load(&dir);
     let session = plugins.session("s");
     assert!(session.pre_tool(&bash("ls")).await.denial().is_some());
     let read = ToolCall::new("t", "Read", json!({ "file_path": "a" }));
@@ -146,7 +136,7 @@ async fn shell_guard_denies_destructive_commands_and_allows_the_rest() {
     let dir = PluginDir::new();
     palisade_examples::install_one(palisade_examples::get("shell-guard").unwrap(), dir.path())
         .unwrap();
-    let plugins = Host::new().unwrap().load_dir(dir.path()).unwrap();
+    let plugins = load(&dir);
     let session = plugins.session("s");
     let denied = [
         ("rm -rf /", "destructive-delete"),
@@ -202,7 +192,7 @@ async fn secret_guard_denies_secret_files_with_an_actionable_reason() {
     let dir = PluginDir::new();
     palisade_examples::install_one(palisade_examples::get("secret-guard").unwrap(), dir.path())
         .unwrap();
-    let plugins = Host::new().unwrap().load_dir(dir.path()).unwrap();
+    let plugins = load(&dir);
     let session = plugins.session("s");
     for (tool, args) in [
         ("Read", json!({ "file_path": "/app/.env" })),
@@ -251,12 +241,7 @@ async fn audit_log_observes_calls_and_results_through_the_host_log() {
     let dir = PluginDir::new();
     palisade_examples::install_one(palisade_examples::get("audit-log").unwrap(), dir.path())
         .unwrap();
-    let recorder = Recorder::shared();
-    let host = Host::builder()
-        .event_sink(recorder.clone())
-        .build()
-        .unwrap();
-    let plugins = host.load_dir(dir.path()).unwrap();
+    let (plugins, recorder) = load_recorded(&dir);
     let session = plugins.session("s");
     let call = bash("echo hi");
     assert_eq!(session.pre_tool(&call).await, PreToolDecision::Allow);
@@ -289,12 +274,7 @@ async fn a_failing_tool_result_observer_is_contained() {
         "steady",
         "[[hooks]]\npoint = \"tool-result\"\ncapability = \"observe\"\npriority = 1\n[config]\ntag = \"steady\"\n",
     );
-    let recorder = Recorder::shared();
-    let host = Host::builder()
-        .event_sink(recorder.clone())
-        .build()
-        .unwrap();
-    let plugins = host.load_dir(dir.path()).unwrap();
+    let (plugins, recorder) = load_recorded(&dir);
     let session = plugins.session("s");
     session
         .tool_result(&bash("ls"), &palisade::ToolOutcome::text("x"))

@@ -2,7 +2,7 @@
 //! failures; no hook has ambient authority; instance lifetimes.
 
 use palisade::{EventKind, FailureReason, Host, PreToolDecision, ToolCall};
-use palisade_tests::{PluginDir, Recorder};
+use palisade_tests::{PluginDir, Recorder, load, load_recorded};
 use serde_json::json;
 use std::time::{Duration, Instant};
 
@@ -42,7 +42,7 @@ async fn an_endless_guard_is_stopped_at_its_deadline_and_denies_then_the_next_ca
          [config]\npre_tool = \"loop\"\n",
     );
     guard(&dir, "steady", "allow", "");
-    let plugins = Host::new().unwrap().load_dir(dir.path()).unwrap();
+    let plugins = load(&dir);
     let session = plugins.session("s");
 
     let started = Instant::now();
@@ -75,7 +75,7 @@ async fn a_guard_out_of_fuel_denies() {
         "loop",
         "[limits]\ntimeout_ms = 60000\nfuel = 2_000_000",
     );
-    let plugins = Host::new().unwrap().load_dir(dir.path()).unwrap();
+    let plugins = load(&dir);
     let reason = failure_of(plugins.session("s").pre_tool(&call("Bash")).await).await;
     assert_eq!(reason, FailureReason::OutOfFuel);
 }
@@ -84,12 +84,7 @@ async fn a_guard_out_of_fuel_denies() {
 async fn a_memory_bomb_is_stopped_by_the_memory_cap() {
     let dir = PluginDir::new();
     guard(&dir, "bomb", "membomb", "[limits]\nmemory_mb = 8");
-    let recorder = Recorder::shared();
-    let host = Host::builder()
-        .event_sink(recorder.clone())
-        .build()
-        .unwrap();
-    let plugins = host.load_dir(dir.path()).unwrap();
+    let (plugins, recorder) = load_recorded(&dir);
     let reason = failure_of(plugins.session("s").pre_tool(&call("Bash")).await).await;
     assert_eq!(reason, FailureReason::MemoryLimit);
     let detail = recorder
@@ -112,7 +107,7 @@ async fn a_memory_bomb_is_stopped_by_the_memory_cap() {
 async fn a_panicking_guard_denies_as_a_trap() {
     let dir = PluginDir::new();
     guard(&dir, "panicky", "panic", "");
-    let plugins = Host::new().unwrap().load_dir(dir.path()).unwrap();
+    let plugins = load(&dir);
     let reason = failure_of(plugins.session("s").pre_tool(&call("Bash")).await).await;
     assert_eq!(reason, FailureReason::Trap);
 }
@@ -121,7 +116,7 @@ async fn a_panicking_guard_denies_as_a_trap() {
 async fn an_invalid_response_denies_as_invalid_response() {
     let dir = PluginDir::new();
     guard(&dir, "garbled", "bad-payload", "");
-    let plugins = Host::new().unwrap().load_dir(dir.path()).unwrap();
+    let plugins = load(&dir);
     let reason = failure_of(plugins.session("s").pre_tool(&call("Bash")).await).await;
     assert_eq!(reason, FailureReason::InvalidResponse);
 }
@@ -134,12 +129,7 @@ async fn on_failure_allow_fails_open_and_says_so() {
         "[[hooks]]\npoint = \"pre-tool\"\ncapability = \"guard\"\non_failure = \"allow\"\n\
          [config]\npre_tool = \"panic\"\n",
     );
-    let recorder = Recorder::shared();
-    let host = Host::builder()
-        .event_sink(recorder.clone())
-        .build()
-        .unwrap();
-    let plugins = host.load_dir(dir.path()).unwrap();
+    let (plugins, recorder) = load_recorded(&dir);
     assert_eq!(
         plugins.session("s").pre_tool(&call("Bash")).await,
         PreToolDecision::Allow
@@ -161,7 +151,7 @@ async fn a_failing_observer_never_denies() {
         "watcher",
         "[[hooks]]\npoint = \"pre-tool\"\ncapability = \"observe\"\n[config]\npre_tool = \"panic\"\n",
     );
-    let plugins = Host::new().unwrap().load_dir(dir.path()).unwrap();
+    let plugins = load(&dir);
     assert_eq!(
         plugins.session("s").pre_tool(&call("Bash")).await,
         PreToolDecision::Allow
@@ -180,12 +170,7 @@ async fn a_hook_has_no_filesystem_environment_network_or_stdio() {
             "[[hooks]]\npoint = \"pre-tool\"\ncapability = \"guard\"\n[config]\npre_tool = \"probe\"\nport = {port}\n"
         ),
     );
-    let recorder = Recorder::shared();
-    let host = Host::builder()
-        .event_sink(recorder.clone())
-        .build()
-        .unwrap();
-    let plugins = host.load_dir(dir.path()).unwrap();
+    let (plugins, recorder) = load_recorded(&dir);
     let decision = plugins.session("s").pre_tool(&call("Bash")).await;
     assert_eq!(
         decision,
@@ -209,7 +194,7 @@ async fn per_session_instances_keep_state_and_per_call_instances_do_not() {
         "deny-after:3",
         "instance = \"per-session\"",
     );
-    let plugins = Host::new().unwrap().load_dir(dir.path()).unwrap();
+    let plugins = load(&dir);
     let session = plugins.session("s");
     for _ in 0..3 {
         assert_eq!(
@@ -227,7 +212,7 @@ async fn per_session_instances_keep_state_and_per_call_instances_do_not() {
 
     let dir = PluginDir::new();
     guard(&dir, "forgetful", "deny-after:3", "instance = \"per-call\"");
-    let plugins = Host::new().unwrap().load_dir(dir.path()).unwrap();
+    let plugins = load(&dir);
     let session = plugins.session("s");
     for _ in 0..6 {
         assert_eq!(
@@ -241,12 +226,7 @@ async fn per_session_instances_keep_state_and_per_call_instances_do_not() {
 async fn lifecycle_events_carry_duration_and_fuel() {
     let dir = PluginDir::new();
     guard(&dir, "g", "allow", "");
-    let recorder = Recorder::shared();
-    let host = Host::builder()
-        .event_sink(recorder.clone())
-        .build()
-        .unwrap();
-    let plugins = host.load_dir(dir.path()).unwrap();
+    let (plugins, recorder) = load_recorded(&dir);
     plugins.session("sess-9").pre_tool(&call("Bash")).await;
     let events = recorder.events();
     assert_eq!(events.len(), 2);

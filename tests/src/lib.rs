@@ -114,3 +114,22 @@ pub fn pre_tool_hook(capability: &str, priority: i32) -> String {
         "[[hooks]]\npoint = \"pre-tool\"\ncapability = \"{capability}\"\npriority = {priority}\n"
     )
 }
+
+/// Loads `dir` with a fresh host, panicking with the problems if it does not load.
+pub fn load(dir: &PluginDir) -> palisade::Plugins {
+    palisade::Host::new()
+        .unwrap()
+        .load_dir(dir.path())
+        .unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// Loads `dir` with a host whose events a [`Recorder`] keeps.
+pub fn load_recorded(dir: &PluginDir) -> (palisade::Plugins, Arc<Recorder>) {
+    let recorder = Recorder::shared();
+    let host = palisade::Host::builder()
+        .event_sink(recorder.clone())
+        .build()
+        .unwrap();
+    let plugins = host.load_dir(dir.path()).unwrap_or_else(|e| panic!("{e}"));
+    (plugins, recorder)
+}
