@@ -1,7 +1,7 @@
 //! `pre-tool` dispatch: decisions, ordering, short-circuit and capabilities, with real
 //! components built from source.
 
-use palisade::{Host, PreToolDecision, ToolCall};
+use palisade::{PreToolDecision, ToolCall};
 use palisade_tests::{PluginDir, load, load_recorded, pre_tool_hook};
 use serde_json::json;
 

@@ -1,8 +1,8 @@
 //! The sandbox: deadlines, fuel, memory, traps and invalid answers fail closed as typed
 //! failures; no hook has ambient authority; instance lifetimes.
 
-use palisade::{EventKind, FailureReason, Host, PreToolDecision, ToolCall};
-use palisade_tests::{PluginDir, Recorder, load, load_recorded};
+use palisade::{EventKind, FailureReason, PreToolDecision, ToolCall};
+use palisade_tests::{PluginDir, load, load_recorded};
 use serde_json::json;
 use std::time::{Duration, Instant};
 
