@@ -1,8 +1,8 @@
 //! The tool pipeline: identity sealing, normalization of every failure, wrappers and
 //! `next()`, `finalize_content`, and contexts.
 
-use palisade::{Authorization, ContentBlock, Host, Tool, ToolOutcome, ToolRegistry, ToolRequest};
-use palisade_tests::{PluginDir, Recorder, load, load_recorded};
+use palisade::{Authorization, ContentBlock, Tool, ToolOutcome, ToolRegistry, ToolRequest};
+use palisade_tests::{PluginDir, load, load_recorded};
 use serde_json::json;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
