@@ -183,6 +183,54 @@ async fn a_hook_has_no_filesystem_environment_network_or_stdio() {
         "the hook reached a loopback port"
     );
     assert!(!dir.path().join("prober/escape.txt").exists());
+    // Its stdout and stderr were captured and reported as its own log lines.
+    let output: Vec<(&str, String)> = recorder
+        .events()
+        .into_iter()
+        .filter_map(|e| match e.kind {
+            EventKind::PluginLog { level, message } if level == "stdout" || level == "stderr" => {
+                Some((level, message))
+            }
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        output,
+        [
+            ("stdout", "PROBE-STDOUT-MARKER".to_string()),
+            ("stderr", "PROBE-STDERR-MARKER".to_string())
+        ]
+    );
+}
+
+#[tokio::test]
+async fn guest_output_is_capped_per_call_and_never_fails_the_hook() {
+    let dir = PluginDir::new();
+    guard(&dir, "chatty", "print-flood", "");
+    let (plugins, recorder) = load_recorded(&dir);
+    let session = plugins.session("s");
+    for _ in 0..2 {
+        recorder.clear();
+        assert_eq!(
+            session.pre_tool(&call("Bash")).await,
+            PreToolDecision::Allow
+        );
+        let kept: usize = recorder
+            .events()
+            .into_iter()
+            .filter_map(|e| match e.kind {
+                EventKind::PluginLog {
+                    level: "stdout",
+                    message,
+                } => Some(message.len() + 1),
+                _ => None,
+            })
+            .sum();
+        assert!(
+            kept > 0 && kept <= palisade::MAX_OUTPUT_BYTES_PER_CALL,
+            "kept {kept} bytes"
+        );
+    }
 }
 
 #[tokio::test]

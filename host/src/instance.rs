@@ -200,6 +200,7 @@ impl Instance {
             }
         };
         let result = result.map_err(|e| classify(e, store.data().limiter.hit, limits, "call"));
+        store.data_mut().report_output();
         (result, spent(store, limits))
     }
 }

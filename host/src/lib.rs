@@ -53,7 +53,9 @@ pub use pipeline::{
 };
 pub use plugin::{Plugin, Plugins};
 pub use point::{Capability, InstanceLifetime, Interface, Mode, OnFailure, Point};
-pub use sandbox::{MAX_LOG_LINE_BYTES, MAX_LOG_LINES_PER_CALL, MAX_TABLE_ELEMENTS};
+pub use sandbox::{
+    MAX_LOG_LINE_BYTES, MAX_LOG_LINES_PER_CALL, MAX_OUTPUT_BYTES_PER_CALL, MAX_TABLE_ELEMENTS,
+};
 pub use session::{Approver, BoxFuture, DEFAULT_BACKGROUND_QUEUE, Session};
 pub use types::{
     Approval, AskRequest, Authorization, CommittedFact, ContentBlock, Context, Denial,

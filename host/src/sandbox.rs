@@ -1,10 +1,11 @@
 //! What a plugin instance lives in: its store state, its resource limiter, the host imports it
 //! may call and a WASI context with no ambient authority.
 //!
-//! Nothing is inherited from the host process: no stdio (guest stdout and stderr are
-//! discarded; plugins log through the `host.log` import), no environment, no arguments, no
-//! preopened directories, no network (sockets and name lookup denied). Clocks and randomness
-//! are allowed.
+//! Nothing is inherited from the host process: no stdin, no environment, no arguments, no
+//! preopened directories, no network (sockets and name lookup denied). Guest stdout and stderr
+//! are captured, capped per call ([`MAX_OUTPUT_BYTES_PER_CALL`]), and reported as `plugin_log`
+//! events (levels `stdout` / `stderr`) attributed to the plugin. Clocks and randomness are
+//! allowed.
 
 use crate::convert::to_wit_outcome;
 use crate::events::{Event, EventKind, EventSink, now_ms};
@@ -33,6 +34,8 @@ pub(crate) use bindings::palisade::hooks::types as wit;
 pub const MAX_LOG_LINES_PER_CALL: u32 = 64;
 /// Longest log line kept, in bytes; longer ones are cut.
 pub const MAX_LOG_LINE_BYTES: usize = 4 * 1024;
+/// Most bytes of a guest's stdout (and, separately, stderr) kept per call; the rest is dropped.
+pub const MAX_OUTPUT_BYTES_PER_CALL: usize = 4 * 1024;
 /// Most table elements an instance may grow to.
 pub const MAX_TABLE_ELEMENTS: usize = 100_000;
 
@@ -113,6 +116,8 @@ pub(crate) type NextLayer =
 
 pub(crate) struct State {
     wasi: WasiCtx,
+    pub stdout: Captured,
+    pub stderr: Captured,
     table: ResourceTable,
     pub limiter: Limiter,
     pub env: Arc<PluginEnv>,
@@ -124,8 +129,11 @@ pub(crate) struct State {
 
 impl State {
     pub fn new(env: Arc<PluginEnv>, sink: Option<Arc<dyn EventSink>>, call: CallContext) -> Self {
+        let (stdout, stderr) = (Captured::default(), Captured::default());
         State {
-            wasi: sandboxed_wasi(),
+            wasi: sandboxed_wasi(&stdout, &stderr),
+            stdout,
+            stderr,
             table: ResourceTable::new(),
             limiter: Limiter::default(),
             env,
@@ -136,14 +144,48 @@ impl State {
     }
 }
 
-fn sandboxed_wasi() -> WasiCtx {
+fn sandboxed_wasi(stdout: &Captured, stderr: &Captured) -> WasiCtx {
     let mut builder = WasiCtx::builder();
     builder
+        .stdout(stdout.clone())
+        .stderr(stderr.clone())
         .allow_tcp(false)
         .allow_udp(false)
         .allow_ip_name_lookup(false)
         .socket_addr_check(|_, _| Box::pin(async { false }));
     builder.build()
+}
+
+impl State {
+    /// Reports what the guest wrote to stdout and stderr during the call, one event per line.
+    pub fn report_output(&mut self) {
+        for (captured, level) in [
+            (self.stdout.clone(), "stdout"),
+            (self.stderr.clone(), "stderr"),
+        ] {
+            let bytes = captured.take();
+            if bytes.is_empty() {
+                continue;
+            }
+            let text = String::from_utf8_lossy(&bytes).into_owned();
+            for line in text.lines().filter(|l| !l.trim().is_empty()) {
+                self.emit_log(level, line.to_string());
+            }
+        }
+    }
+
+    fn emit_log(&self, level: &'static str, message: String) {
+        let Some(sink) = &self.sink else { return };
+        sink.emit(&Event {
+            kind: EventKind::PluginLog { level, message },
+            at_ms: now_ms(),
+            session_id: self.call.session_id.to_string(),
+            invocation_id: invocation_id(self.call.invocation_id),
+            hook_id: self.call.hook_id.to_string(),
+            plugin: self.env.name.clone(),
+            point: self.call.point,
+        });
+    }
 }
 
 impl WasiView for State {
@@ -152,6 +194,57 @@ impl WasiView for State {
             ctx: &mut self.wasi,
             table: &mut self.table,
         }
+    }
+}
+
+/// A guest output stream: kept up to [`MAX_OUTPUT_BYTES_PER_CALL`] per call, the rest
+/// dropped (the guest is never told: a chatty plugin must not fail because of it).
+#[derive(Clone, Default)]
+pub(crate) struct Captured(Arc<std::sync::Mutex<Vec<u8>>>);
+
+impl Captured {
+    /// What was written since the last take.
+    pub fn take(&self) -> Vec<u8> {
+        std::mem::take(&mut *self.0.lock().unwrap_or_else(|e| e.into_inner()))
+    }
+}
+
+impl wasmtime_wasi::cli::IsTerminal for Captured {
+    fn is_terminal(&self) -> bool {
+        false
+    }
+}
+
+impl wasmtime_wasi::cli::StdoutStream for Captured {
+    fn async_stream(&self) -> Box<dyn tokio::io::AsyncWrite + Send + Sync> {
+        Box::new(self.clone())
+    }
+}
+
+impl tokio::io::AsyncWrite for Captured {
+    fn poll_write(
+        self: std::pin::Pin<&mut Self>,
+        _cx: &mut std::task::Context<'_>,
+        buf: &[u8],
+    ) -> std::task::Poll<std::io::Result<usize>> {
+        let mut kept = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        let room = MAX_OUTPUT_BYTES_PER_CALL.saturating_sub(kept.len());
+        kept.extend_from_slice(&buf[..buf.len().min(room)]);
+        std::task::Poll::Ready(Ok(buf.len()))
+    }
+
+    fn poll_flush(
+        self: std::pin::Pin<&mut Self>,
+        _cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::task::Poll::Ready(Ok(()))
+    }
+
+    fn poll_shutdown(
+        self: std::pin::Pin<&mut Self>,
+        _cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::task::Poll::Ready(Ok(()))
     }
 }
 
@@ -195,7 +288,9 @@ impl bindings::palisade::hooks::host::Host for State {
             return;
         }
         self.call.logs_left -= 1;
-        let Some(sink) = &self.sink else { return };
+        if self.sink.is_none() {
+            return;
+        }
         if message.len() > MAX_LOG_LINE_BYTES {
             let mut end = MAX_LOG_LINE_BYTES;
             while !message.is_char_boundary(end) {
@@ -211,15 +306,7 @@ impl bindings::palisade::hooks::host::Host for State {
             Level::Warn => "warn",
             Level::Error => "error",
         };
-        sink.emit(&Event {
-            kind: EventKind::PluginLog { level, message },
-            at_ms: now_ms(),
-            session_id: self.call.session_id.to_string(),
-            invocation_id: invocation_id(self.call.invocation_id),
-            hook_id: self.call.hook_id.to_string(),
-            plugin: self.env.name.clone(),
-            point: self.call.point,
-        });
+        self.emit_log(level, message);
     }
 
     fn config(&mut self, key: String) -> Option<String> {

@@ -123,6 +123,12 @@ impl PreTool for Scripted {
             "membomb" => membomb(),
             "panic" => panic!("scripted panic"),
             "probe" => probe(),
+            "print-flood" => {
+                for i in 0..1000 {
+                    println!("line {i:04} {}", "x".repeat(70));
+                }
+                PreToolDecision::Allow
+            }
             "log-loop" => loop {
                 log::info("again");
             },
