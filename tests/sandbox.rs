@@ -222,7 +222,7 @@ async fn guest_output_is_capped_per_call_and_never_fails_the_hook() {
                 EventKind::PluginLog {
                     level: "stdout",
                     message,
-                } => Some(message.len() + 1),
+                } => Some(message.len()),
                 _ => None,
             })
             .sum();
