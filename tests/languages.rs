@@ -82,7 +82,9 @@ fn bash(command: &str) -> ToolCall {
 async fn python_guard_allows_listed_hosts_and_asks_or_denies_others() {
     let dir = PluginDir::new();
     build_url_guard(&dir, "");
-    let host = Host::new().unwrap();
+    // The second build is the same component: the compiled-component cache serves it.
+    let cache = tempfile::tempdir().unwrap();
+    let host = Host::builder().cache_dir(cache.path()).build().unwrap();
     let plugins = host.load_dir(dir.path()).unwrap();
     assert_eq!(plugins.iter().next().unwrap().manifest().name, "url-guard");
     let session = plugins.session("s");

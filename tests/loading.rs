@@ -405,3 +405,57 @@ fn a_missing_directory_is_an_error_naming_it() {
         .unwrap_err();
     assert!(err.to_string().contains("/no/such/plugins"), "{err}");
 }
+
+#[test]
+fn compiled_components_are_cached_sealed_and_never_trusted_when_tampered() {
+    let dir = PluginDir::new();
+    dir.scripted("p", PRE_TOOL_GUARD);
+    let cache = tempfile::tempdir().unwrap();
+    let host = Host::builder().cache_dir(cache.path()).build().unwrap();
+    host.load_dir(dir.path()).unwrap();
+    let entries: Vec<_> = walk(cache.path())
+        .into_iter()
+        .filter(|p| p.extension().is_some_and(|e| e == "cwasm"))
+        .collect();
+    assert_eq!(entries.len(), 1, "{entries:?}");
+    let entry = &entries[0];
+    let sha: String = Sha256::digest(scripted_wasm())
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    assert_eq!(entry.file_stem().unwrap().to_str().unwrap(), sha);
+    let key = cache.path().join("key");
+    use std::os::unix::fs::PermissionsExt;
+    assert_eq!(
+        std::fs::metadata(&key).unwrap().permissions().mode() & 0o777,
+        0o600
+    );
+
+    // A second host loads from the entry; a tampered entry is not trusted, and is replaced.
+    let sealed = std::fs::read(entry).unwrap();
+    let mut tampered = sealed.clone();
+    let last = tampered.len() - 1;
+    tampered[last] ^= 0xff;
+    std::fs::write(entry, &tampered).unwrap();
+    let host = Host::builder().cache_dir(cache.path()).build().unwrap();
+    let plugins = host.load_dir(dir.path()).unwrap();
+    assert_eq!(plugins.iter().count(), 1);
+    assert_eq!(
+        std::fs::read(entry).unwrap(),
+        sealed,
+        "the entry was rewritten, sealed"
+    );
+}
+
+fn walk(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_dir() {
+            out.extend(walk(&path));
+        } else {
+            out.push(path);
+        }
+    }
+    out
+}

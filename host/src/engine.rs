@@ -46,6 +46,7 @@ pub(crate) struct HostInner {
     pub linker: Linker<State>,
     pub sink: Option<Arc<dyn EventSink>>,
     pub background_queue: usize,
+    pub cache: Option<crate::cache::Cache>,
     stop_ticker: Arc<AtomicBool>,
 }
 
@@ -59,6 +60,7 @@ impl Drop for HostInner {
 pub struct HostBuilder {
     sink: Option<Arc<dyn EventSink>>,
     background_queue: usize,
+    cache_dir: Option<std::path::PathBuf>,
 }
 
 impl Default for HostBuilder {
@@ -66,6 +68,7 @@ impl Default for HostBuilder {
         HostBuilder {
             sink: None,
             background_queue: crate::session::DEFAULT_BACKGROUND_QUEUE,
+            cache_dir: None,
         }
     }
 }
@@ -93,6 +96,13 @@ impl HostBuilder {
         self
     }
 
+    /// Keeps compiled components in `dir`, so a component is compiled once per engine
+    /// configuration and digest (see the cache's module docs for how entries are sealed).
+    pub fn cache_dir(mut self, dir: impl Into<std::path::PathBuf>) -> Self {
+        self.cache_dir = Some(dir.into());
+        self
+    }
+
     /// Builds the host and starts its epoch ticker.
     pub fn build(self) -> Result<Host, Error> {
         let engine_error = |e: wasmtime::Error| Error::Engine {
@@ -112,6 +122,16 @@ impl HostBuilder {
         bindings::AllHooks::add_to_linker::<State, HasSelf<State>>(&mut linker, |s| s)
             .map_err(engine_error)?;
 
+        let cache = match &self.cache_dir {
+            None => None,
+            Some(dir) => {
+                Some(
+                    crate::cache::Cache::open(dir, &engine).map_err(|e| Error::Engine {
+                        message: format!("cannot open the component cache {}: {e}", dir.display()),
+                    })?,
+                )
+            }
+        };
         let stop_ticker = Arc::new(AtomicBool::new(false));
         spawn_ticker(engine.weak(), stop_ticker.clone()).map_err(|e| Error::Engine {
             message: format!("cannot start the epoch ticker thread: {e}"),
@@ -122,6 +142,7 @@ impl HostBuilder {
                 linker,
                 sink: self.sink,
                 background_queue: self.background_queue,
+                cache,
                 stop_ticker,
             }),
         })

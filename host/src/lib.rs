@@ -28,6 +28,7 @@
 #![deny(missing_docs)]
 
 pub mod agent;
+mod cache;
 mod convert;
 mod engine;
 mod error;

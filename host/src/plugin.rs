@@ -322,7 +322,11 @@ impl Host {
             return None;
         }
         let engine = &self.inner.engine;
-        let component = match Component::from_binary(engine, &bytes) {
+        let compiled = match &self.inner.cache {
+            Some(cache) => cache.load(engine, &sha256, &bytes),
+            None => Component::from_binary(engine, &bytes),
+        };
+        let component = match compiled {
             Ok(c) => c,
             Err(err) => {
                 problems.push(

@@ -82,12 +82,16 @@ impl Recorder {
         self.events.lock().unwrap().clone()
     }
 
-    /// The messages plugins logged, in order.
+    /// The messages plugins logged through `host.log`, in order (not their stdout/stderr).
     pub fn logs(&self) -> Vec<String> {
         self.events()
             .into_iter()
             .filter_map(|e| match e.kind {
-                EventKind::PluginLog { message, .. } => Some(message),
+                EventKind::PluginLog { level, message }
+                    if level != "stdout" && level != "stderr" =>
+                {
+                    Some(message)
+                }
                 _ => None,
             })
             .collect()

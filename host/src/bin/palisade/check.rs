@@ -1,12 +1,12 @@
 //! `palisade check DIR`.
 
 use crate::output::table;
-use palisade::{Capability, Error, Host, Mode, Point};
+use palisade::{Capability, Error, Mode, Point};
 use std::path::Path;
 use std::process::ExitCode;
 
 pub fn check(dir: &Path) -> anyhow::Result<ExitCode> {
-    let host = Host::new()?;
+    let host = crate::host_builder().build()?;
     let plugins = match host.load_dir(dir) {
         Ok(plugins) => plugins,
         Err(Error::Invalid { problems }) => {

@@ -65,6 +65,22 @@ enum Command {
     Demo,
 }
 
+/// A host builder with the compiled-component cache: `$PALISADE_CACHE_DIR`, else
+/// `$XDG_CACHE_HOME/palisade`, else `~/.cache/palisade`; `PALISADE_CACHE_DIR=off` disables it.
+pub fn host_builder() -> palisade::HostBuilder {
+    let builder = palisade::Host::builder();
+    let dir = match std::env::var_os("PALISADE_CACHE_DIR") {
+        Some(dir) if dir == "off" => return builder,
+        Some(dir) => PathBuf::from(dir),
+        None => match (std::env::var_os("XDG_CACHE_HOME"), std::env::var_os("HOME")) {
+            (Some(cache), _) => PathBuf::from(cache).join("palisade"),
+            (None, Some(home)) => PathBuf::from(home).join(".cache/palisade"),
+            (None, None) => return builder,
+        },
+    };
+    builder.cache_dir(dir)
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let runtime = match tokio::runtime::Builder::new_multi_thread()

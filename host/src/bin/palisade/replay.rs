@@ -19,8 +19,8 @@ use anyhow::Context as _;
 use palisade::agent::text_of;
 use palisade::{
     Approval, Approver, AskRequest, Authorization, BoxFuture, CommittedFact, Event, EventKind,
-    EventSink, Host, Message, Observation, PreStep, PreStepDecision, Session, SessionSource,
-    StopEvent, ToolCall, ToolOutcome, ToolResult, TurnOutcome,
+    EventSink, Message, Observation, PreStep, PreStepDecision, Session, SessionSource, StopEvent,
+    ToolCall, ToolOutcome, ToolResult, TurnOutcome,
 };
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -170,7 +170,7 @@ pub async fn replay_text(
         recorded.push(event);
     }
     let sink = Arc::new(Collect::default());
-    let host = Host::builder().event_sink(sink.clone()).build()?;
+    let host = crate::host_builder().event_sink(sink.clone()).build()?;
     let plugins = host.load_dir(dir)?;
     let approval = match approve {
         Approve::Never => Approval::Rejected,

@@ -3,8 +3,8 @@
 use anyhow::{Context, bail};
 use palisade::events::StderrSink;
 use palisade::{
-    Event, EventKind, EventSink, Host, Observation, Point, PreStep, Session, SessionSource,
-    StopEvent, ToolCall, ToolOutcome,
+    Event, EventKind, EventSink, Observation, Point, PreStep, Session, SessionSource, StopEvent,
+    ToolCall, ToolOutcome,
 };
 use serde::Deserialize;
 use serde_json::Value;
@@ -113,7 +113,7 @@ pub async fn run(
     } else {
         std::fs::read_to_string(input).with_context(|| format!("reading {}", input.display()))?
     };
-    let mut builder = Host::builder();
+    let mut builder = crate::host_builder();
     match events {
         EventFormat::Text => builder = builder.event_sink(Arc::new(TextSink)),
         EventFormat::Jsonl => builder = builder.event_sink(Arc::new(StderrSink)),
