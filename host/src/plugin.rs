@@ -10,7 +10,7 @@
 use crate::engine::Host;
 use crate::error::{Error, Problem};
 use crate::manifest::{self, HookSpec, MANIFEST_FILE, Manifest};
-use crate::point::{Interface, Mode, Point};
+use crate::point::{Interface, Point};
 use crate::sandbox::bindings::exports::palisade::hooks as ex;
 use crate::sandbox::{PluginEnv, State};
 use cap_std::ambient_authority;
@@ -484,12 +484,5 @@ impl Plugins {
                 let plugin = &self.inner.plugins[r.plugin];
                 (plugin.name(), &plugin.manifest.hooks[r.hook])
             })
-    }
-
-    /// Whether any hook runs in the background.
-    pub fn has_background_hooks(&self) -> bool {
-        self.iter()
-            .flat_map(|p| &p.manifest.hooks)
-            .any(|h| h.mode == Mode::Background)
     }
 }
