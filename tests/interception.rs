@@ -3,10 +3,10 @@
 
 use palisade::agent::{Agent, Entry, ModelReply, ScriptedModel};
 use palisade::{
-    Approval, Approver, AskRequest, BoxFuture, Host, JsonlSink, SessionSource, Tool, ToolCall,
-    ToolOutcome, ToolRegistry, ToolRequest, TurnOutcome,
+    Approval, Approver, AskRequest, BoxFuture, SessionSource, Tool, ToolCall, ToolOutcome,
+    ToolRegistry, ToolRequest, TurnOutcome,
 };
-use palisade_tests::PluginDir;
+use palisade_tests::{PluginDir, load_audited};
 use serde_json::{Value, json};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -177,13 +177,7 @@ fn result(id: &str, is_error: bool, content: &str) -> Entry {
 #[tokio::test]
 async fn every_extension_point_through_the_agent_loop() {
     let dir = plugins();
-    let log_dir = tempfile::tempdir().unwrap();
-    let log = log_dir.path().join("audit.jsonl");
-    let host = Host::builder()
-        .event_sink(Arc::new(JsonlSink::open(&log).unwrap()))
-        .build()
-        .unwrap();
-    let plugins = host.load_dir(dir.path()).unwrap();
+    let (plugins, log) = load_audited(&dir);
     let session = plugins
         .session("interception")
         .with_approver(Arc::new(StagingOnly));
@@ -297,11 +291,7 @@ async fn every_extension_point_through_the_agent_loop() {
     );
 
     // The audit log: the foreground hooks' outcomes, in order.
-    let events: Vec<Value> = std::fs::read_to_string(&log)
-        .unwrap()
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
+    let events = log.events();
     let outcomes: Vec<String> = events
         .iter()
         .filter(|e| {

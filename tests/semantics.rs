@@ -2,10 +2,10 @@
 
 use palisade::{
     Approval, Approver, AskRequest, Authorization, BoxFuture, CommittedFact, EventKind,
-    FailureReason, GuardDecision, Host, JsonlSink, Message, Observation, PreStep, PreStepDecision,
+    FailureReason, GuardDecision, Host, Message, Observation, PreStep, PreStepDecision,
     SessionSource, StopEvent, ToolCall, ToolOutcome, TurnOutcome,
 };
-use palisade_tests::{PluginDir, Recorder, load, load_recorded};
+use palisade_tests::{PluginDir, Recorder, load, load_audited, load_recorded};
 use serde_json::json;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -716,13 +716,7 @@ async fn the_audit_log_lists_every_invocation_of_a_session() {
             hook("session-start", "\"observe\"", "")
         ),
     );
-    let log_dir = tempfile::tempdir().unwrap();
-    let log = log_dir.path().join("audit.jsonl");
-    let host = Host::builder()
-        .event_sink(Arc::new(JsonlSink::open(&log).unwrap()))
-        .build()
-        .unwrap();
-    let plugins = host.load_dir(dir.path()).unwrap();
+    let (plugins, log) = load_audited(&dir);
     let session = plugins.session("sess-42");
     session.session_start(SessionSource::Startup).await;
     session.pre_tool(&bash("ls")).await;
@@ -732,11 +726,7 @@ async fn the_audit_log_lists_every_invocation_of_a_session() {
     session.pre_tool(&bash("ls")).await;
     drop(session);
 
-    let lines: Vec<serde_json::Value> = std::fs::read_to_string(&log)
-        .unwrap()
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
+    let lines = log.events();
     let outcomes: Vec<(String, String)> = lines
         .iter()
         .filter(|e| e["event"] != "hook_started" && e["event"] != "plugin_log")

@@ -159,11 +159,11 @@ fn sandboxed_wasi(stdout: &Captured, stderr: &Captured) -> WasiCtx {
 impl State {
     /// Reports what the guest wrote to stdout and stderr during the call, one event per line.
     pub fn report_output(&mut self) {
-        for (captured, level) in [
-            (self.stdout.clone(), "stdout"),
-            (self.stderr.clone(), "stderr"),
-        ] {
-            let bytes = captured.take();
+        let output = [
+            (self.stdout.take(), "stdout"),
+            (self.stderr.take(), "stderr"),
+        ];
+        for (bytes, level) in output {
             if bytes.is_empty() {
                 continue;
             }

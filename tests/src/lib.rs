@@ -137,3 +137,40 @@ pub fn load_recorded(dir: &PluginDir) -> (palisade::Plugins, Arc<Recorder>) {
     let plugins = host.load_dir(dir.path()).unwrap_or_else(|e| panic!("{e}"));
     (plugins, recorder)
 }
+
+/// A durable JSONL audit log in a temporary folder, read back as JSON values.
+#[derive(Debug)]
+pub struct AuditLog {
+    _dir: tempfile::TempDir,
+    path: PathBuf,
+}
+
+impl AuditLog {
+    /// Every event written so far, one JSON value per line.
+    pub fn events(&self) -> Vec<serde_json::Value> {
+        std::fs::read_to_string(&self.path)
+            .unwrap()
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect()
+    }
+}
+
+/// Loads `dir` with a host writing every event to a [`palisade::JsonlSink`] audit log.
+pub fn load_audited(dir: &PluginDir) -> (palisade::Plugins, AuditLog) {
+    let log_dir = tempfile::tempdir().unwrap();
+    let path = log_dir.path().join("audit.jsonl");
+    let sink = palisade::JsonlSink::open(&path).unwrap();
+    let host = palisade::Host::builder()
+        .event_sink(Arc::new(sink))
+        .build()
+        .unwrap();
+    let plugins = host.load_dir(dir.path()).unwrap_or_else(|e| panic!("{e}"));
+    (
+        plugins,
+        AuditLog {
+            _dir: log_dir,
+            path,
+        },
+    )
+}
