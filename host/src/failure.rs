@@ -31,6 +31,9 @@ pub enum FailureReason {
     Unavailable,
     /// A background hook was dropped because its session's queue was full.
     DroppedSaturated,
+    /// An external hook reported an error: a command exited with a status other than 0 or 2
+    /// (or was killed by a signal), an HTTP endpoint answered a status other than 2xx.
+    HookError,
 }
 
 impl FailureReason {
@@ -46,6 +49,7 @@ impl FailureReason {
             FailureReason::NotGranted => "not-granted",
             FailureReason::Unavailable => "unavailable",
             FailureReason::DroppedSaturated => "dropped-saturated",
+            FailureReason::HookError => "hook-error",
         }
     }
 

@@ -3,7 +3,7 @@
 
 use crate::failure::{Failure, FailureReason};
 use crate::manifest::Limits;
-use crate::plugin::Plugin;
+use crate::plugin::Wasm;
 use crate::sandbox::bindings::exports::palisade::hooks as ex;
 use crate::sandbox::{CallContext, MAX_LOG_LINES_PER_CALL, NextLayer, State, wit};
 use std::sync::Arc;
@@ -97,7 +97,7 @@ impl Instance {
     /// Instantiates `plugin` under `limits` (instantiation runs guest code too).
     pub async fn new(
         engine: &Engine,
-        plugin: &Plugin,
+        plugin: &Wasm,
         state: State,
         limits: &Limits,
     ) -> Result<(Instance, Cost), Failure> {
@@ -141,7 +141,7 @@ impl Instance {
     /// Calls the export of `request`'s point.
     pub async fn call(
         &mut self,
-        plugin: &Plugin,
+        plugin: &Wasm,
         request: &Request,
         limits: &Limits,
     ) -> (Result<Response, Failure>, Cost) {

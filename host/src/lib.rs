@@ -28,11 +28,13 @@
 #![deny(missing_docs)]
 
 pub mod agent;
+pub mod bridge;
 mod cache;
 mod convert;
 mod engine;
 mod error;
 pub mod events;
+mod external;
 mod failure;
 mod instance;
 pub mod manifest;
@@ -48,7 +50,7 @@ pub use engine::{EPOCH_TICK, Host, HostBuilder};
 pub use error::{Error, Problem};
 pub use events::{Event, EventKind, EventSink, JsonlSink};
 pub use failure::{Failure, FailureReason};
-pub use manifest::{HookSpec, Limits, Manifest};
+pub use manifest::{HookSpec, Limits, Manifest, RuntimeSpec};
 pub use pipeline::{
     CallToken, Tool, ToolContext, ToolExecution, ToolInvocation, ToolRegistry, ToolRequest,
 };

@@ -25,6 +25,20 @@
 //! [config]                             # free-form; the plugin reads it through `config`
 //! patterns = ["rm -rf /", "mkfs"]
 //! ```
+//!
+//! Instead of `wasm`, a plugin may name an external runtime (exactly one of the three):
+//!
+//! ```toml
+//! command = "./guard.sh --strict"      # run by `sh -c` in the plugin folder; or an argv list:
+//! # command = ["python3", "guard.py"]
+//! # url = "http://127.0.0.1:8080/hook" # or: POST the same JSON to a URL
+//! [limits]
+//! timeout_ms = 5000                    # default 5000
+//! payload_max_bytes = 131072           # default 128 KiB, for the input and for the answer
+//! ```
+//!
+//! Command and HTTP hooks speak Claude Code's hook protocol (see `docs/runtimes.md`); `fuel`,
+//! `memory_mb`, `sha256` and `instance` apply to wasm components only.
 
 use crate::error::Problem;
 use crate::point::{Capability, InstanceLifetime, Mode, OnFailure, Point};
@@ -45,6 +59,11 @@ pub const DEFAULT_FUEL: u64 = 1_000_000_000;
 pub const DEFAULT_MEMORY_MB: u64 = 64;
 /// Largest memory cap a manifest may set.
 pub const MAX_MEMORY_MB: u64 = 4_096;
+/// Default bound of the JSON crossing to and from a command or HTTP hook (seed 2: "Command
+/// and HTTP payloads are bounded by payload_max_bytes (128 KiB by default)").
+pub const DEFAULT_PAYLOAD_MAX_BYTES: usize = 128 * 1024;
+/// Largest payload bound a manifest may set.
+pub const MAX_PAYLOAD_MAX_BYTES: usize = 64 * 1024 * 1024;
 
 /// The resource limits of one hook invocation.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -55,6 +74,8 @@ pub struct Limits {
     pub fuel: u64,
     /// Linear-memory cap, in bytes.
     pub memory_bytes: usize,
+    /// Bound of the JSON sent to a command or HTTP hook, and of its answer.
+    pub payload_max_bytes: usize,
 }
 
 impl Default for Limits {
@@ -63,6 +84,7 @@ impl Default for Limits {
             timeout: Duration::from_millis(DEFAULT_TIMEOUT_MS),
             fuel: DEFAULT_FUEL,
             memory_bytes: mb(DEFAULT_MEMORY_MB),
+            payload_max_bytes: DEFAULT_PAYLOAD_MAX_BYTES,
         }
     }
 }
@@ -78,8 +100,8 @@ pub struct Manifest {
     pub name: String,
     /// What it is for.
     pub description: Option<String>,
-    /// The component's path, relative to the plugin folder.
-    pub wasm: String,
+    /// How its hooks run: a component, a command or a URL.
+    pub runtime: RuntimeSpec,
     /// The pinned sha256 of the component, lowercase hex.
     pub sha256: Option<String>,
     /// How long an instance lives.
@@ -88,6 +110,47 @@ pub struct Manifest {
     pub hooks: Vec<HookSpec>,
     /// The `[config]` table, as JSON.
     pub config: serde_json::Map<String, serde_json::Value>,
+}
+
+/// How a plugin's hooks run (its runtime family).
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum RuntimeSpec {
+    /// A WebAssembly component: the path of its file, relative to the plugin folder.
+    Wasm(String),
+    /// An external program, started once per invocation in the plugin folder.
+    Command {
+        /// The program and its arguments (`["sh", "-c", line]` for a command line).
+        argv: Vec<String>,
+    },
+    /// An HTTP endpoint that takes a POST per invocation.
+    Http {
+        /// The URL (`http` or `https`).
+        url: String,
+    },
+}
+
+impl RuntimeSpec {
+    /// The runtime family's name: `wasm`, `command` or `http`.
+    pub fn family(&self) -> &'static str {
+        match self {
+            RuntimeSpec::Wasm(_) => "wasm",
+            RuntimeSpec::Command { .. } => "command",
+            RuntimeSpec::Http { .. } => "http",
+        }
+    }
+
+    /// What it runs, for display: the component's path, the command line or the URL.
+    pub fn target(&self) -> String {
+        match self {
+            RuntimeSpec::Wasm(path) => path.clone(),
+            RuntimeSpec::Command { argv } => match argv.as_slice() {
+                [sh, c, line] if sh == "sh" && c == "-c" => line.clone(),
+                _ => argv.join(" "),
+            },
+            RuntimeSpec::Http { url } => url.clone(),
+        }
+    }
 }
 
 /// One validated hook subscription.
@@ -127,10 +190,11 @@ impl HookSpec {
 struct RawManifest {
     name: String,
     description: Option<String>,
-    wasm: String,
+    wasm: Option<String>,
+    command: Option<OneOrMany>,
+    url: Option<String>,
     sha256: Option<String>,
-    #[serde(default)]
-    instance: InstanceLifetime,
+    instance: Option<InstanceLifetime>,
     #[serde(default)]
     limits: RawLimits,
     #[serde(default)]
@@ -145,6 +209,7 @@ struct RawLimits {
     timeout_ms: Option<u64>,
     fuel: Option<u64>,
     memory_mb: Option<u64>,
+    payload_max_bytes: Option<usize>,
 }
 
 #[derive(Deserialize)]
@@ -162,6 +227,7 @@ struct RawHook {
     timeout_ms: Option<u64>,
     fuel: Option<u64>,
     memory_mb: Option<u64>,
+    payload_max_bytes: Option<usize>,
 }
 
 #[derive(Deserialize)]
@@ -208,6 +274,29 @@ pub(crate) fn parse(path: &Path, text: &str, problems: &mut Vec<Problem>) -> Opt
                 .field("sha256")
                 .fix("64 hex digits, as printed by `sha256sum`, or remove the field"),
         );
+    }
+    let runtime = runtime(path, &raw, problems);
+    let wasm = matches!(runtime, Some(RuntimeSpec::Wasm(_)));
+    if !wasm && runtime.is_some() {
+        // What only a component can use is refused, not silently ignored.
+        let family = runtime.as_ref().map_or("", |r| r.family());
+        let mut wasm_only = |field: &str, set: bool| {
+            if set {
+                problems.push(
+                    Problem::new(path, format!("`{field}` applies to wasm components only"))
+                        .field(field)
+                        .fix(format!("remove it: a {family} hook is bounded by `timeout_ms` and `payload_max_bytes`")),
+                );
+            }
+        };
+        wasm_only("sha256", raw.sha256.is_some());
+        wasm_only("instance", raw.instance.is_some());
+        wasm_only("limits.fuel", raw.limits.fuel.is_some());
+        wasm_only("limits.memory_mb", raw.limits.memory_mb.is_some());
+        for (i, hook) in raw.hooks.iter().enumerate() {
+            wasm_only(&format!("hooks[{i}].fuel"), hook.fuel.is_some());
+            wasm_only(&format!("hooks[{i}].memory_mb"), hook.memory_mb.is_some());
+        }
     }
     let base = limits(path, "limits", &raw.limits, Limits::default(), problems);
     if raw.hooks.is_empty() {
@@ -290,6 +379,17 @@ pub(crate) fn parse(path: &Path, text: &str, problems: &mut Vec<Problem>) -> Opt
                 );
             }
         }
+        if point == Point::ToolExecute
+            && runtime
+                .as_ref()
+                .is_some_and(|r| !matches!(r, RuntimeSpec::Wasm(_)))
+        {
+            problems.push(
+                Problem::new(path, "a tool-execute wrapper must be a wasm component: it calls `next()` inside its run, which a command or HTTP hook cannot")
+                    .field(at("point"))
+                    .fix("write the wrapper as a component (see the `retry` and `timeout` examples), or subscribe to another point"),
+            );
+        }
         if hook.mode == Mode::Background && capabilities != [Capability::Observe] {
             problems.push(
                 Problem::new(path, "a background hook must be observe-only")
@@ -323,6 +423,7 @@ pub(crate) fn parse(path: &Path, text: &str, problems: &mut Vec<Problem>) -> Opt
             timeout_ms: hook.timeout_ms,
             fuel: hook.fuel,
             memory_mb: hook.memory_mb,
+            payload_max_bytes: hook.payload_max_bytes,
         };
         let limits = limits(path, &format!("hooks[{i}]"), &raw_limits, base, problems);
         hooks.push(HookSpec {
@@ -349,15 +450,74 @@ pub(crate) fn parse(path: &Path, text: &str, problems: &mut Vec<Problem>) -> Opt
         }
     };
 
+    let runtime = runtime?;
     (problems.len() == before).then(|| Manifest {
         name: raw.name,
         description: raw.description,
-        wasm: raw.wasm,
+        runtime,
         sha256: raw.sha256.map(|s| s.to_ascii_lowercase()),
-        instance: raw.instance,
+        instance: raw.instance.unwrap_or_default(),
         hooks,
         config,
     })
+}
+
+/// The runtime family: exactly one of `wasm`, `command` and `url`.
+fn runtime(path: &Path, raw: &RawManifest, problems: &mut Vec<Problem>) -> Option<RuntimeSpec> {
+    let named: Vec<&str> = [
+        ("wasm", raw.wasm.is_some()),
+        ("command", raw.command.is_some()),
+        ("url", raw.url.is_some()),
+    ]
+    .into_iter()
+    .filter_map(|(name, set)| set.then_some(name))
+    .collect();
+    if named.len() != 1 {
+        let message = if named.is_empty() {
+            "the plugin names no runtime".to_string()
+        } else {
+            format!(
+                "the plugin names {} runtimes: {}",
+                named.len(),
+                named.join(", ")
+            )
+        };
+        problems.push(
+            Problem::new(path, message)
+                .field(named.first().copied().unwrap_or("wasm"))
+                .fix("set exactly one of `wasm = \"plugin.wasm\"`, `command = \"./hook.sh\"` or `url = \"http://…\"`"),
+        );
+        return None;
+    }
+    if let Some(wasm) = &raw.wasm {
+        return Some(RuntimeSpec::Wasm(wasm.clone()));
+    }
+    if let Some(command) = &raw.command {
+        let argv = match command {
+            OneOrMany::One(line) => vec!["sh".into(), "-c".into(), line.clone()],
+            OneOrMany::Many(argv) => argv.clone(),
+        };
+        if argv.last().is_none_or(|a| a.trim().is_empty()) {
+            problems.push(
+                Problem::new(path, "empty command")
+                    .field("command")
+                    .fix("a command line (`command = \"./hook.sh\"`) or an argv list (`command = [\"python3\", \"hook.py\"]`)"),
+            );
+            return None;
+        }
+        return Some(RuntimeSpec::Command { argv });
+    }
+    let url = raw.url.clone().unwrap_or_default();
+    if !(url.starts_with("http://") || url.starts_with("https://")) || url.len() < "http://x".len()
+    {
+        problems.push(
+            Problem::new(path, format!("`{url}` is not an http(s) URL"))
+                .field("url")
+                .fix("an absolute URL such as `http://127.0.0.1:8080/hook`"),
+        );
+        return None;
+    }
+    Some(RuntimeSpec::Http { url })
 }
 
 fn limits(
@@ -397,6 +557,21 @@ fn limits(
             );
         }
         limits.memory_bytes = mb(memory);
+    }
+    if let Some(bytes) = raw.payload_max_bytes {
+        if bytes == 0 || bytes > MAX_PAYLOAD_MAX_BYTES {
+            problems.push(
+                Problem::new(
+                    path,
+                    format!("payload bound of {bytes} bytes is out of range"),
+                )
+                .field(format!("{table}.payload_max_bytes"))
+                .fix(format!(
+                    "1 to {MAX_PAYLOAD_MAX_BYTES} bytes (default {DEFAULT_PAYLOAD_MAX_BYTES})"
+                )),
+            );
+        }
+        limits.payload_max_bytes = bytes;
     }
     limits
 }

@@ -9,7 +9,8 @@
 
 use crate::engine::Host;
 use crate::error::{Error, Problem};
-use crate::manifest::{self, HookSpec, MANIFEST_FILE, Manifest};
+use crate::external::External;
+use crate::manifest::{self, HookSpec, MANIFEST_FILE, Manifest, RuntimeSpec};
 use crate::point::{Interface, Point};
 use crate::sandbox::bindings::exports::palisade::hooks as ex;
 use crate::sandbox::{PluginEnv, State};
@@ -58,12 +59,23 @@ pub(crate) struct HookRef {
 pub struct Plugin {
     manifest: Manifest,
     dir: PathBuf,
-    wasm_path: PathBuf,
-    sha256: String,
-    size: usize,
-    pub(crate) pre: InstancePre<State>,
-    pub(crate) exports: Exports,
+    pub(crate) runtime: Runtime,
     pub(crate) env: Arc<PluginEnv>,
+}
+
+/// How a loaded plugin's hooks run.
+pub(crate) enum Runtime {
+    Wasm(Box<Wasm>),
+    External(External),
+}
+
+/// A loaded component.
+pub(crate) struct Wasm {
+    pub path: PathBuf,
+    pub sha256: String,
+    pub size: usize,
+    pub pre: InstancePre<State>,
+    pub exports: Exports,
 }
 
 impl std::fmt::Debug for Plugin {
@@ -86,19 +98,26 @@ impl Plugin {
         &self.dir
     }
 
-    /// Its component file.
-    pub fn wasm_path(&self) -> &Path {
-        &self.wasm_path
+    fn wasm(&self) -> Option<&Wasm> {
+        match &self.runtime {
+            Runtime::Wasm(wasm) => Some(wasm),
+            Runtime::External(_) => None,
+        }
     }
 
-    /// The sha256 of its component, lowercase hex.
-    pub fn sha256(&self) -> &str {
-        &self.sha256
+    /// Its component file (`None` for a command or HTTP plugin).
+    pub fn wasm_path(&self) -> Option<&Path> {
+        self.wasm().map(|w| w.path.as_path())
     }
 
-    /// The component's size in bytes.
-    pub fn size(&self) -> usize {
-        self.size
+    /// The sha256 of its component, lowercase hex (`None` for a command or HTTP plugin).
+    pub fn sha256(&self) -> Option<&str> {
+        self.wasm().map(|w| w.sha256.as_str())
+    }
+
+    /// The component's size in bytes (`None` for a command or HTTP plugin).
+    pub fn size(&self) -> Option<usize> {
+        self.wasm().map(|w| w.size)
     }
 
     /// Its validated manifest.
@@ -106,9 +125,18 @@ impl Plugin {
         &self.manifest
     }
 
-    /// The extension-point interfaces its component exports.
+    /// The extension-point interfaces its component exports; for a command or HTTP plugin,
+    /// those of the points it subscribes to (it answers whatever it is sent).
     pub fn exported_interfaces(&self) -> Vec<Interface> {
-        self.exports.interfaces()
+        match self.wasm() {
+            Some(wasm) => wasm.exports.interfaces(),
+            None => self.manifest.hooks.iter().fold(Vec::new(), |mut acc, h| {
+                if !acc.contains(&h.point.interface()) {
+                    acc.push(h.point.interface());
+                }
+                acc
+            }),
+        }
     }
 }
 
@@ -265,12 +293,55 @@ impl Host {
         manifest: Manifest,
         problems: &mut Vec<Problem>,
     ) -> Option<Plugin> {
-        let wasm_rel = Path::new(&manifest.wasm);
+        let runtime = match &manifest.runtime {
+            RuntimeSpec::Wasm(wasm) => Runtime::Wasm(Box::new(self.load_wasm(
+                plugin_dir,
+                folder,
+                manifest_path,
+                &manifest,
+                wasm,
+                problems,
+            )?)),
+            RuntimeSpec::Command { argv } => {
+                check_program(plugin_dir, manifest_path, &argv[0], problems)?;
+                Runtime::External(External::Command {
+                    argv: argv.clone(),
+                    dir: folder.to_path_buf(),
+                })
+            }
+            RuntimeSpec::Http { url } => Runtime::External(External::Http { url: url.clone() }),
+        };
+        let env = Arc::new(PluginEnv {
+            name: manifest.name.clone(),
+            config: manifest
+                .config
+                .iter()
+                .map(|(k, v)| (k.clone(), v.to_string()))
+                .collect(),
+        });
+        Some(Plugin {
+            manifest,
+            dir: folder.to_path_buf(),
+            runtime,
+            env,
+        })
+    }
+
+    fn load_wasm(
+        &self,
+        plugin_dir: &Dir,
+        folder: &Path,
+        manifest_path: &Path,
+        manifest: &Manifest,
+        wasm: &str,
+        problems: &mut Vec<Problem>,
+    ) -> Option<Wasm> {
+        let wasm_rel = Path::new(wasm);
         let wasm_path = folder.join(wasm_rel);
         let outside = || {
             Problem::new(
                 manifest_path,
-                format!("`{}` is outside the plugin folder", manifest.wasm),
+                format!("`{wasm}` is outside the plugin folder"),
             )
             .field("wasm")
             .fix("put the component inside the plugin's own folder and name it relative to it")
@@ -287,7 +358,7 @@ impl Host {
             Ok(bytes) => bytes,
             Err(err) if err.kind() == ErrorKind::NotFound => {
                 problems.push(
-                    Problem::new(manifest_path, format!("`{}` does not exist", manifest.wasm))
+                    Problem::new(manifest_path, format!("`{wasm}` does not exist"))
                         .field("wasm")
                         .fix("build the plugin, or correct the path"),
                 );
@@ -358,7 +429,7 @@ impl Host {
                         format!(
                             "subscribes to `{}`, but {} does not export `{}` (it exports: {})",
                             hook.point,
-                            manifest.wasm,
+                            wasm,
                             hook.point.interface().wit_name(),
                             if exported.is_empty() {
                                 "nothing of palisade:hooks".to_string()
@@ -375,24 +446,56 @@ impl Host {
         if !ok {
             return None;
         }
-        let env = Arc::new(PluginEnv {
-            name: manifest.name.clone(),
-            config: manifest
-                .config
-                .iter()
-                .map(|(k, v)| (k.clone(), v.to_string()))
-                .collect(),
-        });
-        Some(Plugin {
+        Some(Wasm {
             size: bytes.len(),
-            manifest,
-            dir: folder.to_path_buf(),
-            wasm_path,
+            path: wasm_path,
             sha256,
             pre,
             exports,
-            env,
         })
+    }
+}
+
+/// A command's program, when it names a file (`./hook.sh`, `bin/guard`): it must be inside
+/// the plugin folder and exist. A bare name (`python3`) is looked up on `PATH` when it runs.
+fn check_program(
+    plugin_dir: &Dir,
+    manifest_path: &Path,
+    program: &str,
+    problems: &mut Vec<Problem>,
+) -> Option<()> {
+    if !program.contains('/') {
+        return Some(());
+    }
+    let rel = Path::new(program);
+    let inside = !rel.is_absolute()
+        && rel
+            .components()
+            .all(|c| matches!(c, PathComponent::Normal(_) | PathComponent::CurDir));
+    if !inside {
+        problems.push(
+            Problem::new(
+                manifest_path,
+                format!("`{program}` is outside the plugin folder"),
+            )
+            .field("command")
+            .fix("put the program inside the plugin's folder and name it relative to it (`./hook.sh`), or name a program on PATH"),
+        );
+        return None;
+    }
+    match plugin_dir.metadata(rel) {
+        Ok(meta) if meta.is_file() => Some(()),
+        Ok(_) | Err(_) => {
+            problems.push(
+                Problem::new(
+                    manifest_path,
+                    format!("`{program}` does not exist in the plugin folder"),
+                )
+                .field("command")
+                .fix("create the program, or correct the path"),
+            );
+            None
+        }
     }
 }
 

@@ -8,10 +8,11 @@
 
 use crate::convert::failed_closed;
 use crate::events::{Event, EventKind, now_ms};
+use crate::external::{Caller, External};
 use crate::failure::{Failure, FailureReason};
 use crate::instance::{Cost, Instance, Request, Response};
 use crate::manifest::HookSpec;
-use crate::plugin::{HookRef, Plugins, PluginsInner};
+use crate::plugin::{HookRef, Plugins, PluginsInner, Runtime, Wasm};
 use crate::point::{Capability, InstanceLifetime, Mode, OnFailure, Point};
 use crate::sandbox::{CallContext, Clock, MAX_LOG_LINES_PER_CALL, State, invocation_id};
 use crate::types::{Approval, AskRequest, Denial, ToolCall};
@@ -506,11 +507,57 @@ impl SessionShared {
         closed
     }
 
-    /// Runs one hook: emits `hook_started`, gets (or makes) the instance, arms its limits,
-    /// calls it under its deadline.
+    /// Runs one hook: emits `hook_started`, then runs it in its runtime.
     async fn run(&self, hook: &HookRef, inv: Invocation, request: &Request) -> Run {
         self.emit(hook, inv, EventKind::HookStarted);
         let plugin = &self.plugins.plugins[hook.plugin];
+        match &plugin.runtime {
+            Runtime::Wasm(wasm) => self.run_wasm(hook, inv, request, wasm).await,
+            Runtime::External(external) => self.run_external(hook, inv, request, external).await,
+        }
+    }
+
+    /// Runs a command or HTTP hook under its deadline and payload bound.
+    async fn run_external(
+        &self,
+        hook: &HookRef,
+        inv: Invocation,
+        request: &Request,
+        external: &External,
+    ) -> Run {
+        let limits = &self.plugins.spec(hook).limits;
+        let started = Instant::now();
+        let invocation = invocation_id(inv.id);
+        let caller = Caller {
+            session_id: &self.id,
+            hook_id: &hook.id,
+            invocation_id: &invocation,
+            point: inv.point,
+        };
+        let called = external.call(&caller, request, limits).await;
+        for (level, message) in called.logs {
+            self.emit(hook, inv, EventKind::PluginLog { level, message });
+        }
+        Run {
+            result: called.result,
+            meter: Meter {
+                duration: started.elapsed(),
+                cost: Cost::default(),
+            },
+        }
+    }
+
+    /// Runs a wasm hook: gets (or makes) the instance, arms its limits, calls it under its
+    /// deadline.
+    async fn run_wasm(
+        &self,
+        hook: &HookRef,
+        inv: Invocation,
+        request: &Request,
+        plugin: &Wasm,
+    ) -> Run {
+        let env = &self.plugins.plugins[hook.plugin].env;
+        let lifetime = self.plugins.plugins[hook.plugin].manifest().instance;
         let limits = &self.plugins.spec(hook).limits;
         let started = Instant::now();
         let call = CallContext {
@@ -524,7 +571,7 @@ impl SessionShared {
         let clock = call.clock.clone();
         let host = &self.plugins.host.inner;
 
-        let mut slot = match plugin.manifest().instance {
+        let mut slot = match lifetime {
             InstanceLifetime::PerSession => Some(self.instances[hook.plugin].lock().await),
             InstanceLifetime::PerCall => None,
         };
@@ -535,7 +582,7 @@ impl SessionShared {
                 instance
             }
             None => {
-                let state = State::new(plugin.env.clone(), host.sink.clone(), call);
+                let state = State::new(env.clone(), host.sink.clone(), call);
                 match Instance::new(&host.engine, plugin, state, limits).await {
                     Ok((instance, cost)) => {
                         fresh_cost = cost;

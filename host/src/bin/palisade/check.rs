@@ -56,12 +56,20 @@ pub fn check(dir: &Path) -> anyhow::Result<ExitCode> {
                 } else {
                     "record".to_string()
                 },
-                format!(
-                    "{} ms, {} fuel, {} MiB",
-                    hook.limits.timeout.as_millis(),
-                    hook.limits.fuel,
-                    hook.limits.memory_bytes / (1024 * 1024)
-                ),
+                if plugin.manifest().runtime.family() == "wasm" {
+                    format!(
+                        "{} ms, {} fuel, {} MiB",
+                        hook.limits.timeout.as_millis(),
+                        hook.limits.fuel,
+                        hook.limits.memory_bytes / (1024 * 1024)
+                    )
+                } else {
+                    format!(
+                        "{} ms, {} KiB payload",
+                        hook.limits.timeout.as_millis(),
+                        hook.limits.payload_max_bytes / 1024
+                    )
+                },
             ]);
         }
     }
@@ -69,12 +77,7 @@ pub fn check(dir: &Path) -> anyhow::Result<ExitCode> {
     println!();
     let mut rows = vec![
         [
-            "PLUGIN",
-            "INSTANCE",
-            "COMPONENT",
-            "SIZE",
-            "SHA256",
-            "EXPORTS",
+            "PLUGIN", "RUNTIME", "INSTANCE", "RUNS", "SIZE", "SHA256", "EXPORTS",
         ]
         .map(String::from)
         .to_vec(),
@@ -89,12 +92,22 @@ pub fn check(dir: &Path) -> anyhow::Result<ExitCode> {
                     .trim_end_matches("@0.1.0")
             })
             .collect();
+        let runtime = &plugin.manifest().runtime;
+        let wasm = runtime.family() == "wasm";
         rows.push(vec![
             plugin.name().to_string(),
-            plugin.manifest().instance.as_str().to_string(),
-            plugin.manifest().wasm.clone(),
-            format!("{} KiB", plugin.size().div_ceil(1024)),
-            plugin.sha256()[..12].to_string(),
+            runtime.family().to_string(),
+            if wasm {
+                plugin.manifest().instance.as_str()
+            } else {
+                "per-call"
+            }
+            .to_string(),
+            runtime.target(),
+            plugin
+                .size()
+                .map_or("-".into(), |s| format!("{} KiB", s.div_ceil(1024))),
+            plugin.sha256().map_or("-".into(), |s| s[..12].to_string()),
             exports.join(", "),
         ]);
     }

@@ -1,5 +1,6 @@
 //! `palisade`: check a plugin directory, run one dispatch, or see a demo.
 
+mod bridge;
 mod check;
 mod demo;
 mod output;
@@ -63,6 +64,43 @@ enum Command {
     },
     /// Replay a bundled session through the bundled example plugins.
     Demo,
+    /// Claude Code's hook command: reads one hook event (JSON) on stdin, runs the plugins,
+    /// answers in Claude Code's JSON. See `palisade install claude-code`.
+    ClaudeCode(BridgeArgs),
+    /// Codex's hook command: as `claude-code`, in Codex's dialect.
+    Codex(BridgeArgs),
+    /// Register Palisade as an agent's hook command.
+    #[command(subcommand)]
+    Install(Install),
+}
+
+#[derive(clap::Args)]
+struct BridgeArgs {
+    /// The plugin directory.
+    dir: PathBuf,
+    /// Append every lifecycle event to this JSONL audit log.
+    #[arg(long)]
+    audit_log: Option<PathBuf>,
+    /// Print the time spent loading and dispatching on stderr.
+    #[arg(long)]
+    timings: bool,
+}
+
+#[derive(Subcommand)]
+enum Install {
+    /// Print the hooks snippet of .claude/settings.json, or merge it into --settings FILE.
+    ClaudeCode {
+        /// The plugin directory.
+        dir: PathBuf,
+        /// The settings file to merge into (created if missing; other hooks are kept).
+        #[arg(long)]
+        settings: Option<PathBuf>,
+    },
+    /// Print the hooks snippet of Codex's config.toml.
+    Codex {
+        /// The plugin directory.
+        dir: PathBuf,
+    },
 }
 
 /// A host builder with the compiled-component cache: `$PALISADE_CACHE_DIR`, else
@@ -79,6 +117,16 @@ pub fn host_builder() -> palisade::HostBuilder {
         },
     };
     builder.cache_dir(dir)
+}
+
+impl From<BridgeArgs> for bridge::Options {
+    fn from(args: BridgeArgs) -> Self {
+        bridge::Options {
+            dir: args.dir,
+            audit_log: args.audit_log,
+            timings: args.timings,
+        }
+    }
 }
 
 fn main() -> ExitCode {
@@ -109,6 +157,16 @@ fn main() -> ExitCode {
                 approve,
             } => replay::replay(&dir, &session, format, approve).await,
             Command::Demo => demo::demo().await,
+            Command::ClaudeCode(args) => {
+                bridge::bridge(palisade::bridge::Dialect::ClaudeCode, args.into()).await
+            }
+            Command::Codex(args) => {
+                bridge::bridge(palisade::bridge::Dialect::Codex, args.into()).await
+            }
+            Command::Install(Install::ClaudeCode { dir, settings }) => {
+                bridge::install_claude_code(&dir, settings.as_deref())
+            }
+            Command::Install(Install::Codex { dir }) => bridge::install_codex(&dir),
         }
     });
     match result {

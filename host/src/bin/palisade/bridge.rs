@@ -1,0 +1,245 @@
+//! `palisade claude-code DIR` and `palisade codex DIR`: Palisade as an agent's hook command.
+
+use palisade::bridge::{self, Dialect, Reply};
+use palisade::{EventSink, JsonlSink};
+use serde_json::Value;
+use std::io::{Read, Write};
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Instant;
+
+/// The largest hook event read from stdin.
+const MAX_INPUT_BYTES: u64 = 16 * 1024 * 1024;
+
+pub struct Options {
+    pub dir: PathBuf,
+    pub audit_log: Option<PathBuf>,
+    pub timings: bool,
+}
+
+pub async fn bridge(dialect: Dialect, options: Options) -> anyhow::Result<ExitCode> {
+    let started = Instant::now();
+    let mut raw = Vec::new();
+    let read = std::io::stdin().take(MAX_INPUT_BYTES).read_to_end(&mut raw);
+    let input: Value = match read
+        .map_err(|e| e.to_string())
+        .and_then(|_| serde_json::from_slice(&raw).map_err(|e| e.to_string()))
+    {
+        Ok(input) => input,
+        Err(e) => {
+            // Without the event name, nothing says whether blocking is safe: block, since
+            // the most likely caller of a guard is a tool call.
+            return Ok(answer(bridge::failure(
+                "PreToolUse",
+                &format!("cannot read the hook event on stdin: {e}"),
+            )));
+        }
+    };
+    let event = input
+        .get("hook_event_name")
+        .and_then(Value::as_str)
+        .unwrap_or("")
+        .to_string();
+    let mut builder = crate::host_builder();
+    if let Some(path) = &options.audit_log {
+        match JsonlSink::open(path) {
+            Ok(sink) => builder = builder.event_sink(Arc::new(sink) as Arc<dyn EventSink>),
+            Err(e) => {
+                return Ok(answer(bridge::failure(
+                    &event,
+                    &format!("cannot open the audit log {}: {e}", path.display()),
+                )));
+            }
+        }
+    }
+    let plugins = match builder
+        .build()
+        .map_err(anyhow::Error::from)
+        .and_then(|host| Ok(host.load_dir(&options.dir)?))
+    {
+        Ok(plugins) => plugins,
+        Err(e) => {
+            return Ok(answer(bridge::failure(
+                &event,
+                &format!(
+                    "cannot load the plugins of {}: {e:#}",
+                    options.dir.display()
+                ),
+            )));
+        }
+    };
+    let loaded = started.elapsed();
+    let reply = bridge::handle(&plugins, dialect, &input).await;
+    if options.timings {
+        eprintln!(
+            "palisade: {event}: read and loaded {} plugins in {:.2} ms, ran {} in {:.2} ms",
+            plugins.iter().count(),
+            loaded.as_secs_f64() * 1e3,
+            if reply.points.is_empty() {
+                "nothing".to_string()
+            } else {
+                reply.points.join(", ")
+            },
+            (started.elapsed() - loaded).as_secs_f64() * 1e3,
+        );
+    }
+    Ok(answer(reply))
+}
+
+fn answer(reply: Reply) -> ExitCode {
+    if let Some(json) = &reply.stdout {
+        let mut out = std::io::stdout().lock();
+        let _ = serde_json::to_writer(&mut out, json);
+        let _ = writeln!(out);
+        let _ = out.flush();
+    }
+    if let Some(message) = &reply.stderr {
+        eprintln!("{message}");
+    }
+    ExitCode::from(u8::try_from(reply.exit_code).unwrap_or(1))
+}
+
+/// The events worth registering: those whose points the plugins subscribe to.
+fn events_for(plugins: &palisade::Plugins) -> Vec<&'static str> {
+    use palisade::Point;
+    let points: std::collections::BTreeSet<Point> = plugins
+        .iter()
+        .flat_map(|p| p.manifest().hooks.iter().map(|h| h.point))
+        .collect();
+    let mut events = Vec::new();
+    let mut add = |event: &'static str, wanted: bool| {
+        if wanted && !events.contains(&event) {
+            events.push(event);
+        }
+    };
+    let has = |p: Point| points.contains(&p);
+    add("SessionStart", has(Point::SessionStart));
+    add(
+        "UserPromptSubmit",
+        has(Point::PromptSubmit) || has(Point::MessageCommitted),
+    );
+    add("PreToolUse", has(Point::PreTool) || has(Point::ToolGuard));
+    add(
+        "PostToolUse",
+        has(Point::PostTool) || has(Point::ToolResult) || has(Point::ToolResultCommitted),
+    );
+    add(
+        "Stop",
+        has(Point::TurnStopping) || has(Point::TurnCompleted),
+    );
+    add("SubagentStop", has(Point::TurnStopping));
+    add("SessionEnd", has(Point::SessionEnded));
+    events
+}
+
+fn shell_quote(text: &str) -> String {
+    if !text.is_empty()
+        && text
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "/._-+=:,@".contains(c))
+    {
+        text.to_string()
+    } else {
+        format!("'{}'", text.replace('\'', r"'\''"))
+    }
+}
+
+fn hook_command(dialect: &str, dir: &Path) -> anyhow::Result<String> {
+    let exe = std::env::current_exe()?;
+    let dir = std::fs::canonicalize(dir).map_err(|e| anyhow::anyhow!("{}: {e}", dir.display()))?;
+    Ok(format!(
+        "{} {dialect} {}",
+        shell_quote(&exe.to_string_lossy()),
+        shell_quote(&dir.to_string_lossy())
+    ))
+}
+
+/// `palisade install claude-code DIR [--settings FILE]`.
+pub fn install_claude_code(dir: &Path, settings: Option<&Path>) -> anyhow::Result<ExitCode> {
+    let plugins = crate::host_builder().build()?.load_dir(dir)?;
+    let command = hook_command("claude-code", dir)?;
+    let mut hooks = serde_json::Map::new();
+    for event in events_for(&plugins) {
+        let mut entry = serde_json::json!({ "hooks": [{ "type": "command", "command": command }] });
+        if matches!(event, "PreToolUse" | "PostToolUse") {
+            entry["matcher"] = "*".into();
+        }
+        hooks.insert(event.to_string(), Value::Array(vec![entry]));
+    }
+    let Some(path) = settings else {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&serde_json::json!({ "hooks": hooks }))?
+        );
+        eprintln!("add this to .claude/settings.json (or pass --settings FILE to merge it there)");
+        return Ok(ExitCode::SUCCESS);
+    };
+    let mut settings: Value = match std::fs::read_to_string(path) {
+        Ok(text) => serde_json::from_str(&text)
+            .map_err(|e| anyhow::anyhow!("{} is not JSON: {e}; fix it first", path.display()))?,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => serde_json::json!({}),
+        Err(e) => anyhow::bail!("cannot read {}: {e}", path.display()),
+    };
+    let Some(root) = settings.as_object_mut() else {
+        anyhow::bail!("{} is not a JSON object", path.display());
+    };
+    let existing = root.entry("hooks").or_insert_with(|| serde_json::json!({}));
+    let Some(existing) = existing.as_object_mut() else {
+        anyhow::bail!("`hooks` in {} is not an object", path.display());
+    };
+    let mut added = Vec::new();
+    for (event, entries) in hooks {
+        let list = existing
+            .entry(event.clone())
+            .or_insert_with(|| Value::Array(vec![]));
+        let Some(list) = list.as_array_mut() else {
+            anyhow::bail!("`hooks.{event}` in {} is not a list", path.display());
+        };
+        // Re-installing replaces Palisade's own entry; other hooks are kept as they are.
+        list.retain(|entry| !is_palisade_entry(entry, "claude-code"));
+        list.extend(entries.as_array().cloned().unwrap_or_default());
+        added.push(event);
+    }
+    if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
+        std::fs::create_dir_all(parent)?;
+    }
+    // Written next to the file, then renamed over it: a crash never leaves half a file.
+    let tmp = path.with_extension("json.palisade-tmp");
+    std::fs::write(&tmp, serde_json::to_string_pretty(&settings)? + "\n")?;
+    std::fs::rename(&tmp, path)?;
+    println!(
+        "{}: Palisade runs on {} ({command})",
+        path.display(),
+        added.join(", ")
+    );
+    Ok(ExitCode::SUCCESS)
+}
+
+fn is_palisade_entry(entry: &Value, dialect: &str) -> bool {
+    entry["hooks"].as_array().is_some_and(|hooks| {
+        hooks.iter().any(|h| {
+            h["command"]
+                .as_str()
+                .is_some_and(|c| c.contains(&format!(" {dialect} ")) && c.contains("palisade"))
+        })
+    })
+}
+
+/// `palisade install codex DIR`: the `config.toml` snippet.
+pub fn install_codex(dir: &Path) -> anyhow::Result<ExitCode> {
+    let plugins = crate::host_builder().build()?.load_dir(dir)?;
+    let command = hook_command("codex", dir)?;
+    let quoted = serde_json::to_string(&command)?;
+    for event in events_for(&plugins) {
+        println!("[[hooks.{event}]]");
+        if matches!(event, "PreToolUse" | "PostToolUse") {
+            println!("matcher = \"*\"");
+        }
+        println!("[[hooks.{event}.hooks]]\ntype = \"command\"\ncommand = {quoted}\n");
+    }
+    eprintln!(
+        "add this to $CODEX_HOME/config.toml; Codex runs only trusted hooks: trust them when it asks"
+    );
+    Ok(ExitCode::SUCCESS)
+}

@@ -1,0 +1,402 @@
+//! Bridges: Palisade as the hook command of Claude Code and of Codex.
+//!
+//! The agent runs `palisade claude-code DIR` (or `palisade codex DIR`) for each hook event,
+//! with the event's JSON on stdin. The bridge maps the event to its canonical point, runs the
+//! plugins of `DIR` with Palisade's semantics (ordered, fail-closed, capability-checked), and
+//! answers in the agent's dialect. [`handle`] is that mapping, for any embedder that receives
+//! Claude Code hook events (the CLI, an HTTP hook server).
+//!
+//! | agent event | points run | answer |
+//! |---|---|---|
+//! | `SessionStart` | session-start | `additionalContext` (contexts joined) |
+//! | `UserPromptSubmit` | prompt-submit, then message-committed | `decision: "block"` + `reason`, or `additionalContext` |
+//! | `PreToolUse` | pre-tool, then tool-guard | `permissionDecision` `deny` / `ask` + reason |
+//! | `PostToolUse` | post-tool, tool-result, tool-result-committed | `decision: "block"` + `reason`, `additionalContext` |
+//! | `Stop`, `SubagentStop` | turn-stopping (then turn-completed) | `decision: "block"` + `reason` (the steering) |
+//! | `SessionEnd` | session-ended | nothing |
+//! | `PreCompact`, `Notification`, others | none | nothing (see `docs/bridges.md`) |
+//!
+//! A Palisade `allow` means "no objection", not a grant: with no objection the bridge answers
+//! nothing, and the agent's own permission rules still decide. Codex honours only `deny` at
+//! `PreToolUse`, so there an `ask` becomes a deny that says approval was needed.
+
+use crate::plugin::Plugins;
+use crate::types::{
+    CommittedFact, ContentBlock, Message, Observation, PreStep, PreStepDecision, PreToolDecision,
+    Provenance, Role, SessionSource, StopEvent, ToolCall, ToolOutcome, ToolResult, TurnOutcome,
+};
+use serde_json::{Map, Value, json};
+
+/// Which agent's hook protocol to speak.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Dialect {
+    /// Claude Code (`@anthropic-ai/claude-code`).
+    ClaudeCode,
+    /// Codex (`@openai/codex`): `PreToolUse` honours only `deny`; `tool_response` is a string.
+    Codex,
+}
+
+/// What the hook command answers: a JSON object on stdout (or nothing), a message on stderr,
+/// and the exit status.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Reply {
+    /// The JSON answer, when there is one.
+    pub stdout: Option<Value>,
+    /// A message for the agent's user (or, with exit status 2, the blocking reason).
+    pub stderr: Option<String>,
+    /// 0: answered; 2: a blocking error (the agent blocks with `stderr` as the reason);
+    /// 1: a non-blocking error.
+    pub exit_code: i32,
+    /// The canonical points that ran.
+    pub points: Vec<&'static str>,
+}
+
+impl Reply {
+    fn nothing() -> Reply {
+        Reply {
+            stdout: None,
+            stderr: None,
+            exit_code: 0,
+            points: Vec::new(),
+        }
+    }
+
+    fn json(value: Value) -> Reply {
+        Reply {
+            stdout: Some(value),
+            ..Reply::nothing()
+        }
+    }
+}
+
+/// The events whose failure to even start (the input unreadable, the plugins not loadable)
+/// must block: an unguarded tool call or prompt is worse than a refused one. Elsewhere a
+/// blocking exit would mean "keep going" (`Stop`), so those get a non-blocking error.
+pub fn fails_closed(event: &str) -> bool {
+    matches!(event, "PreToolUse" | "UserPromptSubmit")
+}
+
+/// The reply when the bridge cannot do its work at all (`why`): a blocking error for the
+/// events that guard, a non-blocking one elsewhere.
+pub fn failure(event: &str, why: &str) -> Reply {
+    Reply {
+        stdout: None,
+        stderr: Some(format!("palisade: {why}")),
+        exit_code: if fails_closed(event) { 2 } else { 1 },
+        points: Vec::new(),
+    }
+}
+
+fn text<'a>(input: &'a Value, field: &str) -> Option<&'a str> {
+    input.get(field).and_then(Value::as_str)
+}
+
+/// Handles one hook event of `dialect` with `plugins`. `input` is the JSON the agent wrote
+/// to the hook's stdin.
+pub async fn handle(plugins: &Plugins, dialect: Dialect, input: &Value) -> Reply {
+    let Some(event) = text(input, "hook_event_name") else {
+        return failure(
+            "",
+            "the input has no `hook_event_name`: is this a Claude Code or Codex hook event?",
+        );
+    };
+    let session_id = text(input, "session_id").unwrap_or("unknown-session");
+    let session = plugins.session(session_id);
+    let mut reply = match event {
+        "SessionStart" => session_start(&session, input).await,
+        "UserPromptSubmit" => prompt_submit(&session, input).await,
+        "PreToolUse" => match tool_call(input) {
+            Ok(call) => pre_tool(&session, dialect, &call).await,
+            Err(why) => failure(event, &why),
+        },
+        "PostToolUse" => match tool_call(input) {
+            Ok(call) => post_tool(&session, input, &call).await,
+            Err(why) => failure(event, &why),
+        },
+        "Stop" | "SubagentStop" => stop(&session, event, input).await,
+        "SessionEnd" => {
+            session.committed(&Observation {
+                interaction_id: format!("{session_id}:end"),
+                turn: 0,
+                fact: CommittedFact::SessionEnded {
+                    reason: text(input, "reason").unwrap_or("other").to_string(),
+                },
+            });
+            Reply {
+                points: vec!["session-ended"],
+                ..Reply::nothing()
+            }
+        }
+        // No canonical point: compaction is reserved (seed 1), a notification is a UI event,
+        // not an agent fact. Answered with nothing, so the agent goes on.
+        _ => Reply::nothing(),
+    };
+    // Observers run in the session's tasks; the process must not exit before they are done.
+    session.drain_background().await;
+    if reply.stdout.is_none() && reply.exit_code == 0 && reply.points.is_empty() {
+        reply.stderr = Some(format!(
+            "palisade: `{event}` has no Palisade point; nothing ran"
+        ));
+    }
+    reply
+}
+
+fn hook_specific(event: &str, fields: Map<String, Value>) -> Value {
+    let mut specific = Map::new();
+    specific.insert("hookEventName".into(), event.into());
+    specific.extend(fields);
+    json!({ "hookSpecificOutput": specific })
+}
+
+fn joined(contexts: impl IntoIterator<Item = String>) -> Option<String> {
+    let texts: Vec<String> = contexts.into_iter().collect();
+    (!texts.is_empty()).then(|| texts.join("\n\n"))
+}
+
+async fn session_start(session: &crate::Session, input: &Value) -> Reply {
+    let source = match text(input, "source") {
+        Some("resume") => SessionSource::Resume,
+        Some("clear") => SessionSource::Clear,
+        Some("compact") => SessionSource::Compact,
+        _ => SessionSource::Startup,
+    };
+    let contexts = session.session_start(source).await;
+    let mut reply = match joined(contexts.into_iter().map(|c| c.text)) {
+        Some(context) => Reply::json(hook_specific(
+            "SessionStart",
+            Map::from_iter([("additionalContext".into(), context.into())]),
+        )),
+        None => Reply::nothing(),
+    };
+    reply.points = vec!["session-start"];
+    reply
+}
+
+async fn prompt_submit(session: &crate::Session, input: &Value) -> Reply {
+    let prompt = text(input, "prompt").unwrap_or_default().to_string();
+    // The agent does not number its turns for hooks: each prompt opens step 1 of a turn.
+    let step = PreStep {
+        messages: vec![Message {
+            role: Role::User,
+            text: prompt.clone(),
+        }],
+        turn: 1,
+        step: 1,
+    };
+    let mut reply = match session.prompt_submit(&step).await {
+        PreStepDecision::Reject(denial) => Reply::json(json!({
+            "decision": "block",
+            "reason": denial.message,
+        })),
+        PreStepDecision::Enter { contexts } => {
+            session.committed(&Observation {
+                interaction_id: interaction(input, "prompt"),
+                turn: 1,
+                fact: CommittedFact::Message {
+                    message: Message {
+                        role: Role::User,
+                        text: prompt,
+                    },
+                },
+            });
+            match joined(contexts.into_iter().map(|c| c.text)) {
+                Some(context) => Reply::json(hook_specific(
+                    "UserPromptSubmit",
+                    Map::from_iter([("additionalContext".into(), context.into())]),
+                )),
+                None => Reply::nothing(),
+            }
+        }
+    };
+    reply.points = vec!["prompt-submit"];
+    reply
+}
+
+/// An id for a fact of this event: the agent's own id where it gives one.
+fn interaction(input: &Value, what: &str) -> String {
+    let session = text(input, "session_id").unwrap_or("unknown-session");
+    match ["tool_use_id", "prompt_id", "turn_id"]
+        .iter()
+        .find_map(|f| text(input, f))
+    {
+        Some(id) => format!("{session}:{what}:{id}"),
+        None => format!("{session}:{what}"),
+    }
+}
+
+fn tool_call(input: &Value) -> Result<ToolCall, String> {
+    let name = text(input, "tool_name")
+        .ok_or("the tool event has no `tool_name`")?
+        .to_string();
+    // Claude Code names MCP tools `mcp__<server>__<tool>`.
+    let provenance = match name.strip_prefix("mcp__").and_then(|r| r.split_once("__")) {
+        Some((server, tool)) => Provenance::Mcp {
+            server: server.to_string(),
+            tool: tool.to_string(),
+        },
+        None => Provenance::Builtin,
+    };
+    Ok(ToolCall {
+        tool_use_id: text(input, "tool_use_id").unwrap_or_default().to_string(),
+        name,
+        arguments: input.get("tool_input").cloned().unwrap_or(json!({})),
+        provenance: Some(provenance),
+    })
+}
+
+fn deny(reason: String) -> Reply {
+    Reply::json(hook_specific(
+        "PreToolUse",
+        Map::from_iter([
+            ("permissionDecision".into(), "deny".into()),
+            ("permissionDecisionReason".into(), reason.into()),
+        ]),
+    ))
+}
+
+async fn pre_tool(session: &crate::Session, dialect: Dialect, call: &ToolCall) -> Reply {
+    let mut points = vec!["pre-tool"];
+    // The agent resolves an ask itself, after the hook: tool-guard runs now, and its deny
+    // wins over the ask.
+    let ask = match session.pre_tool(call).await {
+        PreToolDecision::Deny(denial) => {
+            let mut reply = deny(denial.message);
+            reply.points = points;
+            return reply;
+        }
+        PreToolDecision::Ask(ask) => Some(ask),
+        PreToolDecision::Allow => None,
+    };
+    points.push("tool-guard");
+    let mut reply = match (session.tool_guard(call).await, ask) {
+        (crate::GuardDecision::Deny(denial), _) => deny(denial.message),
+        (crate::GuardDecision::Abstain, None) => Reply::nothing(),
+        (crate::GuardDecision::Abstain, Some(ask)) => match dialect {
+            Dialect::ClaudeCode => Reply::json(hook_specific(
+                "PreToolUse",
+                Map::from_iter([
+                    ("permissionDecision".into(), "ask".into()),
+                    ("permissionDecisionReason".into(), ask.reason.into()),
+                ]),
+            )),
+            // Codex cannot ask from a hook: an ask unanswered is a denial.
+            Dialect::Codex => deny(format!(
+                "{} (`{}` asks for approval, which a Codex hook cannot request, so the call is denied)",
+                ask.reason, ask.hook_id
+            )),
+        },
+    };
+    reply.points = points;
+    reply
+}
+
+/// The tool's outcome as the agent reports it: Codex sends a string, Claude Code an object
+/// (for its shell, `stdout` / `stderr`).
+fn outcome(input: &Value) -> ToolOutcome {
+    let response = input.get("tool_response").cloned().unwrap_or(Value::Null);
+    let content_blocks = match &response {
+        Value::String(s) => vec![ContentBlock::Text { text: s.clone() }],
+        Value::Object(o) if o.get("stdout").is_some_and(Value::is_string) => {
+            let stdout = o["stdout"].as_str().unwrap_or_default();
+            let stderr = o.get("stderr").and_then(Value::as_str).unwrap_or_default();
+            let text = match (stdout.is_empty(), stderr.is_empty()) {
+                (_, true) => stdout.to_string(),
+                (true, false) => stderr.to_string(),
+                (false, false) => format!("{stdout}\n{stderr}"),
+            };
+            vec![ContentBlock::Text { text }]
+        }
+        Value::Null => vec![],
+        other => vec![ContentBlock::Json {
+            value: other.clone(),
+        }],
+    };
+    ToolOutcome {
+        content_blocks,
+        is_error: false,
+        value: (!response.is_null()).then_some(response),
+    }
+}
+
+async fn post_tool(session: &crate::Session, input: &Value, call: &ToolCall) -> Reply {
+    let original = outcome(input);
+    let result = session.post_tool(call, &original).await;
+    let context = joined(result.contexts.iter().map(|c| c.text.clone()));
+    let mut reply = match &result.blocked {
+        Some(denial) => {
+            let mut answer = json!({ "decision": "block", "reason": denial.message });
+            if let Some(context) = &context {
+                answer["hookSpecificOutput"] =
+                    json!({ "hookEventName": "PostToolUse", "additionalContext": context });
+            }
+            Reply::json(answer)
+        }
+        None => match &context {
+            Some(context) => Reply::json(hook_specific(
+                "PostToolUse",
+                Map::from_iter([("additionalContext".into(), context.clone().into())]),
+            )),
+            None => Reply::nothing(),
+        },
+    };
+    if result.blocked.is_none() && result.outcome != original {
+        // The agent's protocol cannot carry a replaced result back for its own tools.
+        reply.stderr = Some(
+            "palisade: a post-tool hook replaced the tool's result; the agent's hook protocol \
+             cannot carry a replacement back, so the agent keeps its own"
+                .into(),
+        );
+    }
+    session.tool_result(call, &result.outcome).await;
+    session.committed(&Observation {
+        interaction_id: interaction(input, "tool-result"),
+        turn: 1,
+        fact: CommittedFact::ToolResult {
+            result: ToolResult {
+                tool_use_id: call.tool_use_id.clone(),
+                name: call.name.clone(),
+                provenance: call.provenance.clone(),
+                outcome: result.outcome,
+            },
+        },
+    });
+    reply.points = vec!["post-tool", "tool-result", "tool-result-committed"];
+    reply
+}
+
+async fn stop(session: &crate::Session, event: &str, input: &Value) -> Reply {
+    let active = input
+        .get("stop_hook_active")
+        .and_then(Value::as_bool)
+        .unwrap_or(false);
+    let stop = StopEvent {
+        turn: 1,
+        step: 1,
+        last_assistant_message: text(input, "last_assistant_message").map(str::to_string),
+        // The agent says only whether a stop hook already made it continue.
+        continuations: u32::from(active),
+    };
+    let steerings = session.turn_stopping(&stop).await;
+    let mut reply = match joined(steerings.into_iter().map(|s| s.content)) {
+        Some(reason) => Reply::json(json!({ "decision": "block", "reason": reason })),
+        None => {
+            if event == "Stop" {
+                session.committed(&Observation {
+                    interaction_id: interaction(input, "turn"),
+                    turn: 1,
+                    fact: CommittedFact::TurnCompleted {
+                        outcome: TurnOutcome::Completed,
+                    },
+                });
+            }
+            Reply::nothing()
+        }
+    };
+    reply.points = if event == "Stop" {
+        vec!["turn-stopping", "turn-completed"]
+    } else {
+        vec!["turn-stopping"]
+    };
+    reply
+}

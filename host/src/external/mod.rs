@@ -1,0 +1,157 @@
+//! The external runtime families (seed 2): `command` hooks (a process per invocation) and
+//! `http` hooks (a POST per invocation). Both speak Claude Code's hook protocol
+//! ([`wire`]) and obey the same decisions, capabilities, ordering and lifecycle events as
+//! wasm hooks; what differs is how they are bounded: a payload bound (`payload_max_bytes`,
+//! 128 KiB by default) on what goes out and what comes back, and a wall-clock deadline
+//! (`timeout_ms`, 5000 ms by default) that kills the process group or drops the connection.
+
+mod command;
+mod http;
+pub(crate) mod wire;
+
+use crate::failure::{Failure, FailureReason};
+use crate::instance::{Request, Response};
+use crate::manifest::Limits;
+use std::path::PathBuf;
+pub(crate) use wire::Caller;
+
+/// A loaded external hook target.
+#[derive(Debug)]
+pub(crate) enum External {
+    /// A program, run in `dir` (the plugin folder).
+    Command { argv: Vec<String>, dir: PathBuf },
+    /// An endpoint.
+    Http { url: String },
+}
+
+/// A finished exchange, before its answer is read.
+pub(crate) struct Raw {
+    /// The exit status (0 for an HTTP 2xx), or why there is none.
+    pub status: Result<i32, String>,
+    /// stdout, or the HTTP body.
+    pub output: Vec<u8>,
+    pub stderr: Vec<u8>,
+}
+
+/// One invocation's result, and the lines it logged (stderr of a successful command, a
+/// `systemMessage`).
+pub(crate) struct Called {
+    pub result: Result<Response, Failure>,
+    pub logs: Vec<(&'static str, String)>,
+}
+
+impl External {
+    /// Sends `request` to the hook and reads its answer.
+    pub async fn call(&self, caller: &Caller<'_>, request: &Request, limits: &Limits) -> Called {
+        let mut logs = Vec::new();
+        let result = self.exchange(caller, request, limits, &mut logs).await;
+        Called { result, logs }
+    }
+
+    async fn exchange(
+        &self,
+        caller: &Caller<'_>,
+        request: &Request,
+        limits: &Limits,
+        logs: &mut Vec<(&'static str, String)>,
+    ) -> Result<Response, Failure> {
+        let input = serde_json::to_vec(&wire::encode(caller, request))
+            .expect("a JSON value always serializes");
+        if input.len() > limits.payload_max_bytes {
+            return Err(Failure::new(
+                FailureReason::PayloadTooLarge,
+                format!(
+                    "the input is {} bytes, over payload_max_bytes ({})",
+                    input.len(),
+                    limits.payload_max_bytes
+                ),
+            ));
+        }
+        let raw = match self {
+            External::Command { argv, dir } => {
+                let env = [
+                    ("PALISADE_HOOK_ID", caller.hook_id),
+                    ("PALISADE_SESSION_ID", caller.session_id),
+                    ("PALISADE_POINT", caller.point.as_str()),
+                ];
+                command::run(
+                    argv,
+                    dir,
+                    &env,
+                    &input,
+                    limits.timeout,
+                    limits.payload_max_bytes,
+                )
+                .await?
+            }
+            External::Http { url } => {
+                let headers = [
+                    ("x-palisade-hook-id", caller.hook_id),
+                    ("x-palisade-session-id", caller.session_id),
+                ];
+                http::post(
+                    url,
+                    &headers,
+                    input,
+                    limits.timeout,
+                    limits.payload_max_bytes,
+                )
+                .await?
+            }
+        };
+        let stderr_text = || String::from_utf8_lossy(&raw.stderr).trim().to_string();
+        let exit = match raw.status {
+            Ok(0) => wire::Exit::Success,
+            Ok(2) if matches!(self, External::Command { .. }) => wire::Exit::Block,
+            Ok(code) => {
+                let stderr = stderr_text();
+                return Err(Failure::new(
+                    FailureReason::HookError,
+                    if stderr.is_empty() {
+                        format!("exited with status {code}")
+                    } else {
+                        format!("exited with status {code}: {}", clip(&stderr))
+                    },
+                ));
+            }
+            Err(why) => {
+                let stderr = stderr_text();
+                return Err(Failure::new(
+                    FailureReason::HookError,
+                    if stderr.is_empty() {
+                        why
+                    } else {
+                        format!("{why}: {}", clip(&stderr))
+                    },
+                ));
+            }
+        };
+        if matches!(exit, wire::Exit::Success) {
+            for line in String::from_utf8_lossy(&raw.stderr).lines() {
+                if !line.trim().is_empty() {
+                    logs.push(("stderr", line.to_string()));
+                }
+            }
+        }
+        let (response, notes) = wire::decode(
+            caller.point,
+            request,
+            caller.hook_id,
+            exit,
+            &raw.output,
+            &raw.stderr,
+        )?;
+        if let Some(message) = notes.system_message {
+            logs.push(("system-message", message));
+        }
+        Ok(response)
+    }
+}
+
+/// The first 500 bytes of `text`, for a failure's detail.
+fn clip(text: &str) -> &str {
+    match text.char_indices().nth(500) {
+        Some((i, _)) => &text[..i],
+        None => text,
+    }
+}
