@@ -104,20 +104,30 @@ fn key(dir: &Path) -> std::io::Result<[u8; 32]> {
     }
     seed.update(entropy);
     let key: [u8; 32] = seed.finalize().into();
+    // Written whole to a private temporary file, then linked into place: the link is atomic
+    // and fails if another process got there first, so no one ever reads half a key.
+    let tmp = dir.join(format!("{KEY_FILE}.tmp{}", std::process::id()));
     let mut options = std::fs::OpenOptions::new();
-    options.write(true).create_new(true);
+    options.write(true).create(true).truncate(true);
     #[cfg(unix)]
     std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
-    match options.open(&path) {
-        Ok(mut file) => {
-            file.write_all(&key)?;
-            Ok(key)
-        }
+    let mut file = options.open(&tmp)?;
+    file.write_all(&key)?;
+    file.sync_all()?;
+    drop(file);
+    let linked = std::fs::hard_link(&tmp, &path);
+    let _ = std::fs::remove_file(&tmp);
+    match linked {
+        Ok(()) => Ok(key),
         // Another process created it first: use theirs.
         Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
             let bytes = std::fs::read(&path)?;
-            <[u8; 32]>::try_from(bytes.as_slice())
-                .map_err(|_| std::io::Error::other("the cache key file is corrupt; delete it"))
+            <[u8; 32]>::try_from(bytes.as_slice()).map_err(|_| {
+                std::io::Error::other(format!(
+                    "the cache key file {} is corrupt; delete it",
+                    path.display()
+                ))
+            })
         }
         Err(e) => Err(e),
     }

@@ -145,20 +145,33 @@ fn shell_quote(text: &str) -> String {
     }
 }
 
-fn hook_command(dialect: &str, dir: &Path) -> anyhow::Result<String> {
+fn hook_command(dialect: &str, dir: &Path, audit_log: Option<&Path>) -> anyhow::Result<String> {
     let exe = std::env::current_exe()?;
     let dir = std::fs::canonicalize(dir).map_err(|e| anyhow::anyhow!("{}: {e}", dir.display()))?;
-    Ok(format!(
+    let mut command = format!(
         "{} {dialect} {}",
         shell_quote(&exe.to_string_lossy()),
         shell_quote(&dir.to_string_lossy())
-    ))
+    );
+    if let Some(log) = audit_log {
+        // Absolute: the agent runs the hook from its own working directory.
+        let log = std::path::absolute(log)?;
+        command.push_str(&format!(
+            " --audit-log {}",
+            shell_quote(&log.to_string_lossy())
+        ));
+    }
+    Ok(command)
 }
 
 /// `palisade install claude-code DIR [--settings FILE]`.
-pub fn install_claude_code(dir: &Path, settings: Option<&Path>) -> anyhow::Result<ExitCode> {
+pub fn install_claude_code(
+    dir: &Path,
+    settings: Option<&Path>,
+    audit_log: Option<&Path>,
+) -> anyhow::Result<ExitCode> {
     let plugins = crate::host_builder().build()?.load_dir(dir)?;
-    let command = hook_command("claude-code", dir)?;
+    let command = hook_command("claude-code", dir, audit_log)?;
     let mut hooks = serde_json::Map::new();
     for event in events_for(&plugins) {
         let mut entry = serde_json::json!({ "hooks": [{ "type": "command", "command": command }] });
@@ -227,15 +240,13 @@ fn is_palisade_entry(entry: &Value, dialect: &str) -> bool {
 }
 
 /// `palisade install codex DIR`: the `config.toml` snippet.
-pub fn install_codex(dir: &Path) -> anyhow::Result<ExitCode> {
+pub fn install_codex(dir: &Path, audit_log: Option<&Path>) -> anyhow::Result<ExitCode> {
     let plugins = crate::host_builder().build()?.load_dir(dir)?;
-    let command = hook_command("codex", dir)?;
+    let command = hook_command("codex", dir, audit_log)?;
     let quoted = serde_json::to_string(&command)?;
     for event in events_for(&plugins) {
+        // No matcher: every tool (Palisade's own matchers decide).
         println!("[[hooks.{event}]]");
-        if matches!(event, "PreToolUse" | "PostToolUse") {
-            println!("matcher = \"*\"");
-        }
         println!("[[hooks.{event}.hooks]]\ntype = \"command\"\ncommand = {quoted}\n");
     }
     eprintln!(

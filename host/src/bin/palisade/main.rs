@@ -95,11 +95,17 @@ enum Install {
         /// The settings file to merge into (created if missing; other hooks are kept).
         #[arg(long)]
         settings: Option<PathBuf>,
+        /// Have the hook command append lifecycle events to this JSONL audit log.
+        #[arg(long)]
+        audit_log: Option<PathBuf>,
     },
     /// Print the hooks snippet of Codex's config.toml.
     Codex {
         /// The plugin directory.
         dir: PathBuf,
+        /// Have the hook command append lifecycle events to this JSONL audit log.
+        #[arg(long)]
+        audit_log: Option<PathBuf>,
     },
 }
 
@@ -163,10 +169,14 @@ fn main() -> ExitCode {
             Command::Codex(args) => {
                 bridge::bridge(palisade::bridge::Dialect::Codex, args.into()).await
             }
-            Command::Install(Install::ClaudeCode { dir, settings }) => {
-                bridge::install_claude_code(&dir, settings.as_deref())
+            Command::Install(Install::ClaudeCode {
+                dir,
+                settings,
+                audit_log,
+            }) => bridge::install_claude_code(&dir, settings.as_deref(), audit_log.as_deref()),
+            Command::Install(Install::Codex { dir, audit_log }) => {
+                bridge::install_codex(&dir, audit_log.as_deref())
             }
-            Command::Install(Install::Codex { dir }) => bridge::install_codex(&dir),
         }
     });
     match result {

@@ -1,0 +1,383 @@
+//! The real Claude Code and Codex CLIs, driven offline against a mock model on 127.0.0.1,
+//! with Palisade as their hook command: a wasm guard's deny keeps the shell tool from running
+//! and its reason reaches the model; with no objection the tool runs; session-start and
+//! prompt-submit contexts reach the model's request.
+//!
+//! The CLIs are installed into the build tree by `scripts/tools.sh` (which `scripts/test.sh`
+//! runs); `PALISADE_CLAUDE` / `PALISADE_CODEX` point elsewhere.
+
+mod mock_model;
+
+use mock_model::{Api, MockModel};
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+const DENY_REASON: &str = "Refused by Palisade: no marker files (MARKER-DENY-7c1)";
+const SESSION_CONTEXT: &str = "SESSION-CONTEXT-4b2";
+const PROMPT_CONTEXT: &str = "PROMPT-CONTEXT-9d5";
+
+fn agent(var: &str, name: &str) -> PathBuf {
+    let path = std::env::var_os(var).map(PathBuf::from).unwrap_or_else(|| {
+        Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../target/tools/agents/node_modules/.bin")
+            .join(name)
+    });
+    assert!(
+        path.exists(),
+        "{name} is not installed at {}: run `bash scripts/tools.sh` (scripts/test.sh does) to \
+         install Claude Code and Codex into target/tools/agents, or set {var}",
+        path.display()
+    );
+    path
+}
+
+/// A scratch world for one agent run: plugins, a project, a home, a marker path.
+struct World {
+    _dir: tempfile::TempDir,
+    root: PathBuf,
+    plugins: PathBuf,
+    project: PathBuf,
+    home: PathBuf,
+    marker: PathBuf,
+    audit: PathBuf,
+}
+
+impl World {
+    /// `deny_marker`: whether the wasm guard refuses commands that touch the marker.
+    fn new(deny_marker: bool) -> World {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().canonicalize().unwrap();
+        let plugins = root.join("plugins");
+        let project = root.join("project");
+        let home = root.join("home");
+        for d in [&plugins, &project, &home] {
+            std::fs::create_dir_all(d).unwrap();
+        }
+        // The real shell-guard example, with one rule of the operator's own.
+        let guard = plugins.join("shell-guard");
+        std::fs::create_dir_all(&guard).unwrap();
+        let example = palisade_examples::get("shell-guard").unwrap();
+        std::fs::write(guard.join(example.wasm_file), example.wasm).unwrap();
+        let rules = if deny_marker {
+            format!(
+                "extra_rules = [{{ code = \"marker\", pattern = '.*marker\\.txt.*', message = \"{DENY_REASON}\" }}]"
+            )
+        } else {
+            "extra_rules = []".to_string()
+        };
+        std::fs::write(
+            guard.join("plugin.toml"),
+            format!(
+                "name = \"shell-guard\"\nwasm = \"{}\"\n\n[[hooks]]\npoint = \"pre-tool\"\n\
+                 capability = \"guard\"\nmatcher = \"Bash\"\n\n[config]\n{rules}\n",
+                example.wasm_file
+            ),
+        )
+        .unwrap();
+        // Contexts from a component: one at session start, one with every prompt.
+        for (name, point, context) in [
+            ("start-context", "session-start", SESSION_CONTEXT),
+            ("prompt-context", "prompt-submit", PROMPT_CONTEXT),
+        ] {
+            let folder = plugins.join(name);
+            std::fs::create_dir_all(&folder).unwrap();
+            std::fs::copy(palisade_fixtures::SCRIPTED, folder.join("plugin.wasm")).unwrap();
+            std::fs::write(
+                folder.join("plugin.toml"),
+                format!(
+                    "name = \"{name}\"\nwasm = \"plugin.wasm\"\n\n[[hooks]]\npoint = \"{point}\"\n\
+                     capability = \"transform\"\n\n[config]\ncontexts = [\"{context}\"]\n"
+                ),
+            )
+            .unwrap();
+        }
+        World {
+            marker: root.join("marker.txt"),
+            audit: root.join("audit.jsonl"),
+            _dir: dir,
+            root,
+            plugins,
+            project,
+            home,
+        }
+    }
+
+    fn command(&self) -> String {
+        format!("echo hello > {}", self.marker.display())
+    }
+
+    fn audit(&self) -> Vec<Value> {
+        std::fs::read_to_string(&self.audit)
+            .unwrap_or_default()
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect()
+    }
+
+    /// Whether the audit log holds an event `event` of hook `hook_id`.
+    fn audited(&self, event: &str, hook_id: &str) -> bool {
+        self.audit()
+            .iter()
+            .any(|e| e["event"] == event && e["hook_id"] == hook_id)
+    }
+}
+
+fn palisade(args: &[&str]) -> Output {
+    let out = Command::new(env!("CARGO_BIN_EXE_palisade"))
+        .args(args)
+        .env("PALISADE_CACHE_DIR", cache_dir())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "palisade {args:?} failed:\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
+
+/// Compiled components are shared by every run of this test binary.
+fn cache_dir() -> PathBuf {
+    Path::new(env!("CARGO_TARGET_TMPDIR")).join("agents-cache")
+}
+
+/// Runs `command` to completion, or kills it after two minutes.
+fn run(mut command: Command) -> Output {
+    let mut child = command
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("the agent starts");
+    let started = Instant::now();
+    while child.try_wait().unwrap().is_none() {
+        if started.elapsed() > Duration::from_secs(120) {
+            let _ = child.kill();
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    child.wait_with_output().unwrap()
+}
+
+fn describe(out: &Output, world: &World) -> String {
+    format!(
+        "status {:?}\nstdout:\n{}\nstderr:\n{}\naudit:\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+        std::fs::read_to_string(&world.audit).unwrap_or_default()
+    )
+}
+
+// --- Claude Code ---------------------------------------------------------------------------
+
+fn run_claude(world: &World) -> (Output, MockModel) {
+    let claude = agent("PALISADE_CLAUDE", "claude");
+    let settings = world.project.join(".claude/settings.json");
+    palisade(&[
+        "install",
+        "claude-code",
+        world.plugins.to_str().unwrap(),
+        "--settings",
+        settings.to_str().unwrap(),
+        "--audit-log",
+        world.audit.to_str().unwrap(),
+    ]);
+    let mock = MockModel::start(Api::Anthropic, &world.command());
+    let mut command = Command::new(claude);
+    command
+        .args([
+            "-p",
+            "write the marker file",
+            "--output-format",
+            "json",
+            "--allowedTools",
+            "Bash",
+        ])
+        .current_dir(&world.project)
+        .env("HOME", &world.home)
+        .env("PALISADE_CACHE_DIR", cache_dir())
+        .env(
+            "ANTHROPIC_BASE_URL",
+            format!("http://127.0.0.1:{}", mock.port),
+        )
+        .env("ANTHROPIC_API_KEY", "dummy")
+        .env("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1")
+        .env("DISABLE_TELEMETRY", "1")
+        .env("DISABLE_AUTOUPDATER", "1")
+        .env("DISABLE_ERROR_REPORTING", "1");
+    (run(command), mock)
+}
+
+/// The `tool_result` blocks of the model requests.
+fn claude_tool_results(mock: &MockModel) -> Vec<Value> {
+    mock.model_requests()
+        .iter()
+        .flat_map(|r| r.body["messages"].as_array().cloned().unwrap_or_default())
+        .flat_map(|m| m["content"].as_array().cloned().unwrap_or_default())
+        .filter(|b| b["type"] == "tool_result")
+        .collect()
+}
+
+#[test]
+fn claude_code_obeys_a_wasm_deny_and_the_model_sees_the_reason() {
+    let world = World::new(true);
+    let (out, mock) = run_claude(&world);
+    let report = describe(&out, &world);
+    assert!(
+        world.audited("hook_denied", "shell-guard/pre-tool"),
+        "the guard did not deny:\n{report}"
+    );
+    assert!(!world.marker.exists(), "the denied command ran:\n{report}");
+    let results = claude_tool_results(&mock);
+    assert!(
+        results
+            .iter()
+            .any(|r| r["is_error"] == true && r.to_string().contains(DENY_REASON)),
+        "the deny reason did not reach the model; tool results: {results:#?}\n{report}"
+    );
+}
+
+#[test]
+fn claude_code_runs_an_allowed_tool_and_the_model_sees_the_contexts() {
+    let world = World::new(false);
+    let (out, mock) = run_claude(&world);
+    let report = describe(&out, &world);
+    assert!(
+        world.audited("hook_completed", "shell-guard/pre-tool"),
+        "the guard did not run:\n{report}"
+    );
+    assert!(
+        world.marker.exists(),
+        "the allowed command did not run:\n{report}"
+    );
+    let first = mock
+        .model_requests()
+        .first()
+        .map(|r| r.body.to_string())
+        .unwrap_or_default();
+    for context in [SESSION_CONTEXT, PROMPT_CONTEXT] {
+        assert!(
+            first.contains(context),
+            "`{context}` is not in the model's first request:\n{report}"
+        );
+    }
+}
+
+// --- Codex ---------------------------------------------------------------------------------
+
+fn run_codex(world: &World) -> (Output, MockModel) {
+    let codex = agent("PALISADE_CODEX", "codex");
+    let hooks = palisade(&[
+        "install",
+        "codex",
+        world.plugins.to_str().unwrap(),
+        "--audit-log",
+        world.audit.to_str().unwrap(),
+    ]);
+    let mock = MockModel::start(Api::Responses, &world.command());
+    let codex_home = world.root.join("codex-home");
+    std::fs::create_dir_all(&codex_home).unwrap();
+    let config = format!(
+        r#"model = "mock-model"
+model_provider = "mock"
+
+[model_providers.mock]
+name = "mock"
+base_url = "http://127.0.0.1:{port}/v1"
+env_key = "MOCK_API_KEY"
+wire_api = "responses"
+request_max_retries = 0
+stream_max_retries = 0
+
+[analytics]
+enabled = false
+
+[features]
+plugins = false
+remote_plugin = false
+apps = false
+tool_suggest = false
+daemon_auto_start = false
+plugin_sharing = false
+api_key_model_discovery = false
+
+{hooks}"#,
+        port = mock.port,
+        hooks = String::from_utf8_lossy(&hooks.stdout)
+    );
+    std::fs::write(codex_home.join("config.toml"), config).unwrap();
+    let mut command = Command::new(codex);
+    command
+        .args([
+            "exec",
+            "--skip-git-repo-check",
+            "--json",
+            "--dangerously-bypass-hook-trust",
+            "--dangerously-bypass-approvals-and-sandbox",
+            "write the marker file",
+        ])
+        .current_dir(&world.project)
+        .env("HOME", &world.home)
+        .env("CODEX_HOME", &codex_home)
+        .env("PALISADE_CACHE_DIR", cache_dir())
+        .env("MOCK_API_KEY", "dummy");
+    (run(command), mock)
+}
+
+/// The outputs of the shell calls, as Codex sent them back to the model.
+fn codex_call_outputs(mock: &MockModel) -> Vec<String> {
+    mock.model_requests()
+        .iter()
+        .flat_map(|r| r.body["input"].as_array().cloned().unwrap_or_default())
+        .filter(|i| i["type"] == "function_call_output")
+        .map(|i| i["output"].to_string())
+        .collect()
+}
+
+#[test]
+fn codex_obeys_a_wasm_deny_and_the_model_sees_the_reason() {
+    let world = World::new(true);
+    let (out, mock) = run_codex(&world);
+    let report = describe(&out, &world);
+    // Codex skips untrusted hooks silently: the audit log proves the hook ran.
+    assert!(
+        world.audited("hook_denied", "shell-guard/pre-tool"),
+        "the guard did not deny:\n{report}"
+    );
+    assert!(!world.marker.exists(), "the denied command ran:\n{report}");
+    let outputs = codex_call_outputs(&mock);
+    assert!(
+        outputs.iter().any(|o| o.contains(DENY_REASON)),
+        "the deny reason did not reach the model; call outputs: {outputs:#?}\n{report}"
+    );
+}
+
+#[test]
+fn codex_runs_an_allowed_tool_and_the_model_sees_the_contexts() {
+    let world = World::new(false);
+    let (out, mock) = run_codex(&world);
+    let report = describe(&out, &world);
+    assert!(
+        world.audited("hook_completed", "shell-guard/pre-tool"),
+        "the guard did not run:\n{report}"
+    );
+    assert!(
+        world.marker.exists(),
+        "the allowed command did not run:\n{report}"
+    );
+    let first = mock
+        .model_requests()
+        .first()
+        .map(|r| r.body.to_string())
+        .unwrap_or_default();
+    for context in [SESSION_CONTEXT, PROMPT_CONTEXT] {
+        assert!(
+            first.contains(context),
+            "`{context}` is not in the model's first request:\n{report}"
+        );
+    }
+}

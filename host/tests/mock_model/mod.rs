@@ -1,0 +1,226 @@
+//! A scripted stand-in for a model API on 127.0.0.1, enough for the real Claude Code and Codex
+//! CLIs to run one tool call offline: the first request is answered with a shell tool call,
+//! the request that carries its result with a short text, and every request is recorded.
+//!
+//! Plain blocking HTTP/1.1, one thread per connection, `Connection: close` on every answer.
+
+use serde_json::{Value, json};
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::sync::{Arc, Mutex};
+
+/// Which API to imitate.
+#[derive(Clone, Copy)]
+pub enum Api {
+    /// Anthropic Messages (`POST /v1/messages`, streamed), for Claude Code.
+    Anthropic,
+    /// OpenAI Responses (`POST /v1/responses`, streamed), for Codex.
+    Responses,
+}
+
+/// One request the mock received.
+#[derive(Clone, Debug)]
+pub struct Recorded {
+    pub body: Value,
+}
+
+pub struct MockModel {
+    pub port: u16,
+    requests: Arc<Mutex<Vec<Recorded>>>,
+}
+
+impl MockModel {
+    /// Starts the mock; the model asks to run `command` in the shell.
+    pub fn start(api: Api, command: &str) -> MockModel {
+        let listener = TcpListener::bind("127.0.0.1:0").expect("bind 127.0.0.1");
+        let port = listener.local_addr().unwrap().port();
+        let requests: Arc<Mutex<Vec<Recorded>>> = Arc::default();
+        let recorded = requests.clone();
+        let command = command.to_string();
+        std::thread::spawn(move || {
+            for stream in listener.incoming().flatten() {
+                let recorded = recorded.clone();
+                let command = command.clone();
+                std::thread::spawn(move || {
+                    let _ = serve(stream, api, &command, &recorded);
+                });
+            }
+        });
+        MockModel { port, requests }
+    }
+
+    /// The model requests received (those that offered tools), in order.
+    pub fn model_requests(&self) -> Vec<Recorded> {
+        self.requests.lock().unwrap().clone()
+    }
+}
+
+fn serve(
+    stream: TcpStream,
+    api: Api,
+    command: &str,
+    recorded: &Mutex<Vec<Recorded>>,
+) -> std::io::Result<()> {
+    let mut reader = BufReader::new(stream.try_clone()?);
+    let mut out = stream;
+    let mut line = String::new();
+    reader.read_line(&mut line)?;
+    let mut parts = line.split_whitespace();
+    let method = parts.next().unwrap_or_default().to_string();
+    let path = parts.next().unwrap_or_default().to_string();
+    let mut length = 0usize;
+    let mut chunked = false;
+    loop {
+        let mut header = String::new();
+        reader.read_line(&mut header)?;
+        let header = header.trim_end();
+        if header.is_empty() {
+            break;
+        }
+        let (name, value) = header.split_once(':').unwrap_or((header, ""));
+        match name.to_ascii_lowercase().as_str() {
+            "content-length" => length = value.trim().parse().unwrap_or(0),
+            "transfer-encoding" => chunked = value.to_ascii_lowercase().contains("chunked"),
+            _ => {}
+        }
+    }
+    let mut body = Vec::new();
+    if chunked {
+        loop {
+            let mut size = String::new();
+            reader.read_line(&mut size)?;
+            let size = usize::from_str_radix(size.trim().split(';').next().unwrap_or("0"), 16)
+                .unwrap_or(0);
+            let mut chunk = vec![0; size + 2];
+            reader.read_exact(&mut chunk)?;
+            if size == 0 {
+                break;
+            }
+            body.extend_from_slice(&chunk[..size]);
+        }
+    } else {
+        body.resize(length, 0);
+        reader.read_exact(&mut body)?;
+    }
+    let body: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
+
+    if method == "HEAD" || method == "GET" {
+        return respond(&mut out, 200, "application/json", "{}");
+    }
+    let offers_tools = body["tools"].as_array().is_some_and(|t| !t.is_empty());
+    match api {
+        Api::Anthropic if path.starts_with("/v1/messages") && !path.contains("count_tokens") => {
+            if offers_tools {
+                recorded
+                    .lock()
+                    .unwrap()
+                    .push(Recorded { body: body.clone() });
+            }
+            let tool_ran = body["messages"]
+                .as_array()
+                .and_then(|m| m.last())
+                .and_then(|m| m["content"].as_array())
+                .is_some_and(|c| c.iter().any(|b| b["type"] == "tool_result"));
+            if body["stream"] != true {
+                let message = json!({
+                    "id": "msg_mock", "type": "message", "role": "assistant",
+                    "model": body["model"], "content": [{"type": "text", "text": "ok"}],
+                    "stop_reason": "end_turn", "stop_sequence": null,
+                    "usage": {"input_tokens": 1, "output_tokens": 1},
+                });
+                return respond(&mut out, 200, "application/json", &message.to_string());
+            }
+            let events = if offers_tools && !tool_ran {
+                anthropic_stream(&body, Some(command))
+            } else {
+                anthropic_stream(&body, None)
+            };
+            respond(&mut out, 200, "text/event-stream", &events)
+        }
+        Api::Anthropic if path.contains("count_tokens") => {
+            respond(&mut out, 200, "application/json", r#"{"input_tokens": 10}"#)
+        }
+        Api::Responses if path.ends_with("/responses") => {
+            recorded
+                .lock()
+                .unwrap()
+                .push(Recorded { body: body.clone() });
+            let tool_ran = body["input"]
+                .as_array()
+                .is_some_and(|items| items.iter().any(|i| i["type"] == "function_call_output"));
+            let item = if tool_ran {
+                json!({"type": "message", "role": "assistant", "id": "msg_done",
+                       "content": [{"type": "output_text", "text": "done"}]})
+            } else {
+                json!({"type": "function_call", "call_id": "call_mock_1", "name": "exec_command",
+                       "arguments": json!({"cmd": command}).to_string()})
+            };
+            let events = [
+                json!({"type": "response.created", "response": {"id": "resp_mock"}}),
+                json!({"type": "response.output_item.done", "item": item}),
+                json!({"type": "response.completed", "response": {"id": "resp_mock", "usage": {
+                    "input_tokens": 10, "input_tokens_details": null, "output_tokens": 5,
+                    "output_tokens_details": null, "total_tokens": 15}}}),
+            ];
+            respond(&mut out, 200, "text/event-stream", &sse(&events))
+        }
+        _ => respond(
+            &mut out,
+            404,
+            "application/json",
+            r#"{"error":"not mocked"}"#,
+        ),
+    }
+}
+
+fn sse(events: &[Value]) -> String {
+    events
+        .iter()
+        .map(|e| format!("event: {}\ndata: {e}\n\n", e["type"].as_str().unwrap_or("")))
+        .collect()
+}
+
+/// A streamed Messages answer: a `Bash` tool call running `command`, or the text "done".
+fn anthropic_stream(request: &Value, command: Option<&str>) -> String {
+    let start = json!({"type": "message_start", "message": {
+        "id": "msg_mock", "type": "message", "role": "assistant", "model": request["model"],
+        "content": [], "stop_reason": null, "stop_sequence": null,
+        "usage": {"input_tokens": 10, "output_tokens": 1}}});
+    let (block, delta, stop_reason) = match command {
+        Some(command) => (
+            json!({"type": "tool_use", "id": "toolu_mock_1", "name": "Bash", "input": {}}),
+            json!({"type": "input_json_delta", "partial_json":
+                json!({"command": command, "description": "write marker"}).to_string()}),
+            "tool_use",
+        ),
+        None => (
+            json!({"type": "text", "text": ""}),
+            json!({"type": "text_delta", "text": "done"}),
+            "end_turn",
+        ),
+    };
+    sse(&[
+        start,
+        json!({"type": "content_block_start", "index": 0, "content_block": block}),
+        json!({"type": "content_block_delta", "index": 0, "delta": delta}),
+        json!({"type": "content_block_stop", "index": 0}),
+        json!({"type": "message_delta", "delta": {"stop_reason": stop_reason, "stop_sequence": null},
+               "usage": {"output_tokens": 5}}),
+        json!({"type": "message_stop"}),
+    ])
+}
+
+fn respond(
+    out: &mut TcpStream,
+    status: u16,
+    content_type: &str,
+    body: &str,
+) -> std::io::Result<()> {
+    let reason = if status == 200 { "OK" } else { "Not Found" };
+    write!(
+        out,
+        "HTTP/1.1 {status} {reason}\r\ncontent-type: {content_type}\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+        body.len()
+    )?;
+    out.flush()
+}
