@@ -456,8 +456,9 @@ impl Host {
     }
 }
 
-/// A command's program, when it names a file (`./hook.sh`, `bin/guard`): it must be inside
-/// the plugin folder and exist. A bare name (`python3`) is looked up on `PATH` when it runs.
+/// A command's program, when it names a file: an absolute path must exist; a relative one
+/// (`./hook.sh`, `bin/guard`) must be inside the plugin folder and exist. A bare name
+/// (`python3`) is looked up on `PATH` when it runs.
 fn check_program(
     plugin_dir: &Dir,
     manifest_path: &Path,
@@ -467,36 +468,34 @@ fn check_program(
     if !program.contains('/') {
         return Some(());
     }
-    let rel = Path::new(program);
-    let inside = !rel.is_absolute()
-        && rel
-            .components()
-            .all(|c| matches!(c, PathComponent::Normal(_) | PathComponent::CurDir));
-    if !inside {
+    let path = Path::new(program);
+    let exists = if path.is_absolute() {
+        std::fs::metadata(path).is_ok_and(|m| m.is_file())
+    } else if path
+        .components()
+        .all(|c| matches!(c, PathComponent::Normal(_) | PathComponent::CurDir))
+    {
+        plugin_dir.metadata(path).is_ok_and(|m| m.is_file())
+    } else {
         problems.push(
             Problem::new(
                 manifest_path,
-                format!("`{program}` is outside the plugin folder"),
+                format!("`{program}` leads out of the plugin folder"),
             )
             .field("command")
-            .fix("put the program inside the plugin's folder and name it relative to it (`./hook.sh`), or name a program on PATH"),
+            .fix("name the program relative to the plugin folder (`./hook.sh`), by an absolute path, or by a name on PATH"),
+        );
+        return None;
+    };
+    if !exists {
+        problems.push(
+            Problem::new(manifest_path, format!("the program `{program}` does not exist"))
+                .field("command")
+                .fix("create the program, or correct the path (a relative path is taken from the plugin folder)"),
         );
         return None;
     }
-    match plugin_dir.metadata(rel) {
-        Ok(meta) if meta.is_file() => Some(()),
-        Ok(_) | Err(_) => {
-            problems.push(
-                Problem::new(
-                    manifest_path,
-                    format!("`{program}` does not exist in the plugin folder"),
-                )
-                .field("command")
-                .fix("create the program, or correct the path"),
-            );
-            None
-        }
-    }
+    Some(())
 }
 
 fn is_escape(err: &std::io::Error) -> bool {

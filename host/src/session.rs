@@ -533,6 +533,7 @@ impl SessionShared {
             hook_id: &hook.id,
             invocation_id: &invocation,
             point: inv.point,
+            config: &self.plugins.plugins[hook.plugin].manifest().config,
         };
         let called = external.call(&caller, request, limits).await;
         for (level, message) in called.logs {

@@ -1,6 +1,8 @@
 //! Helpers for the integration tests: plugin directories written on the fly, and a sink that
 //! records lifecycle events.
 
+pub mod external;
+
 use palisade::{Event, EventKind, EventSink};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};

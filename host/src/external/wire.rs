@@ -3,7 +3,8 @@
 //!
 //! Out: the event's fields as Claude Code names them (`hook_event_name`, `session_id`,
 //! `tool_name`, `tool_input`, `tool_use_id`, `tool_response`, `prompt`, `source`, ...), plus
-//! Palisade's own (`point`, `hook_id`, `invocation_id`, the typed payloads) and the
+//! Palisade's own (`point`, `hook_id`, `invocation_id`, the plugin's `config`, the typed
+//! payloads) and the
 //! serialize-only projections seed 2 names (`prompt`, `content`, `error`), which are never
 //! read back. Back: only the protocol's fields, per point; anything else — an unknown field,
 //! a field the point does not take, a legacy `patches` rewrite — is an invalid response.
@@ -40,6 +41,8 @@ pub(crate) struct Caller<'a> {
     pub hook_id: &'a str,
     pub invocation_id: &'a str,
     pub point: Point,
+    /// The plugin's `[config]` table.
+    pub config: &'a Map<String, Value>,
 }
 
 /// The JSON a command or HTTP hook receives for `request`.
@@ -50,6 +53,7 @@ pub(crate) fn encode(caller: &Caller<'_>, request: &Request) -> Value {
     out.insert("point".into(), caller.point.as_str().into());
     out.insert("hook_id".into(), caller.hook_id.into());
     out.insert("invocation_id".into(), caller.invocation_id.into());
+    out.insert("config".into(), Value::Object(caller.config.clone()));
     match request {
         Request::SessionStart(source) => {
             out.insert("source".into(), source_name(*source).into());

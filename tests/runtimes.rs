@@ -1,0 +1,623 @@
+//! Conformance across the runtime families: the same manifest body, run as a wasm component
+//! (the scripted guest), a command (its `scripted-hook` twin) or an HTTP endpoint (the same
+//! behaviour behind 127.0.0.1), gives the same decisions, ordering, failures and lifecycle
+//! events. Then what only command and HTTP hooks have: the payload bound, strict answers,
+//! exit statuses, and a deadline that holds whatever the process does.
+
+use palisade::{
+    EventKind, FailureReason, GuardDecision, PreStep, PreStepDecision, PreToolDecision,
+    SessionSource, StopEvent, ToolCall, ToolOutcome,
+};
+use palisade_tests::external::HookServer;
+use palisade_tests::{PluginDir, load, load_recorded};
+use serde_json::json;
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Runtime {
+    Wasm,
+    Command,
+    Http,
+}
+
+const ALL: [Runtime; 3] = [Runtime::Wasm, Runtime::Command, Runtime::Http];
+const EXTERNAL: [Runtime; 2] = [Runtime::Command, Runtime::Http];
+
+const HOOK_BIN: &str = env!("CARGO_BIN_EXE_scripted-hook");
+
+fn server() -> &'static HookServer {
+    static SERVER: OnceLock<HookServer> = OnceLock::new();
+    SERVER.get_or_init(HookServer::start)
+}
+
+/// Adds plugin `name` running in `runtime`, with `body` (hooks, limits, config) as the rest
+/// of its manifest.
+fn add(dir: &PluginDir, runtime: Runtime, name: &str, body: &str) {
+    add_with(dir, runtime, name, &[], body);
+}
+
+/// As [`add`], with extra arguments for the command.
+fn add_with(dir: &PluginDir, runtime: Runtime, name: &str, args: &[&str], body: &str) {
+    match runtime {
+        Runtime::Wasm => {
+            dir.scripted(name, body);
+        }
+        Runtime::Command => {
+            let argv: Vec<String> = std::iter::once(HOOK_BIN)
+                .chain(args.iter().copied())
+                .map(|a| format!("{a:?}"))
+                .collect();
+            let manifest = format!("name = \"{name}\"\ncommand = [{}]\n{body}", argv.join(", "));
+            dir.raw(name, &[("plugin.toml", manifest.as_bytes())]);
+        }
+        Runtime::Http => {
+            let manifest = format!("name = \"{name}\"\nurl = \"{}\"\n{body}", server().url);
+            dir.raw(name, &[("plugin.toml", manifest.as_bytes())]);
+        }
+    }
+}
+
+fn hook(point: &str, capability: &str, matcher: Option<&str>) -> String {
+    let mut text = format!("[[hooks]]\npoint = \"{point}\"\ncapability = {capability}\n");
+    if let Some(m) = matcher {
+        text.push_str(&format!("matcher = \"{m}\"\n"));
+    }
+    text
+}
+
+fn call(name: &str) -> ToolCall {
+    ToolCall::new("t1", name, json!({ "command": "ls" }))
+}
+
+fn denial(decision: PreToolDecision) -> palisade::Denial {
+    match decision {
+        PreToolDecision::Deny(d) => d,
+        other => panic!("expected a deny, got {other:?}"),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn every_point_decides_the_same_in_every_runtime() {
+    for runtime in ALL {
+        let dir = PluginDir::new();
+        let guard = "\"guard\"";
+        let add_hook = |name: &str, hook: String, config: &str| {
+            add(&dir, runtime, name, &format!("{hook}[config]\n{config}\n"));
+        };
+        add_hook(
+            "p-deny",
+            hook("pre-tool", guard, Some("DenyMe")),
+            "pre_tool = \"deny\"",
+        );
+        add_hook(
+            "p-ask",
+            hook("pre-tool", guard, Some("AskMe")),
+            "pre_tool = \"ask\"",
+        );
+        add_hook(
+            "p-guard",
+            hook("tool-guard", guard, Some("GuardMe")),
+            "tool_guard = \"deny\"",
+        );
+        add_hook(
+            "p-start",
+            hook("session-start", "\"transform\"", None),
+            "contexts = [\"hello\"]",
+        );
+        add_hook(
+            "p-prompt",
+            hook("prompt-submit", "[\"guard\", \"transform\"]", None),
+            "contexts = [\"remember\"]",
+        );
+        add_hook(
+            "p-post",
+            hook("post-tool", "[\"guard\", \"transform\"]", Some("BlockMe")),
+            "post_tool = \"block\"\ncontexts = [\"after\"]",
+        );
+        add_hook(
+            "p-stop",
+            hook("turn-stopping", "\"steer\"", None),
+            "turn_stopping = \"steer\"",
+        );
+        let plugins = load(&dir);
+        let session = plugins.session("s");
+        let at = format!("{runtime:?}");
+
+        let d = denial(session.pre_tool(&call("DenyMe")).await);
+        assert_eq!(
+            (d.hook_id.as_str(), d.message.as_str()),
+            ("p-deny/pre-tool", "denied DenyMe"),
+            "{at}"
+        );
+        match session.pre_tool(&call("AskMe")).await {
+            PreToolDecision::Ask(ask) => {
+                assert_eq!(
+                    (ask.hook_id.as_str(), ask.reason.as_str()),
+                    ("p-ask/pre-tool", "may AskMe run?"),
+                    "{at}"
+                )
+            }
+            other => panic!("{at}: expected an ask, got {other:?}"),
+        }
+        assert_eq!(
+            session.pre_tool(&call("Other")).await,
+            PreToolDecision::Allow,
+            "{at}"
+        );
+        match session.tool_guard(&call("GuardMe")).await {
+            GuardDecision::Deny(d) => assert_eq!(d.message, "GuardMe is never allowed", "{at}"),
+            other => panic!("{at}: expected a deny, got {other:?}"),
+        }
+        let contexts = session.session_start(SessionSource::Startup).await;
+        let texts: Vec<_> = contexts
+            .iter()
+            .map(|c| (c.hook_id.as_str(), c.text.as_str()))
+            .collect();
+        assert_eq!(
+            texts,
+            [("p-start/session-start", "hello (SessionSource::Startup)")],
+            "{at}"
+        );
+        let step = PreStep {
+            messages: vec![palisade::Message::user("hi")],
+            turn: 1,
+            step: 1,
+        };
+        match session.prompt_submit(&step).await {
+            PreStepDecision::Enter { contexts } => {
+                let texts: Vec<_> = contexts.iter().map(|c| c.text.as_str()).collect();
+                assert_eq!(texts, ["remember"], "{at}");
+            }
+            other => panic!("{at}: expected enter, got {other:?}"),
+        }
+        let result = session
+            .post_tool(&call("BlockMe"), &ToolOutcome::text("out"))
+            .await;
+        let blocked = result
+            .blocked
+            .unwrap_or_else(|| panic!("{at}: not blocked"));
+        assert_eq!(blocked.message, "blocked BlockMe: out", "{at}");
+        let texts: Vec<_> = result.contexts.iter().map(|c| c.text.as_str()).collect();
+        assert_eq!(texts, ["after"], "{at}");
+        let steering = session
+            .turn_stopping(&StopEvent {
+                turn: 3,
+                step: 2,
+                last_assistant_message: Some("done".into()),
+                continuations: 0,
+            })
+            .await;
+        let texts: Vec<_> = steering.iter().map(|s| s.content.as_str()).collect();
+        assert_eq!(texts, ["keep going (turn 3)"], "{at}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn order_and_the_first_denial_hold_across_runtimes() {
+    // One waterfall over all three runtimes: priority order, then the first denial stops
+    // the remaining foreground and background hooks.
+    let dir = PluginDir::new();
+    let body = |priority: i32, behaviour: &str, tag: &str| {
+        format!(
+            "[[hooks]]\npoint = \"pre-tool\"\ncapability = \"guard\"\npriority = {priority}\n\
+             [config]\npre_tool = \"{behaviour}\"\ntag = \"{tag}\"\n"
+        )
+    };
+    add(&dir, Runtime::Http, "a", &body(2, "allow", "a"));
+    add(&dir, Runtime::Wasm, "b", &body(1, "allow", "b"));
+    add(&dir, Runtime::Command, "c", &body(3, "deny", "c"));
+    add(&dir, Runtime::Wasm, "d", &body(4, "allow", "d"));
+    add(
+        &dir,
+        Runtime::Http,
+        "e",
+        "[[hooks]]\npoint = \"pre-tool\"\ncapability = \"observe\"\nmode = \"background\"\n\
+         priority = 5\n[config]\ntag = \"e\"\n",
+    );
+    let (plugins, recorder) = load_recorded(&dir);
+    let session = plugins.session("s");
+    let d = denial(session.pre_tool(&call("Bash")).await);
+    assert_eq!(d.hook_id, "c/pre-tool");
+    session.drain_background().await;
+    assert_eq!(recorder.logs(), ["b", "a", "c"]);
+    let lifecycle: Vec<_> = recorder
+        .lifecycle()
+        .into_iter()
+        .map(|(event, hook)| format!("{event} {hook}"))
+        .collect();
+    assert_eq!(
+        lifecycle,
+        [
+            "hook_started b/pre-tool",
+            "hook_completed b/pre-tool",
+            "hook_started a/pre-tool",
+            "hook_completed a/pre-tool",
+            "hook_started c/pre-tool",
+            "hook_denied c/pre-tool",
+        ]
+    );
+    let denied = recorder
+        .events()
+        .into_iter()
+        .find_map(|e| match e.kind {
+            EventKind::HookDenied {
+                reason_code,
+                message,
+                ..
+            } => Some((reason_code, message)),
+            _ => None,
+        })
+        .unwrap();
+    assert_eq!(denied, ("deny".to_string(), "denied Bash".to_string()));
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn failures_fail_closed_in_every_runtime() {
+    for runtime in ALL {
+        let dir = PluginDir::new();
+        let guard = |matcher: &str, extra: &str, config: &str| {
+            format!(
+                "[[hooks]]\npoint = \"pre-tool\"\ncapability = \"guard\"\nmatcher = \"{matcher}\"\n\
+                 {extra}\n[config]\n{config}\n"
+            )
+        };
+        add(
+            &dir,
+            runtime,
+            "slow",
+            &guard("Slow", "timeout_ms = 300", "pre_tool = \"sleep\""),
+        );
+        add(
+            &dir,
+            runtime,
+            "crash",
+            &guard("Crash", "", "pre_tool = \"panic\""),
+        );
+        add(
+            &dir,
+            runtime,
+            "lenient",
+            &guard("Lenient", "on_failure = \"allow\"", "pre_tool = \"panic\""),
+        );
+        add(
+            &dir,
+            runtime,
+            "observer",
+            "[[hooks]]\npoint = \"pre-tool\"\ncapability = \"observe\"\nmatcher = \"Observed\"\n\
+             [config]\npre_tool = \"deny\"\n",
+        );
+        let (plugins, recorder) = load_recorded(&dir);
+        let session = plugins.session("s");
+        let at = format!("{runtime:?}");
+
+        let started = Instant::now();
+        let d = denial(session.pre_tool(&call("Slow")).await);
+        assert_eq!(d.failure, Some(FailureReason::Timeout), "{at}: {d:?}");
+        assert!(
+            started.elapsed() < Duration::from_secs(5),
+            "{at}: {:?}",
+            started.elapsed()
+        );
+
+        let d = denial(session.pre_tool(&call("Crash")).await);
+        let expected = match runtime {
+            Runtime::Wasm => FailureReason::Trap,
+            _ => FailureReason::HookError,
+        };
+        assert_eq!(d.failure, Some(expected), "{at}: {d:?}");
+        assert_eq!(d.reason_code, expected.reason_code(), "{at}");
+
+        assert_eq!(
+            session.pre_tool(&call("Lenient")).await,
+            PreToolDecision::Allow,
+            "{at}"
+        );
+
+        recorder.clear();
+        assert_eq!(
+            session.pre_tool(&call("Observed")).await,
+            PreToolDecision::Allow,
+            "{at}"
+        );
+        assert!(
+            recorder.events().iter().any(|e| matches!(
+                &e.kind,
+                EventKind::HookFailed {
+                    reason: FailureReason::NotGranted,
+                    failed_closed: false,
+                    ..
+                }
+            )),
+            "{at}: an observer's deny is reported as not-granted: {:?}",
+            recorder.events()
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn command_and_http_answers_are_strict() {
+    for runtime in EXTERNAL {
+        let dir = PluginDir::new();
+        let mut cases = vec![
+            "invalid-json",
+            "patches",
+            "rewrite",
+            "unknown-field",
+            "huge",
+        ];
+        for case in &cases {
+            add(
+                &dir,
+                runtime,
+                case,
+                &format!(
+                    "[[hooks]]\npoint = \"pre-tool\"\ncapability = \"guard\"\nmatcher = \"{case}\"\n\
+                     [config]\npre_tool = \"{case}\"\n"
+                ),
+            );
+        }
+        let plugins = load(&dir);
+        let session = plugins.session("s");
+        for case in cases.drain(..) {
+            let d = denial(session.pre_tool(&call(case)).await);
+            assert_eq!(
+                d.failure,
+                Some(FailureReason::InvalidResponse),
+                "{runtime:?} {case}: {d:?}"
+            );
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn exit_statuses_and_http_statuses_mean_what_claude_code_says() {
+    let dir = PluginDir::new();
+    let guard = |name: &str, behaviour: &str| {
+        format!(
+            "[[hooks]]\npoint = \"pre-tool\"\ncapability = \"guard\"\nmatcher = \"{name}\"\n\
+             [config]\npre_tool = \"{behaviour}\"\n"
+        )
+    };
+    add(
+        &dir,
+        Runtime::Command,
+        "exit-two",
+        &guard("ExitTwo", "exit-2"),
+    );
+    add(
+        &dir,
+        Runtime::Command,
+        "exit-one",
+        &guard("ExitOne", "exit-1"),
+    );
+    add(
+        &dir,
+        Runtime::Http,
+        "status",
+        &guard("Status", "status-500"),
+    );
+    let plugins = load(&dir);
+    let session = plugins.session("s");
+    // Exit 2 is a decision: a deny, its reason stderr.
+    let d = denial(session.pre_tool(&call("ExitTwo")).await);
+    assert_eq!(
+        (d.failure, d.message.as_str()),
+        (None, "blocked ExitTwo by exit status 2")
+    );
+    assert_eq!(d.reason_code, "exit-2");
+    // Any other status is the hook's error: a guard's error fails closed.
+    let d = denial(session.pre_tool(&call("ExitOne")).await);
+    assert_eq!(d.failure, Some(FailureReason::HookError), "{d:?}");
+    assert!(d.message.contains("something broke"), "{d:?}");
+    let d = denial(session.pre_tool(&call("Status")).await);
+    assert_eq!(d.failure, Some(FailureReason::HookError), "{d:?}");
+    assert!(d.message.contains("500"), "{d:?}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn payloads_over_the_bound_never_reach_the_hook() {
+    for runtime in EXTERNAL {
+        let dir = PluginDir::new();
+        add(
+            &dir,
+            runtime,
+            "small",
+            "[limits]\npayload_max_bytes = 2048\n[[hooks]]\npoint = \"pre-tool\"\n\
+             capability = \"guard\"\n[config]\ntag = \"ran\"\n",
+        );
+        let (plugins, recorder) = load_recorded(&dir);
+        let session = plugins.session("s");
+        let small = ToolCall::new("t1", "Bash", json!({ "command": "ls" }));
+        assert_eq!(session.pre_tool(&small).await, PreToolDecision::Allow);
+        assert_eq!(recorder.logs(), ["ran"], "{runtime:?}");
+        recorder.clear();
+        let big = ToolCall::new("t2", "Bash", json!({ "command": "x".repeat(4096) }));
+        let d = denial(session.pre_tool(&big).await);
+        assert_eq!(
+            d.failure,
+            Some(FailureReason::PayloadTooLarge),
+            "{runtime:?}: {d:?}"
+        );
+        assert!(recorder.logs().is_empty(), "{runtime:?}: the hook ran");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_default_payload_bound_is_128_kib() {
+    let dir = PluginDir::new();
+    add(
+        &dir,
+        Runtime::Command,
+        "default",
+        "[[hooks]]\npoint = \"pre-tool\"\ncapability = \"guard\"\n",
+    );
+    let plugins = load(&dir);
+    let spec = plugins.hooks(palisade::Point::PreTool).next().unwrap().1;
+    assert_eq!(spec.limits.payload_max_bytes, 128 * 1024);
+    assert_eq!(spec.limits.timeout, Duration::from_millis(5000));
+    let session = plugins.session("s");
+    let under = ToolCall::new("t", "Bash", json!({ "command": "x".repeat(120 * 1024) }));
+    assert_eq!(session.pre_tool(&under).await, PreToolDecision::Allow);
+    let over = ToolCall::new("t", "Bash", json!({ "command": "x".repeat(130 * 1024) }));
+    let d = denial(session.pre_tool(&over).await);
+    assert_eq!(d.failure, Some(FailureReason::PayloadTooLarge));
+}
+
+fn alive(pid: &str) -> bool {
+    // A killed process may linger a moment as a zombie until its new parent reaps it.
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .is_ok_and(|stat| stat.split_whitespace().nth(2).is_none_or(|s| s != "Z"))
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_command_deadline_holds_whatever_the_process_does() {
+    let dir = PluginDir::new();
+    let pidfile = dir.path().join("child.pid");
+    let guard = |matcher: &str| {
+        format!(
+            "[[hooks]]\npoint = \"pre-tool\"\ncapability = \"guard\"\nmatcher = \"{matcher}\"\n\
+             timeout_ms = 300\n"
+        )
+    };
+    add_with(
+        &dir,
+        Runtime::Command,
+        "unread",
+        &["--sleep-unread"],
+        &guard("Unread"),
+    );
+    add_with(
+        &dir,
+        Runtime::Command,
+        "stubborn",
+        &["--ignore-sigterm"],
+        &guard("Stubborn"),
+    );
+    add_with(
+        &dir,
+        Runtime::Command,
+        "forker",
+        &["--fork", pidfile.to_str().unwrap()],
+        &guard("Forker"),
+    );
+    let plugins = load(&dir);
+    let session = plugins.session("s");
+
+    // It never reads its stdin, and the input is larger than a pipe's buffer.
+    let started = Instant::now();
+    let big = ToolCall::new("t", "Unread", json!({ "command": "x".repeat(100 * 1024) }));
+    let d = denial(session.pre_tool(&big).await);
+    assert_eq!(d.failure, Some(FailureReason::Timeout), "{d:?}");
+    assert!(
+        started.elapsed() < Duration::from_secs(3),
+        "{:?}",
+        started.elapsed()
+    );
+
+    // It ignores SIGTERM.
+    let started = Instant::now();
+    let d = denial(session.pre_tool(&call("Stubborn")).await);
+    assert_eq!(d.failure, Some(FailureReason::Timeout), "{d:?}");
+    assert!(
+        started.elapsed() < Duration::from_secs(3),
+        "{:?}",
+        started.elapsed()
+    );
+
+    // It answers at once but leaves a child holding its stdout: the answer is read at once,
+    // and the child does not outlive the invocation.
+    let started = Instant::now();
+    assert_eq!(
+        session.pre_tool(&call("Forker")).await,
+        PreToolDecision::Allow
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(3),
+        "{:?}",
+        started.elapsed()
+    );
+    let pid = std::fs::read_to_string(&pidfile).unwrap();
+    let gone = (0..50).any(|_| {
+        std::thread::sleep(Duration::from_millis(20));
+        !alive(&pid)
+    });
+    assert!(gone, "the hook's child {pid} outlived the invocation");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_unreachable_http_hook_fails_closed() {
+    let port = {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        listener.local_addr().unwrap().port()
+    };
+    let dir = PluginDir::new();
+    dir.raw(
+        "gone",
+        &[(
+            "plugin.toml",
+            format!(
+                "name = \"gone\"\nurl = \"http://127.0.0.1:{port}/hook\"\n\
+                 [[hooks]]\npoint = \"pre-tool\"\ncapability = \"guard\"\n"
+            )
+            .as_bytes(),
+        )],
+    );
+    let plugins = load(&dir);
+    let d = denial(plugins.session("s").pre_tool(&call("Bash")).await);
+    assert_eq!(d.failure, Some(FailureReason::Unavailable), "{d:?}");
+}
+
+#[test]
+fn manifests_of_external_hooks_are_checked() {
+    let dir = PluginDir::new();
+    let hook = "[[hooks]]\npoint = \"pre-tool\"\ncapability = \"guard\"\n";
+    let cases: [(&str, String); 6] = [
+        (
+            "two",
+            format!("wasm = \"p.wasm\"\ncommand = \"./x.sh\"\n{hook}"),
+        ),
+        ("none", hook.to_string()),
+        (
+            "fuel",
+            format!("command = \"true\"\n[limits]\nfuel = 5\n{hook}"),
+        ),
+        (
+            "wrapper",
+            "command = \"true\"\n[[hooks]]\npoint = \"tool-execute\"\ncapability = \"wrap\"\n"
+                .to_string(),
+        ),
+        (
+            "escape",
+            format!("command = [\"../other/hook.sh\"]\n{hook}"),
+        ),
+        (
+            "scheme",
+            format!("url = \"ftp://example.com/hook\"\n{hook}"),
+        ),
+    ];
+    for (name, body) in &cases {
+        dir.raw(
+            name,
+            &[(
+                "plugin.toml",
+                format!("name = \"{name}\"\n{body}").as_bytes(),
+            )],
+        );
+    }
+    let err = palisade::Host::new()
+        .unwrap()
+        .load_dir(dir.path())
+        .unwrap_err()
+        .to_string();
+    for needle in [
+        "two/plugin.toml: `wasm`: the plugin names 2 runtimes: wasm, command",
+        "none/plugin.toml: `wasm`: the plugin names no runtime",
+        "fuel/plugin.toml: `limits.fuel`: `limits.fuel` applies to wasm components only",
+        "wrapper/plugin.toml: `hooks[0].point`: a tool-execute wrapper must be a wasm component",
+        "escape/plugin.toml: `command`: `../other/hook.sh` leads out of the plugin folder",
+        "scheme/plugin.toml: `url`: `ftp://example.com/hook` is not an http(s) URL",
+    ] {
+        assert!(err.contains(needle), "`{needle}` missing from:\n{err}");
+    }
+}
