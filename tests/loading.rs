@@ -447,6 +447,32 @@ fn compiled_components_are_cached_sealed_and_never_trusted_when_tampered() {
     );
 }
 
+#[test]
+fn a_cache_directory_others_can_write_to_is_refused() {
+    use std::os::unix::fs::PermissionsExt;
+    let cache = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(cache.path(), std::fs::Permissions::from_mode(0o777)).unwrap();
+    let err = Host::builder()
+        .cache_dir(cache.path())
+        .build()
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("can be written by other users") && err.contains("chmod 700"),
+        "{err}"
+    );
+    // Made private, it is accepted, and its entries are private too.
+    std::fs::set_permissions(cache.path(), std::fs::Permissions::from_mode(0o700)).unwrap();
+    let dir = PluginDir::new();
+    dir.scripted("p", PRE_TOOL_GUARD);
+    let host = Host::builder().cache_dir(cache.path()).build().unwrap();
+    host.load_dir(dir.path()).unwrap();
+    for entry in walk(cache.path()) {
+        let mode = std::fs::metadata(&entry).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o600, "{}", entry.display());
+    }
+}
+
 fn walk(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
     let mut out = Vec::new();
     for entry in std::fs::read_dir(dir).unwrap() {

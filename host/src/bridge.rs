@@ -21,6 +21,7 @@
 //! `PreToolUse`, so there an `ask` becomes a deny that says approval was needed.
 
 use crate::plugin::Plugins;
+use crate::point::Point;
 use crate::types::{
     CommittedFact, ContentBlock, Message, Observation, PreStep, PreStepDecision, PreToolDecision,
     Provenance, Role, SessionSource, StopEvent, ToolCall, ToolOutcome, ToolResult, TurnOutcome,
@@ -85,6 +86,24 @@ pub fn failure(event: &str, why: &str) -> Reply {
         stderr: Some(format!("palisade: {why}")),
         exit_code: if fails_closed(event) { 2 } else { 1 },
         points: Vec::new(),
+    }
+}
+
+/// The canonical points an agent event runs (none for an event with no Palisade point).
+pub fn points_for(event: &str) -> &'static [Point] {
+    match event {
+        "SessionStart" => &[Point::SessionStart],
+        "UserPromptSubmit" => &[Point::PromptSubmit, Point::MessageCommitted],
+        "PreToolUse" => &[Point::PreTool, Point::ToolGuard],
+        "PostToolUse" => &[
+            Point::PostTool,
+            Point::ToolResult,
+            Point::ToolResultCommitted,
+        ],
+        "Stop" => &[Point::TurnStopping, Point::TurnCompleted],
+        "SubagentStop" => &[Point::TurnStopping],
+        "SessionEnd" => &[Point::SessionEnded],
+        _ => &[],
     }
 }
 

@@ -114,7 +114,12 @@ impl HostBuilder {
             .consume_fuel(true)
             .epoch_interruption(true)
             .concurrency_support(false)
-            .parallel_compilation(true);
+            .parallel_compilation(true)
+            // Smaller compiled code loads faster from the cache (every bridged hook event is
+            // a cold process): no wasm-offset address map (traps still name the function), no
+            // native unwind tables (wasm traps unwind through wasmtime's own frames).
+            .generate_address_map(false)
+            .native_unwind_info(false);
         let engine = Engine::new(&config).map_err(engine_error)?;
 
         let mut linker = Linker::<State>::new(&engine);

@@ -20,7 +20,8 @@ use sha2::{Digest, Sha256};
 use std::collections::HashMap;
 use std::io::ErrorKind;
 use std::path::{Component as PathComponent, Path, PathBuf};
-use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
 use wasmtime::component::{Component, InstancePre};
 
 /// A loaded, validated set of plugins, ready to serve sessions. Cheap to clone.
@@ -44,7 +45,7 @@ pub(crate) struct PluginsInner {
     pub by_point: HashMap<Point, Vec<HookRef>>,
     pub skipped: Vec<PathBuf>,
     /// Sessions alive (see [`Plugins::live_sessions`]).
-    pub live_sessions: std::sync::atomic::AtomicUsize,
+    pub live_sessions: AtomicUsize,
 }
 
 /// One hook, resolved: its plugin and its spec, with its id precomputed.
@@ -204,7 +205,17 @@ impl Host {
     /// Either every plugin loads, or nothing does and [`Error::Invalid`] lists every problem
     /// found, each naming the file, the field and the fix.
     pub fn load_dir(&self, dir: impl AsRef<Path>) -> Result<Plugins, Error> {
-        let dir = dir.as_ref();
+        self.load(dir.as_ref(), None)
+    }
+
+    /// Loads the plugins of `dir` that have a hook on one of `points`: every manifest is
+    /// read and validated, but only those plugins' components are loaded. For a process that
+    /// serves one event and exits (a bridge run), where loading the rest is wasted time.
+    pub fn load_dir_for(&self, dir: impl AsRef<Path>, points: &[Point]) -> Result<Plugins, Error> {
+        self.load(dir.as_ref(), Some(points))
+    }
+
+    fn load(&self, dir: &Path, points: Option<&[Point]>) -> Result<Plugins, Error> {
         let root =
             Dir::open_ambient_dir(dir, ambient_authority()).map_err(|source| Error::Directory {
                 path: dir.to_path_buf(),
@@ -227,8 +238,9 @@ impl Host {
         names.sort();
 
         let mut problems = Vec::new();
-        let mut plugins: Vec<Plugin> = Vec::new();
         let mut skipped = Vec::new();
+        // Manifests first (cheap), in name order.
+        let mut pending = Vec::new();
         for name in names {
             let folder = dir.join(&name);
             let plugin_dir = match root.open_dir(&name) {
@@ -253,36 +265,88 @@ impl Host {
             let Some(manifest) = manifest::parse(&manifest_path, &text, &mut problems) else {
                 continue;
             };
-            if let Some(plugin) = self.load_plugin(
-                &plugin_dir,
-                &folder,
-                &manifest_path,
-                manifest,
-                &mut problems,
-            ) {
-                if let Some(first) = plugins.iter().find(|p| p.name() == plugin.name()) {
-                    problems.push(
-                        Problem::new(
-                            &manifest_path,
-                            format!(
-                                "plugin name `{}` is already used by {}",
-                                plugin.name(),
-                                first.dir.join(MANIFEST_FILE).display()
-                            ),
-                        )
-                        .field("name")
-                        .fix("give each plugin a unique name"),
-                    );
-                    continue;
-                }
-                plugins.push(plugin);
+            if let Some(points) = points
+                && !manifest.hooks.iter().any(|h| points.contains(&h.point))
+            {
+                continue;
             }
+            pending.push((plugin_dir, folder, manifest_path, manifest));
+        }
+        // Then the components, in parallel: reading, verifying and compiling (or loading
+        // from the cache) is the bulk of a cold start.
+        let loaded = self.load_parallel(pending);
+        let mut plugins: Vec<Plugin> = Vec::new();
+        for (plugin, found) in loaded {
+            problems.extend(found);
+            let Some(plugin) = plugin else { continue };
+            if let Some(first) = plugins.iter().find(|p| p.name() == plugin.name()) {
+                problems.push(
+                    Problem::new(
+                        plugin.dir.join(MANIFEST_FILE),
+                        format!(
+                            "plugin name `{}` is already used by {}",
+                            plugin.name(),
+                            first.dir.join(MANIFEST_FILE).display()
+                        ),
+                    )
+                    .field("name")
+                    .fix("give each plugin a unique name"),
+                );
+                continue;
+            }
+            plugins.push(plugin);
         }
         if !problems.is_empty() {
             return Err(Error::Invalid { problems });
         }
         plugins.sort_by(|a, b| a.name().cmp(b.name()));
         Ok(Plugins::new(self.clone(), plugins, skipped))
+    }
+
+    /// Loads each pending plugin on a small pool of threads; results keep their order.
+    fn load_parallel(
+        &self,
+        pending: Vec<(Dir, PathBuf, PathBuf, Manifest)>,
+    ) -> Vec<(Option<Plugin>, Vec<Problem>)> {
+        let threads = std::thread::available_parallelism()
+            .map_or(1, |n| n.get())
+            .min(pending.len());
+        let work: Vec<_> = pending.into_iter().map(|p| Mutex::new(Some(p))).collect();
+        let results: Vec<_> = work.iter().map(|_| Mutex::new(None)).collect();
+        let next = AtomicUsize::new(0);
+        let run = || {
+            loop {
+                let i = next.fetch_add(1, Ordering::Relaxed);
+                let Some(slot) = work.get(i) else { return };
+                let taken = slot.lock().unwrap_or_else(|e| e.into_inner()).take();
+                let Some((plugin_dir, folder, manifest_path, manifest)) = taken else {
+                    continue;
+                };
+                let mut problems = Vec::new();
+                let plugin = self.load_plugin(
+                    &plugin_dir,
+                    &folder,
+                    &manifest_path,
+                    manifest,
+                    &mut problems,
+                );
+                *results[i].lock().unwrap_or_else(|e| e.into_inner()) = Some((plugin, problems));
+            }
+        };
+        if threads <= 1 {
+            run();
+        } else {
+            std::thread::scope(|scope| {
+                for _ in 1..threads {
+                    scope.spawn(run);
+                }
+                run();
+            });
+        }
+        results
+            .into_iter()
+            .filter_map(|r| r.into_inner().unwrap_or_else(|e| e.into_inner()))
+            .collect()
     }
 
     fn load_plugin(
@@ -354,8 +418,13 @@ impl Host {
             problems.push(outside());
             return None;
         }
-        let bytes = match plugin_dir.read(wasm_rel) {
-            Ok(bytes) => bytes,
+        // Hashed as it streams through a small buffer: on a cache hit the component is never
+        // held in memory whole.
+        let scanned = plugin_dir
+            .open(wasm_rel)
+            .and_then(|file| scan(file.into_std()));
+        let (sha256, head, size) = match scanned {
+            Ok(scanned) => scanned,
             Err(err) if err.kind() == ErrorKind::NotFound => {
                 problems.push(
                     Problem::new(manifest_path, format!("`{wasm}` does not exist"))
@@ -374,7 +443,6 @@ impl Host {
                 return None;
             }
         };
-        let sha256 = hex(&Sha256::digest(&bytes));
         if let Some(pinned) = &manifest.sha256
             && *pinned != sha256
         {
@@ -388,14 +456,17 @@ impl Host {
             );
             return None;
         }
-        if let Some(problem) = check_header(&bytes, &wasm_path) {
+        if let Some(problem) = check_header(&head, &wasm_path) {
             problems.push(problem);
             return None;
         }
         let engine = &self.inner.engine;
+        let read = || plugin_dir.read(wasm_rel);
         let compiled = match &self.inner.cache {
-            Some(cache) => cache.load(engine, &sha256, &bytes),
-            None => Component::from_binary(engine, &bytes),
+            Some(cache) => cache.load(engine, &sha256, read),
+            None => read()
+                .map_err(wasmtime::Error::from)
+                .and_then(|bytes| Component::from_binary(engine, &bytes)),
         };
         let component = match compiled {
             Ok(c) => c,
@@ -447,7 +518,7 @@ impl Host {
             return None;
         }
         Some(Wasm {
-            size: bytes.len(),
+            size,
             path: wasm_path,
             sha256,
             pre,
@@ -496,6 +567,28 @@ fn check_program(
         return None;
     }
     Some(())
+}
+
+/// The sha256 of a file, its first 8 bytes and its size, read through a small buffer.
+fn scan(mut file: std::fs::File) -> std::io::Result<(String, Vec<u8>, usize)> {
+    use std::io::Read;
+    let mut hasher = Sha256::new();
+    let mut head = Vec::with_capacity(8);
+    let mut size = 0;
+    let mut buf = vec![0u8; 64 * 1024];
+    loop {
+        let n = file.read(&mut buf)?;
+        if n == 0 {
+            break;
+        }
+        if head.len() < 8 {
+            let take = (8 - head.len()).min(n);
+            head.extend_from_slice(&buf[..take]);
+        }
+        hasher.update(&buf[..n]);
+        size += n;
+    }
+    Ok((hex(&hasher.finalize()), head, size))
 }
 
 fn is_escape(err: &std::io::Error) -> bool {

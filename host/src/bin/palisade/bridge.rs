@@ -30,10 +30,10 @@ pub async fn bridge(dialect: Dialect, options: Options) -> anyhow::Result<ExitCo
         Err(e) => {
             // Without the event name, nothing says whether blocking is safe: block, since
             // the most likely caller of a guard is a tool call.
-            return Ok(answer(bridge::failure(
+            answer(bridge::failure(
                 "PreToolUse",
                 &format!("cannot read the hook event on stdin: {e}"),
-            )));
+            ));
         }
     };
     let event = input
@@ -46,27 +46,27 @@ pub async fn bridge(dialect: Dialect, options: Options) -> anyhow::Result<ExitCo
         match JsonlSink::open(path) {
             Ok(sink) => builder = builder.event_sink(Arc::new(sink) as Arc<dyn EventSink>),
             Err(e) => {
-                return Ok(answer(bridge::failure(
+                answer(bridge::failure(
                     &event,
                     &format!("cannot open the audit log {}: {e}", path.display()),
-                )));
+                ));
             }
         }
     }
     let plugins = match builder
         .build()
         .map_err(anyhow::Error::from)
-        .and_then(|host| Ok(host.load_dir(&options.dir)?))
+        .and_then(|host| Ok(host.load_dir_for(&options.dir, bridge::points_for(&event))?))
     {
         Ok(plugins) => plugins,
         Err(e) => {
-            return Ok(answer(bridge::failure(
+            answer(bridge::failure(
                 &event,
                 &format!(
                     "cannot load the plugins of {}: {e:#}",
                     options.dir.display()
                 ),
-            )));
+            ));
         }
     };
     let loaded = started.elapsed();
@@ -84,10 +84,13 @@ pub async fn bridge(dialect: Dialect, options: Options) -> anyhow::Result<ExitCo
             (started.elapsed() - loaded).as_secs_f64() * 1e3,
         );
     }
-    Ok(answer(reply))
+    answer(reply)
 }
 
-fn answer(reply: Reply) -> ExitCode {
+/// Writes the reply and exits at once: the observers are drained and the audit log is
+/// flushed line by line, so tearing the engine and its compiled code down would only add to
+/// the agent's wait.
+fn answer(reply: Reply) -> ! {
     if let Some(json) = &reply.stdout {
         let mut out = std::io::stdout().lock();
         let _ = serde_json::to_writer(&mut out, json);
@@ -97,7 +100,7 @@ fn answer(reply: Reply) -> ExitCode {
     if let Some(message) = &reply.stderr {
         eprintln!("{message}");
     }
-    ExitCode::from(u8::try_from(reply.exit_code).unwrap_or(1))
+    std::process::exit(reply.exit_code)
 }
 
 /// The events worth registering: those whose points the plugins subscribe to.

@@ -137,10 +137,13 @@ impl From<BridgeArgs> for bridge::Options {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-    {
+    // A bridge run serves one event and exits: one thread is enough, and starting workers
+    // would only add to the agent's wait.
+    let mut builder = match cli.command {
+        Command::ClaudeCode(_) | Command::Codex(_) => tokio::runtime::Builder::new_current_thread(),
+        _ => tokio::runtime::Builder::new_multi_thread(),
+    };
+    let runtime = match builder.enable_all().build() {
         Ok(rt) => rt,
         Err(err) => {
             eprintln!("error: cannot start the async runtime: {err}");
