@@ -1,0 +1,341 @@
+//! `palisade claude-code` and `palisade codex` as the agents run them: one process per event,
+//! the event's JSON (recorded from the real CLIs, under `samples/`) on stdin.
+
+use serde_json::{Value, json};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+
+fn cache_dir() -> PathBuf {
+    Path::new(env!("CARGO_TARGET_TMPDIR")).join("bridge-cache")
+}
+
+fn palisade(args: &[&str], stdin: &str) -> Output {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_palisade"))
+        .args(args)
+        .env("PALISADE_CACHE_DIR", cache_dir())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(stdin.as_bytes())
+        .unwrap();
+    child.wait_with_output().unwrap()
+}
+
+fn sample(agent: &str, event: &str) -> String {
+    std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("tests/samples/{agent}/{event}.json")),
+    )
+    .unwrap()
+}
+
+/// A plugin directory with one scripted plugin: `body` is its manifest after `name`/`wasm`.
+fn plugins(body: &str) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    let folder = dir.path().join("scripted");
+    std::fs::create_dir_all(&folder).unwrap();
+    std::fs::copy(palisade_fixtures::SCRIPTED, folder.join("plugin.wasm")).unwrap();
+    std::fs::write(
+        folder.join("plugin.toml"),
+        format!("name = \"scripted\"\nwasm = \"plugin.wasm\"\n{body}"),
+    )
+    .unwrap();
+    dir
+}
+
+fn answer(out: &Output) -> Value {
+    assert!(
+        out.status.success(),
+        "status {:?}: {}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "stdout is not JSON ({e}): {:?}\nstderr: {}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        )
+    })
+}
+
+const EVERY_POINT: &str = r#"
+[[hooks]]
+point = "session-start"
+capability = "transform"
+[[hooks]]
+point = "prompt-submit"
+capability = ["guard", "transform"]
+[[hooks]]
+point = "pre-tool"
+capability = "guard"
+[[hooks]]
+point = "post-tool"
+capability = ["guard", "transform"]
+[[hooks]]
+point = "turn-stopping"
+capability = "steer"
+[[hooks]]
+point = "session-ended"
+capability = "observe"
+[config]
+contexts = ["ctx"]
+pre_tool = "deny"
+post_tool = "block"
+turn_stopping = "steer"
+"#;
+
+#[test]
+fn every_recorded_event_of_both_agents_gets_its_answer() {
+    let dir = plugins(EVERY_POINT);
+    let audit = dir.path().join("audit.jsonl");
+    for (agent, command) in [("claude", "claude-code"), ("codex", "codex")] {
+        let run = |event: &str| {
+            palisade(
+                &[
+                    command,
+                    dir.path().to_str().unwrap(),
+                    "--audit-log",
+                    audit.to_str().unwrap(),
+                ],
+                &sample(agent, event),
+            )
+        };
+        let at = |event: &str| format!("{agent} {event}");
+
+        let start = answer(&run("SessionStart"));
+        assert_eq!(
+            start,
+            json!({"hookSpecificOutput": {"hookEventName": "SessionStart",
+                "additionalContext": "ctx (SessionSource::Startup)"}}),
+            "{}",
+            at("SessionStart")
+        );
+        let prompt = answer(&run("UserPromptSubmit"));
+        assert_eq!(
+            prompt,
+            json!({"hookSpecificOutput": {"hookEventName": "UserPromptSubmit",
+                "additionalContext": "ctx"}}),
+            "{}",
+            at("UserPromptSubmit")
+        );
+        let pre = answer(&run("PreToolUse"));
+        assert_eq!(
+            pre,
+            json!({"hookSpecificOutput": {"hookEventName": "PreToolUse",
+                "permissionDecision": "deny", "permissionDecisionReason": "denied Bash"}}),
+            "{}",
+            at("PreToolUse")
+        );
+        let post = answer(&run("PostToolUse"));
+        assert_eq!(post["decision"], "block", "{}: {post}", at("PostToolUse"));
+        assert!(
+            post["reason"]
+                .as_str()
+                .is_some_and(|r| r.starts_with("blocked Bash")),
+            "{}: {post}",
+            at("PostToolUse")
+        );
+        let stop = answer(&run("Stop"));
+        assert_eq!(
+            stop,
+            json!({"decision": "block", "reason": "keep going (turn 1)"}),
+            "{}",
+            at("Stop")
+        );
+        let end = run("SessionEnd");
+        assert!(end.status.success() && end.stdout.is_empty(), "{end:?}");
+    }
+    // Every event left its trace in the audit log, the session-end observer included.
+    let log = std::fs::read_to_string(&audit).unwrap();
+    for hook in [
+        "scripted/session-start",
+        "scripted/prompt-submit",
+        "scripted/pre-tool",
+        "scripted/post-tool",
+        "scripted/turn-stopping",
+        "scripted/session-ended",
+    ] {
+        assert!(
+            log.contains(&format!("\"hook_id\":\"{hook}\"")),
+            "{hook} missing from the audit log:\n{log}"
+        );
+    }
+}
+
+#[test]
+fn an_ask_is_an_ask_for_claude_code_and_a_deny_for_codex() {
+    let dir = plugins(
+        "[[hooks]]\npoint = \"pre-tool\"\ncapability = \"guard\"\n[config]\npre_tool = \"ask\"\n",
+    );
+    let path = dir.path().to_str().unwrap();
+    let claude = answer(&palisade(
+        &["claude-code", path],
+        &sample("claude", "PreToolUse"),
+    ));
+    assert_eq!(
+        claude["hookSpecificOutput"]["permissionDecision"], "ask",
+        "{claude}"
+    );
+    assert_eq!(
+        claude["hookSpecificOutput"]["permissionDecisionReason"],
+        "may Bash run?"
+    );
+    // Codex honours only deny at PreToolUse: an ask it cannot put to the user is a denial.
+    let codex = answer(&palisade(&["codex", path], &sample("codex", "PreToolUse")));
+    assert_eq!(
+        codex["hookSpecificOutput"]["permissionDecision"], "deny",
+        "{codex}"
+    );
+    let reason = codex["hookSpecificOutput"]["permissionDecisionReason"]
+        .as_str()
+        .unwrap();
+    assert!(
+        reason.contains("may Bash run?") && reason.contains("Codex"),
+        "{reason}"
+    );
+}
+
+#[test]
+fn no_objection_answers_nothing_so_the_agents_own_rules_decide() {
+    let dir = plugins("[[hooks]]\npoint = \"pre-tool\"\ncapability = \"guard\"\n");
+    let out = palisade(
+        &["claude-code", dir.path().to_str().unwrap()],
+        &sample("claude", "PreToolUse"),
+    );
+    assert!(out.status.success(), "{out:?}");
+    assert!(
+        out.stdout.is_empty(),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+}
+
+#[test]
+fn a_bridge_that_cannot_work_blocks_tool_calls_and_prompts_but_not_stops() {
+    let missing = "/no/such/plugin/dir";
+    for (event, status) in [
+        ("PreToolUse", 2),
+        ("UserPromptSubmit", 2),
+        ("Stop", 1),
+        ("SessionStart", 1),
+    ] {
+        let out = palisade(&["claude-code", missing], &sample("claude", event));
+        assert_eq!(out.status.code(), Some(status), "{event}: {out:?}");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            stderr.contains("palisade: cannot load the plugins of /no/such/plugin/dir"),
+            "{event}: {stderr}"
+        );
+    }
+    // Unreadable input: nothing says what it was, so it blocks.
+    let out = palisade(&["claude-code", missing], "not json");
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+}
+
+#[test]
+fn events_without_a_point_run_nothing() {
+    let dir = plugins(EVERY_POINT);
+    for event in ["Notification", "PreCompact"] {
+        let input = json!({"session_id": "s", "hook_event_name": event}).to_string();
+        let out = palisade(&["claude-code", dir.path().to_str().unwrap()], &input);
+        assert!(
+            out.status.success() && out.stdout.is_empty(),
+            "{event}: {out:?}"
+        );
+        assert!(
+            String::from_utf8_lossy(&out.stderr).contains("has no Palisade point"),
+            "{event}: {out:?}"
+        );
+    }
+}
+
+#[test]
+fn an_existing_shell_hook_runs_as_a_command_plugin_through_the_bridge() {
+    // The example `no-force-push`: a plain Claude Code hook script (exit 2 blocks).
+    let examples = Path::new(env!("CARGO_MANIFEST_DIR")).join("../example-plugins/no-force-push");
+    let dir = tempfile::tempdir().unwrap();
+    let folder = dir.path().join("no-force-push");
+    std::fs::create_dir_all(&folder).unwrap();
+    for file in ["plugin.toml", "hook.sh"] {
+        std::fs::copy(examples.join(file), folder.join(file)).unwrap();
+    }
+    let event = |command: &str| {
+        json!({"session_id": "s", "hook_event_name": "PreToolUse", "tool_name": "Bash",
+               "tool_input": {"command": command}, "tool_use_id": "t"})
+        .to_string()
+    };
+    let path = dir.path().to_str().unwrap();
+    let denied = answer(&palisade(
+        &["claude-code", path],
+        &event("git push --force origin main"),
+    ));
+    assert_eq!(denied["hookSpecificOutput"]["permissionDecision"], "deny");
+    assert!(
+        denied["hookSpecificOutput"]["permissionDecisionReason"]
+            .as_str()
+            .unwrap()
+            .starts_with("Refused: force-pushing")
+    );
+    let allowed = palisade(&["claude-code", path], &event("git push origin main"));
+    assert!(
+        allowed.status.success() && allowed.stdout.is_empty(),
+        "{allowed:?}"
+    );
+}
+
+#[test]
+fn install_merges_into_claude_code_settings_and_reinstalls_in_place() {
+    let dir = plugins(EVERY_POINT);
+    let settings_dir = tempfile::tempdir().unwrap();
+    let settings = settings_dir.path().join(".claude/settings.json");
+    std::fs::create_dir_all(settings.parent().unwrap()).unwrap();
+    let theirs = json!({"model": "opus", "hooks": {"PreToolUse": [
+        {"matcher": "Write", "hooks": [{"type": "command", "command": "./lint.sh"}]}]}});
+    std::fs::write(&settings, theirs.to_string()).unwrap();
+    let install = || {
+        let out = palisade(
+            &[
+                "install",
+                "claude-code",
+                dir.path().to_str().unwrap(),
+                "--settings",
+                settings.to_str().unwrap(),
+            ],
+            "",
+        );
+        assert!(out.status.success(), "{out:?}");
+        serde_json::from_str::<Value>(&std::fs::read_to_string(&settings).unwrap()).unwrap()
+    };
+    let once = install();
+    let twice = install();
+    assert_eq!(once, twice, "re-installing changes nothing");
+    assert_eq!(twice["model"], "opus", "other settings are kept");
+    let pre = twice["hooks"]["PreToolUse"].as_array().unwrap();
+    assert_eq!(pre.len(), 2, "{pre:?}");
+    assert_eq!(
+        pre[0]["hooks"][0]["command"], "./lint.sh",
+        "their hook is kept"
+    );
+    let ours = pre[1]["hooks"][0]["command"].as_str().unwrap();
+    assert!(ours.contains(" claude-code "), "{ours}");
+    for event in [
+        "SessionStart",
+        "UserPromptSubmit",
+        "PostToolUse",
+        "Stop",
+        "SessionEnd",
+    ] {
+        assert_eq!(
+            twice["hooks"][event].as_array().map(Vec::len),
+            Some(1),
+            "{event}: {twice}"
+        );
+    }
+}
