@@ -345,11 +345,12 @@ pub(crate) fn decode(
     }
     // Plain text is context where Claude Code makes it context, and ignored elsewhere.
     if !text.starts_with('{') {
-        let contexts = if text.is_empty() {
-            vec![]
-        } else {
-            vec![text.to_string()]
-        };
+        let contexts =
+            if text.is_empty() || !matches!(point, Point::SessionStart | Point::PromptSubmit) {
+                vec![]
+            } else {
+                vec![text.to_string()]
+            };
         return Ok((plain(point, request, contexts), notes));
     }
     let answer: Answer = serde_json::from_str(text).map_err(|e| {
