@@ -448,6 +448,46 @@ fn compiled_components_are_cached_sealed_and_never_trusted_when_tampered() {
 }
 
 #[test]
+fn a_changed_component_is_hashed_again_never_taken_from_memory() {
+    // The cache remembers a component's sha256 while its file is provably unchanged; a
+    // rewrite (even to the same size) moves its change time, and the pin sees the new bytes.
+    let dir = PluginDir::new();
+    let folder = dir.scripted("p", PRE_TOOL_GUARD);
+    let cache = tempfile::tempdir().unwrap();
+    let host = Host::builder().cache_dir(cache.path()).build().unwrap();
+    let plugins = host.load_dir(dir.path()).unwrap();
+    let first = plugins.iter().next().unwrap().sha256().unwrap().to_string();
+    let plugins = host.load_dir(dir.path()).unwrap();
+    assert_eq!(plugins.iter().next().unwrap().sha256().unwrap(), first);
+
+    let wasm = folder.join("plugin.wasm");
+    let mut bytes = std::fs::read(&wasm).unwrap();
+    // A custom section appended: still a valid component, other bytes.
+    bytes.extend_from_slice(&[0, 4, 1, b'x', 1, 2]);
+    std::fs::write(&wasm, &bytes).unwrap();
+    let expected: String = Sha256::digest(&bytes)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    let plugins = host.load_dir(dir.path()).unwrap();
+    assert_eq!(plugins.iter().next().unwrap().sha256().unwrap(), expected);
+    assert_ne!(expected, first);
+    // Pinned to the old digest, the changed component is refused.
+    let manifest = folder.join("plugin.toml");
+    let text = std::fs::read_to_string(&manifest).unwrap();
+    std::fs::write(
+        &manifest,
+        text.replacen("\n", &format!("\nsha256 = \"{first}\"\n"), 1),
+    )
+    .unwrap();
+    let err = host.load_dir(dir.path()).unwrap_err().to_string();
+    assert!(
+        err.contains(&format!("the component's sha256 is {expected}")),
+        "{err}"
+    );
+}
+
+#[test]
 fn a_cache_directory_others_can_write_to_is_refused() {
     use std::os::unix::fs::PermissionsExt;
     let cache = tempfile::tempdir().unwrap();

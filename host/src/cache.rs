@@ -41,6 +41,32 @@ impl Cache {
         Ok(Cache { dir: entries, key })
     }
 
+    /// The sha256 of the file whose metadata is `meta`: remembered from an earlier load when
+    /// the file is provably unchanged since (same device, inode, size, mtime and ctime — the
+    /// kernel moves ctime on every write, and no one can set it back), else computed by
+    /// `compute` and remembered. The record is sealed like an entry.
+    pub fn digest(
+        &self,
+        meta: &std::fs::Metadata,
+        compute: impl FnOnce() -> std::io::Result<String>,
+    ) -> std::io::Result<String> {
+        let Some(print) = fingerprint(meta) else {
+            return compute();
+        };
+        let path = self.dir.join("digests").join(print.identity());
+        if let Some(fields) = self.read_record(&path)
+            && let [recorded, sha256] = fields.as_slice()
+            && *recorded == print.full()
+        {
+            return Ok(sha256.clone());
+        }
+        let sha256 = compute()?;
+        // Remembering is an optimisation: a failure only costs the next load a hash.
+        let _ = private_dir(&self.dir.join("digests"))
+            .and_then(|()| self.write_record(&path, &[&print.full(), &sha256]));
+        Ok(sha256)
+    }
+
     /// The component with digest `sha256`: from the cache, or compiled from `bytes()` and
     /// stored. `bytes` is only read on a miss.
     pub fn load(
@@ -52,10 +78,10 @@ impl Cache {
         let code_path = self.dir.join(format!("{sha256}.cwasm"));
         let seal_path = self.dir.join(format!("{sha256}.seal"));
         if self.verify(&code_path, &seal_path) {
-            // SAFETY: the file is a `Component::serialize` output that this cache sealed with
-            // its private key (verified just above, streaming, without a copy), for this
-            // engine configuration, in a directory only this user can write to. Mapping it
-            // directly spares copying megabytes of code into fresh pages on every cold start.
+            // SAFETY: the file is a `Component::serialize` output that this cache wrote and
+            // sealed with its private key, verified just above, for this engine
+            // configuration, in a directory only this user can write to. Mapping it directly
+            // spares copying megabytes of code into fresh pages on every cold start.
             #[expect(
                 unsafe_code,
                 reason = "loading precompiled code this host wrote and sealed"
@@ -73,18 +99,26 @@ impl Cache {
         Ok(component)
     }
 
-    /// Whether the entry's seal matches its code, read through a small buffer (no fresh
-    /// pages for a copy of the whole file).
+    /// Whether the entry's code is what this cache wrote. The seal records the code's MAC
+    /// and the file's fingerprint when it was sealed (the record itself MACed): a file with
+    /// that fingerprint is the file written then, untouched; any other is hashed in full
+    /// (streaming through a small buffer) and checked against the MAC, and its seal renewed.
     fn verify(&self, code_path: &Path, seal_path: &Path) -> bool {
-        let Ok(stored) = std::fs::read(seal_path) else {
+        let Some(fields) = self.read_record(seal_path) else {
             return false;
         };
-        let Ok(stored) = <[u8; 32]>::try_from(stored.as_slice()) else {
+        let [code_mac, sealed_print] = fields.as_slice() else {
             return false;
         };
         let Ok(mut file) = std::fs::File::open(code_path) else {
             return false;
         };
+        let Some(print) = file.metadata().ok().as_ref().and_then(fingerprint) else {
+            return false;
+        };
+        if *sealed_print == print.full() {
+            return true;
+        }
         let mut hasher = blake3::Hasher::new_keyed(&self.key);
         let mut buf = vec![0u8; 64 * 1024];
         loop {
@@ -96,15 +130,84 @@ impl Cache {
                 Err(_) => return false,
             }
         }
-        // `blake3::Hash` compares in constant time.
-        hasher.finalize() == blake3::Hash::from_bytes(stored)
+        // Compared as MACs, in constant time (`blake3::Hash`).
+        let Ok(expected) = blake3::Hash::from_hex(code_mac) else {
+            return false;
+        };
+        if hasher.finalize() != expected {
+            return false;
+        }
+        let _ = self.write_record(seal_path, &[code_mac, &print.full()]);
+        true
+    }
+
+    /// Reads a record written by [`Cache::write_record`]: its fields, if its MAC verifies.
+    fn read_record(&self, path: &Path) -> Option<Vec<String>> {
+        let text = std::fs::read_to_string(path).ok()?;
+        let (body, mac) = text.trim_end().rsplit_once(' ')?;
+        let mac = blake3::Hash::from_hex(mac).ok()?;
+        (seal(&self.key, body.as_bytes()) == mac)
+            .then(|| body.split(' ').map(str::to_string).collect())
+    }
+
+    /// Writes `fields` (no spaces inside) and their MAC as one line.
+    fn write_record(&self, path: &Path, fields: &[&str]) -> std::io::Result<()> {
+        let body = fields.join(" ");
+        let mac = seal(&self.key, body.as_bytes());
+        write_private(path, format!("{body} {}\n", mac.to_hex()).as_bytes())
     }
 
     fn store(&self, code_path: &Path, seal_path: &Path, code: &[u8]) -> std::io::Result<()> {
-        // The code first, then its seal: a reader never finds a seal without its code.
+        // The code first, then its seal: a reader never finds a seal without its code. The
+        // fingerprint is taken after the rename (which moves the file's ctime).
         write_private(code_path, code)?;
-        write_private(seal_path, seal(&self.key, code).as_bytes())
+        let print = fingerprint(&std::fs::metadata(code_path)?)
+            .map(|p| p.full())
+            .unwrap_or_else(|| "-".into());
+        let mac = seal(&self.key, code).to_hex();
+        self.write_record(seal_path, &[&mac, &print])
     }
+}
+
+/// What identifies a file's content without reading it: its device and inode, size, and
+/// modification and change times to the nanosecond.
+struct Fingerprint {
+    dev: u64,
+    ino: u64,
+    rest: String,
+}
+
+impl Fingerprint {
+    fn identity(&self) -> String {
+        format!("{}-{}", self.dev, self.ino)
+    }
+
+    fn full(&self) -> String {
+        format!("{}-{}-{}", self.dev, self.ino, self.rest)
+    }
+}
+
+#[cfg(unix)]
+fn fingerprint(meta: &std::fs::Metadata) -> Option<Fingerprint> {
+    use std::os::unix::fs::MetadataExt;
+    Some(Fingerprint {
+        dev: meta.dev(),
+        ino: meta.ino(),
+        rest: format!(
+            "{}-{}.{}-{}.{}",
+            meta.size(),
+            meta.mtime(),
+            meta.mtime_nsec(),
+            meta.ctime(),
+            meta.ctime_nsec()
+        ),
+    })
+}
+
+#[cfg(not(unix))]
+fn fingerprint(_meta: &std::fs::Metadata) -> Option<Fingerprint> {
+    // No change time to trust: always hash.
+    None
 }
 
 /// Writes `bytes` to `path` through a temporary file (mode 0600) and a rename.

@@ -420,9 +420,21 @@ impl Host {
         }
         // Hashed as it streams through a small buffer: on a cache hit the component is never
         // held in memory whole.
-        let scanned = plugin_dir
-            .open(wasm_rel)
-            .and_then(|file| scan(file.into_std()));
+        let scanned = plugin_dir.open(wasm_rel).and_then(|file| {
+            let file = file.into_std();
+            let meta = file.metadata()?;
+            let head = read_head(&file)?;
+            let sha256 = match &self.inner.cache {
+                // Remembered while the file is provably unchanged; hashed otherwise.
+                Some(cache) => cache.digest(&meta, || scan(&file))?,
+                None => scan(&file)?,
+            };
+            Ok((
+                sha256,
+                head,
+                usize::try_from(meta.len()).unwrap_or(usize::MAX),
+            ))
+        });
         let (sha256, head, size) = match scanned {
             Ok(scanned) => scanned,
             Err(err) if err.kind() == ErrorKind::NotFound => {
@@ -569,26 +581,29 @@ fn check_program(
     Some(())
 }
 
-/// The sha256 of a file, its first 8 bytes and its size, read through a small buffer.
-fn scan(mut file: std::fs::File) -> std::io::Result<(String, Vec<u8>, usize)> {
+/// The first 8 bytes of a file (fewer if it is shorter).
+fn read_head(file: &std::fs::File) -> std::io::Result<Vec<u8>> {
     use std::io::Read;
-    let mut hasher = Sha256::new();
     let mut head = Vec::with_capacity(8);
-    let mut size = 0;
+    file.take(8).read_to_end(&mut head)?;
+    Ok(head)
+}
+
+/// The sha256 of a file, read from its start through a small buffer.
+fn scan(file: &std::fs::File) -> std::io::Result<String> {
+    use std::os::unix::fs::FileExt;
+    let mut hasher = Sha256::new();
     let mut buf = vec![0u8; 64 * 1024];
+    let mut offset = 0u64;
     loop {
-        let n = file.read(&mut buf)?;
+        let n = file.read_at(&mut buf, offset)?;
         if n == 0 {
             break;
         }
-        if head.len() < 8 {
-            let take = (8 - head.len()).min(n);
-            head.extend_from_slice(&buf[..take]);
-        }
         hasher.update(&buf[..n]);
-        size += n;
+        offset += n as u64;
     }
-    Ok((hex(&hasher.finalize()), head, size))
+    Ok(hex(&hasher.finalize()))
 }
 
 fn is_escape(err: &std::io::Error) -> bool {
