@@ -8,6 +8,11 @@
 //! an entry whose seal does not verify is ignored and rewritten. Keep the directory private to
 //! the user who runs the host. (BLAKE3 rather than HMAC-SHA256: verifying the seal is on the
 //! cold-start path of every bridged hook event, and BLAKE3 is several times faster.)
+//!
+//! The seal also records the entry file's fingerprint (device, inode, size, mtime, ctime) at
+//! sealing, under the MAC: a file with that fingerprint is the one written then — the kernel
+//! moves ctime on every write and no one can set it back — so it is not hashed again. A
+//! component's sha256 is remembered the same way (`digests/`), keyed by its file's identity.
 
 use sha2::{Digest, Sha256};
 use std::hash::{Hash, Hasher};
