@@ -89,6 +89,17 @@ pub fn failure(event: &str, why: &str) -> Reply {
     }
 }
 
+/// The agent events that run Palisade points, in lifecycle order.
+pub const EVENTS: [&str; 7] = [
+    "SessionStart",
+    "UserPromptSubmit",
+    "PreToolUse",
+    "PostToolUse",
+    "Stop",
+    "SubagentStop",
+    "SessionEnd",
+];
+
 /// The canonical points an agent event runs (none for an event with no Palisade point).
 pub fn points_for(event: &str) -> &'static [Point] {
     match event {

@@ -103,37 +103,17 @@ fn answer(reply: Reply) -> ! {
     std::process::exit(reply.exit_code)
 }
 
-/// The events worth registering: those whose points the plugins subscribe to.
+/// The events worth registering: those that run a point the plugins subscribe to.
 fn events_for(plugins: &palisade::Plugins) -> Vec<&'static str> {
-    use palisade::Point;
-    let points: std::collections::BTreeSet<Point> = plugins
+    let points: std::collections::BTreeSet<palisade::Point> = plugins
         .iter()
         .flat_map(|p| p.manifest().hooks.iter().map(|h| h.point))
         .collect();
-    let mut events = Vec::new();
-    let mut add = |event: &'static str, wanted: bool| {
-        if wanted && !events.contains(&event) {
-            events.push(event);
-        }
-    };
-    let has = |p: Point| points.contains(&p);
-    add("SessionStart", has(Point::SessionStart));
-    add(
-        "UserPromptSubmit",
-        has(Point::PromptSubmit) || has(Point::MessageCommitted),
-    );
-    add("PreToolUse", has(Point::PreTool) || has(Point::ToolGuard));
-    add(
-        "PostToolUse",
-        has(Point::PostTool) || has(Point::ToolResult) || has(Point::ToolResultCommitted),
-    );
-    add(
-        "Stop",
-        has(Point::TurnStopping) || has(Point::TurnCompleted),
-    );
-    add("SubagentStop", has(Point::TurnStopping));
-    add("SessionEnd", has(Point::SessionEnded));
-    events
+    bridge::EVENTS
+        .iter()
+        .copied()
+        .filter(|event| bridge::points_for(event).iter().any(|p| points.contains(p)))
+        .collect()
 }
 
 fn shell_quote(text: &str) -> String {
