@@ -209,7 +209,21 @@ pub fn install_claude_code(
         path.display(),
         added.join(", ")
     );
+    println!("{}", precompiled(&plugins));
     Ok(ExitCode::SUCCESS)
+}
+
+/// Loading the plugins compiled their components into the cache: say so, since it is why the
+/// agent's first event does not wait for a compiler.
+fn precompiled(plugins: &palisade::Plugins) -> String {
+    let components = plugins.iter().filter(|p| p.wasm_path().is_some()).count();
+    match crate::cache_dir() {
+        Some(dir) => format!(
+            "{components} component(s) compiled into the cache at {}: the first event will not wait for them",
+            dir.display()
+        ),
+        None => "the component cache is off (PALISADE_CACHE_DIR=off): every event compiles its components".into(),
+    }
 }
 
 fn is_palisade_entry(entry: &Value, dialect: &str) -> bool {
@@ -235,5 +249,6 @@ pub fn install_codex(dir: &Path, audit_log: Option<&Path>) -> anyhow::Result<Exi
     eprintln!(
         "add this to $CODEX_HOME/config.toml; Codex runs only trusted hooks: trust them when it asks"
     );
+    eprintln!("{}", precompiled(&plugins));
     Ok(ExitCode::SUCCESS)
 }

@@ -109,20 +109,27 @@ enum Install {
     },
 }
 
-/// A host builder with the compiled-component cache: `$PALISADE_CACHE_DIR`, else
-/// `$XDG_CACHE_HOME/palisade`, else `~/.cache/palisade`; `PALISADE_CACHE_DIR=off` disables it.
+/// The compiled-component cache: `$PALISADE_CACHE_DIR`, else `$XDG_CACHE_HOME/palisade`, else
+/// `~/.cache/palisade`; `None` when `PALISADE_CACHE_DIR=off` (or there is no home).
+pub fn cache_dir() -> Option<PathBuf> {
+    match std::env::var_os("PALISADE_CACHE_DIR") {
+        Some(dir) if dir == "off" => None,
+        Some(dir) => Some(PathBuf::from(dir)),
+        None => match (std::env::var_os("XDG_CACHE_HOME"), std::env::var_os("HOME")) {
+            (Some(cache), _) => Some(PathBuf::from(cache).join("palisade")),
+            (None, Some(home)) => Some(PathBuf::from(home).join(".cache/palisade")),
+            (None, None) => None,
+        },
+    }
+}
+
+/// A host builder with the compiled-component cache of [`cache_dir`].
 pub fn host_builder() -> palisade::HostBuilder {
     let builder = palisade::Host::builder();
-    let dir = match std::env::var_os("PALISADE_CACHE_DIR") {
-        Some(dir) if dir == "off" => return builder,
-        Some(dir) => PathBuf::from(dir),
-        None => match (std::env::var_os("XDG_CACHE_HOME"), std::env::var_os("HOME")) {
-            (Some(cache), _) => PathBuf::from(cache).join("palisade"),
-            (None, Some(home)) => PathBuf::from(home).join(".cache/palisade"),
-            (None, None) => return builder,
-        },
-    };
-    builder.cache_dir(dir)
+    match cache_dir() {
+        Some(dir) => builder.cache_dir(dir),
+        None => builder,
+    }
 }
 
 impl From<BridgeArgs> for bridge::Options {
