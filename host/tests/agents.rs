@@ -172,6 +172,42 @@ fn describe(out: &Output, world: &World) -> String {
     )
 }
 
+/// The guard denied, and the command did not run; returns the report for further messages.
+fn assert_denied(world: &World, out: &Output) -> String {
+    let report = describe(out, world);
+    assert!(
+        world.audited("hook_denied", "shell-guard/pre-tool"),
+        "the guard did not deny:\n{report}"
+    );
+    assert!(!world.marker.exists(), "the denied command ran:\n{report}");
+    report
+}
+
+/// The guard ran and had no objection, the command ran, and both contexts are in the
+/// model's first request.
+fn assert_allowed_with_contexts(world: &World, out: &Output, mock: &MockModel) {
+    let report = describe(out, world);
+    assert!(
+        world.audited("hook_completed", "shell-guard/pre-tool"),
+        "the guard did not run:\n{report}"
+    );
+    assert!(
+        world.marker.exists(),
+        "the allowed command did not run:\n{report}"
+    );
+    let first = mock
+        .model_requests()
+        .first()
+        .map(|r| r.body.to_string())
+        .unwrap_or_default();
+    for context in [SESSION_CONTEXT, PROMPT_CONTEXT] {
+        assert!(
+            first.contains(context),
+            "`{context}` is not in the model's first request:\n{report}"
+        );
+    }
+}
+
 // --- Claude Code ---------------------------------------------------------------------------
 
 fn run_claude(world: &World) -> (Output, MockModel) {
@@ -226,12 +262,7 @@ fn claude_tool_results(mock: &MockModel) -> Vec<Value> {
 fn claude_code_obeys_a_wasm_deny_and_the_model_sees_the_reason() {
     let world = World::new(true);
     let (out, mock) = run_claude(&world);
-    let report = describe(&out, &world);
-    assert!(
-        world.audited("hook_denied", "shell-guard/pre-tool"),
-        "the guard did not deny:\n{report}"
-    );
-    assert!(!world.marker.exists(), "the denied command ran:\n{report}");
+    let report = assert_denied(&world, &out);
     let results = claude_tool_results(&mock);
     assert!(
         results
@@ -245,26 +276,7 @@ fn claude_code_obeys_a_wasm_deny_and_the_model_sees_the_reason() {
 fn claude_code_runs_an_allowed_tool_and_the_model_sees_the_contexts() {
     let world = World::new(false);
     let (out, mock) = run_claude(&world);
-    let report = describe(&out, &world);
-    assert!(
-        world.audited("hook_completed", "shell-guard/pre-tool"),
-        "the guard did not run:\n{report}"
-    );
-    assert!(
-        world.marker.exists(),
-        "the allowed command did not run:\n{report}"
-    );
-    let first = mock
-        .model_requests()
-        .first()
-        .map(|r| r.body.to_string())
-        .unwrap_or_default();
-    for context in [SESSION_CONTEXT, PROMPT_CONTEXT] {
-        assert!(
-            first.contains(context),
-            "`{context}` is not in the model's first request:\n{report}"
-        );
-    }
+    assert_allowed_with_contexts(&world, &out, &mock);
 }
 
 // --- Codex ---------------------------------------------------------------------------------
@@ -342,13 +354,8 @@ fn codex_call_outputs(mock: &MockModel) -> Vec<String> {
 fn codex_obeys_a_wasm_deny_and_the_model_sees_the_reason() {
     let world = World::new(true);
     let (out, mock) = run_codex(&world);
-    let report = describe(&out, &world);
     // Codex skips untrusted hooks silently: the audit log proves the hook ran.
-    assert!(
-        world.audited("hook_denied", "shell-guard/pre-tool"),
-        "the guard did not deny:\n{report}"
-    );
-    assert!(!world.marker.exists(), "the denied command ran:\n{report}");
+    let report = assert_denied(&world, &out);
     let outputs = codex_call_outputs(&mock);
     assert!(
         outputs.iter().any(|o| o.contains(DENY_REASON)),
@@ -360,24 +367,5 @@ fn codex_obeys_a_wasm_deny_and_the_model_sees_the_reason() {
 fn codex_runs_an_allowed_tool_and_the_model_sees_the_contexts() {
     let world = World::new(false);
     let (out, mock) = run_codex(&world);
-    let report = describe(&out, &world);
-    assert!(
-        world.audited("hook_completed", "shell-guard/pre-tool"),
-        "the guard did not run:\n{report}"
-    );
-    assert!(
-        world.marker.exists(),
-        "the allowed command did not run:\n{report}"
-    );
-    let first = mock
-        .model_requests()
-        .first()
-        .map(|r| r.body.to_string())
-        .unwrap_or_default();
-    for context in [SESSION_CONTEXT, PROMPT_CONTEXT] {
-        assert!(
-            first.contains(context),
-            "`{context}` is not in the model's first request:\n{report}"
-        );
-    }
+    assert_allowed_with_contexts(&world, &out, &mock);
 }
