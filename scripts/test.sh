@@ -13,6 +13,7 @@ scripts/build-examples.sh
 # The binary the tests just built: `cargo run` would unify features differently and rebuild
 # wasmtime for nothing.
 "${CARGO_TARGET_DIR:-$root/target}/debug/palisade" check example-plugins
+"${CARGO_TARGET_DIR:-$root/target}/debug/palisade" test example-plugins example-plugins/cases.jsonl
 passed=$(grep -oE 'test result: [a-zA-Z]+\. [0-9]+ passed' "$log" | awk '{n += $4} END {print n + 0}')
 failed=$(grep -oE '[0-9]+ failed;' "$log" | awk '{n += $1} END {print n + 0}')
 echo "tests: $passed passed, $failed failed"

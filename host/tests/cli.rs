@@ -447,3 +447,53 @@ fn replay_names_the_bad_line() {
         text(&out.stderr)
     );
 }
+
+#[test]
+fn test_reports_each_case_and_fails_on_a_wrong_expectation() {
+    let dir = examples();
+    let cases = dir.path().join("cases.jsonl");
+    std::fs::write(
+        &cases,
+        concat!(
+            "# a comment\n",
+            r#"{"name": "rm is denied", "point": "pre-tool", "input": {"name": "Bash", "arguments": {"command": "rm -rf /"}}, "expect": {"decision": "deny", "hook_id": "shell-guard/pre-tool"}}"#,
+            "\n",
+            r#"{"name": "wrongly expected", "point": "pre-tool", "input": {"name": "Bash", "arguments": {"command": "ls"}}, "expect": {"decision": "deny"}}"#,
+            "\n",
+        ),
+    )
+    .unwrap();
+    let out = palisade(&[
+        "test",
+        dir.path().to_str().unwrap(),
+        cases.to_str().unwrap(),
+    ]);
+    let stdout = text(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{stdout}{}", text(&out.stderr));
+    assert!(
+        stdout.contains("pass  rm is denied")
+            && stdout.contains("deny by shell-guard/pre-tool")
+            && stdout.contains("shell-guard deny"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("FAIL  wrongly expected")
+            && stdout.contains(r#"expected {"decision":"deny"}, got {"decision":"allow"}"#),
+        "{stdout}"
+    );
+    assert!(stdout.contains("cases: 1 passed, 1 failed"), "{stdout}");
+
+    // A malformed case names its line.
+    std::fs::write(&cases, "{\"name\": \"x\", \"point\": \"pre-tool\"}\n").unwrap();
+    let out = palisade(&[
+        "test",
+        dir.path().to_str().unwrap(),
+        cases.to_str().unwrap(),
+    ]);
+    assert!(!out.status.success());
+    assert!(
+        text(&out.stderr).contains("cases.jsonl:1: not a test case"),
+        "{}",
+        text(&out.stderr)
+    );
+}

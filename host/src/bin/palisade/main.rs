@@ -1,6 +1,7 @@
 //! `palisade`: check a plugin directory, run one dispatch, or see a demo.
 
 mod bridge;
+mod cases;
 mod check;
 mod demo;
 mod output;
@@ -64,6 +65,16 @@ enum Command {
     },
     /// Replay a bundled session through the bundled example plugins.
     Demo,
+    /// Run a plugin author's test cases: each line of CASES.jsonl is
+    /// {"name": "…", "point": "pre-tool", "input": {…}, "expect": {…}}, where `input` is what
+    /// `palisade run` takes and `expect` the fields its output must have. Prints pass/fail per
+    /// case with each hook's latency; exits 1 if any case fails.
+    Test {
+        /// The plugin directory.
+        dir: PathBuf,
+        /// The cases, one JSON object per line (`#` lines are comments).
+        cases: PathBuf,
+    },
     /// Claude Code's hook command: reads one hook event (JSON) on stdin, runs the plugins,
     /// answers in Claude Code's JSON. See `palisade install claude-code`.
     ClaudeCode(BridgeArgs),
@@ -173,6 +184,7 @@ fn main() -> ExitCode {
                 approve,
             } => replay::replay(&dir, &session, format, approve).await,
             Command::Demo => demo::demo().await,
+            Command::Test { dir, cases } => cases::test(&dir, &cases).await,
             Command::ClaudeCode(args) => {
                 bridge::bridge(palisade::bridge::Dialect::ClaudeCode, args.into()).await
             }

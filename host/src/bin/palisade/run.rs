@@ -134,10 +134,10 @@ pub async fn run(
     Ok(ExitCode::SUCCESS)
 }
 
-type Dispatch<'a> = std::pin::Pin<Box<dyn Future<Output = anyhow::Result<Value>> + 'a>>;
+pub type Dispatch<'a> = std::pin::Pin<Box<dyn Future<Output = anyhow::Result<Value>> + 'a>>;
 
 /// Parses the input of `point` and returns the dispatch to await.
-fn dispatch<'a>(
+pub fn dispatch<'a>(
     session: &'a Session,
     point: Point,
     text: &str,
