@@ -341,7 +341,7 @@ pub(crate) fn decode(
         } else {
             reason
         };
-        return Ok((blocking(point, request, reason, "exit-2"), notes));
+        return Ok((blocking(request, reason, "exit-2"), notes));
     }
     // Plain text is context where Claude Code makes it context, and ignored elsewhere.
     if !text.starts_with('{') {
@@ -351,7 +351,7 @@ pub(crate) fn decode(
             } else {
                 vec![text.to_string()]
             };
-        return Ok((plain(point, request, contexts), notes));
+        return Ok((plain(request, contexts), notes));
     }
     let answer: Answer = serde_json::from_str(text).map_err(|e| {
         invalid(format!(
@@ -381,7 +381,7 @@ pub(crate) fn decode(
             .stop_reason
             .clone()
             .unwrap_or_else(|| format!("`{hook_id}` stopped the agent"));
-        return Ok((blocking(point, request, message, "stop"), notes));
+        return Ok((blocking(request, message, "stop"), notes));
     }
     let block_reason = || {
         answer
@@ -409,7 +409,6 @@ pub(crate) fn decode(
                 .filter(|r| !r.trim().is_empty());
             match (point, permission) {
                 (_, Some(Permission::Deny)) => blocking(
-                    point,
                     request,
                     reason.unwrap_or_else(|| format!("denied by `{hook_id}`")),
                     "deny",
@@ -440,7 +439,7 @@ pub(crate) fn decode(
         Point::PromptSubmit | Point::PostTool | Point::TurnStopping
             if answer.decision == Some(LegacyDecision::Block) =>
         {
-            let mut response = blocking(point, request, block_reason(), "block");
+            let mut response = blocking(request, block_reason(), "block");
             if let Response::PostTool(d) = &mut response {
                 d.contexts = contexts;
             }
@@ -454,13 +453,13 @@ pub(crate) fn decode(
         {
             return refuse("decision");
         }
-        _ => plain(point, request, contexts),
+        _ => plain(request, contexts),
     };
     Ok((response, notes))
 }
 
 /// The answer of a hook that said nothing but (maybe) context.
-fn plain(point: Point, request: &Request, contexts: Vec<String>) -> Response {
+fn plain(request: &Request, contexts: Vec<String>) -> Response {
     match request {
         Request::SessionStart(_) => Response::SessionStart(contexts),
         Request::PromptSubmit(_) => Response::PromptSubmit(wit::PreStepDecision::Enter(contexts)),
@@ -468,11 +467,7 @@ fn plain(point: Point, request: &Request, contexts: Vec<String>) -> Response {
         Request::ToolGuard(_) => Response::ToolGuard(wit::GuardDecision::Abstain),
         Request::PostTool(..) => Response::PostTool(wit::PostToolDecision {
             action: wit::PostToolAction::Accept,
-            contexts: if point == Point::PostTool {
-                contexts
-            } else {
-                vec![]
-            },
+            contexts,
         }),
         Request::TurnStopping(_) => Response::TurnStopping(None),
         Request::ToolResult(..) | Request::Committed(_) | Request::ToolExecute(..) => {
@@ -483,7 +478,7 @@ fn plain(point: Point, request: &Request, contexts: Vec<String>) -> Response {
 
 /// The point's veto (deny, reject, block, steer) with `message`; nothing where the point has
 /// none.
-fn blocking(point: Point, request: &Request, message: String, code: &str) -> Response {
+fn blocking(request: &Request, message: String, code: &str) -> Response {
     let deny = || wit::Deny {
         reason_code: code.to_string(),
         message: message.clone(),
@@ -498,7 +493,7 @@ fn blocking(point: Point, request: &Request, message: String, code: &str) -> Res
             contexts: vec![],
         }),
         Request::TurnStopping(_) => Response::TurnStopping(Some(message.clone())),
-        _ => plain(point, request, vec![]),
+        _ => plain(request, vec![]),
     }
 }
 
