@@ -14,6 +14,9 @@ scripts/build-examples.sh
 # wasmtime for nothing.
 "${CARGO_TARGET_DIR:-$root/target}/debug/palisade" check example-plugins
 "${CARGO_TARGET_DIR:-$root/target}/debug/palisade" test example-plugins example-plugins/cases.jsonl
+for lang in rust python js c; do
+    "${CARGO_TARGET_DIR:-$root/target}/debug/palisade" test "example-plugins/languages/$lang" example-plugins/languages/cases.jsonl
+done
 passed=$(grep -oE 'test result: [a-zA-Z]+\. [0-9]+ passed' "$log" | awk '{n += $4} END {print n + 0}')
 failed=$(grep -oE '[0-9]+ failed;' "$log" | awk '{n += $1} END {print n + 0}')
 echo "tests: $passed passed, $failed failed"

@@ -31,3 +31,81 @@ if [ "$(installed @anthropic-ai/claude-code)" != "$CLAUDE_CODE_VERSION" ] || [ "
 fi
 echo "export PALISADE_CLAUDE=$agents/node_modules/.bin/claude"
 echo "export PALISADE_CODEX=$agents/node_modules/.bin/codex"
+
+# C guests: `wit-bindgen c` for the bindings and `wasm-tools component new` to make the
+# component, both from crates.io (only the features used, to keep the build short).
+WASM_TOOLS_VERSION=1.263.0
+WIT_BINDGEN_VERSION=0.63.0
+cargo_tools="$tools/cargo"
+if ! "$cargo_tools/bin/wasm-tools" --version 2>/dev/null | grep -q "$WASM_TOOLS_VERSION"; then
+    echo "installing wasm-tools $WASM_TOOLS_VERSION into $cargo_tools (a few minutes, once)" >&2
+    cargo install --quiet --locked --root "$cargo_tools" --no-default-features \
+        --features component,validate,print,parse "wasm-tools@$WASM_TOOLS_VERSION" >&2
+fi
+if ! "$cargo_tools/bin/wit-bindgen" --version 2>/dev/null | grep -q "$WIT_BINDGEN_VERSION"; then
+    echo "installing wit-bindgen-cli $WIT_BINDGEN_VERSION into $cargo_tools (a minute, once)" >&2
+    cargo install --quiet --locked --root "$cargo_tools" --no-default-features \
+        --features c,markdown "wit-bindgen-cli@$WIT_BINDGEN_VERSION" >&2
+fi
+# The WASI preview1 -> preview2 adapter that `wasm-tools component new` needs for a C module
+# that uses libc's I/O: the file the crates.io package wasi-preview1-component-adapter-provider
+# ships (a dependency of palisade, whose `palisade new --lang c` writes the same bytes).
+adapter="$tools/wasi_snapshot_preview1.reactor.wasm"
+if ! [ -f "$adapter" ]; then
+    provider="$(cargo metadata --quiet --format-version 1 --manifest-path "$root/Cargo.toml" | python3 -c '
+import json, os, sys
+for p in json.load(sys.stdin)["packages"]:
+    if p["name"] == "wasi-preview1-component-adapter-provider":
+        print(os.path.dirname(p["manifest_path"]))
+        break')"
+    cp "$provider/artefacts/wasi_snapshot_preview1.reactor.wasm" "$adapter"
+fi
+echo "export PALISADE_WASI_ADAPTER=$adapter"
+echo "export PALISADE_WASM_TOOLS=$cargo_tools/bin/wasm-tools"
+echo "export PALISADE_WIT_BINDGEN=$cargo_tools/bin/wit-bindgen"
+
+# ... and Debian's clang 19 with wasi-libc, unpacked into the build tree (no root needed:
+# `apt-get download` fetches the packages, `dpkg-deb -x` unpacks them). `target/tools/c/clang`
+# is a wrapper that finds the unpacked libraries, linker and sysroot.
+c_tools="$tools/c"
+c_packages=(clang-19 libclang-cpp19 libclang1-19 libllvm19 libclang-common-19-dev
+    libclang-rt-19-dev-wasm32 lld-19 llvm-19-linker-tools wasi-libc
+    libz3-4 libxml2 libicu72 libedit2 libbsd0 libmd0 libffi8)
+if ! [ -x "$c_tools/clang" ]; then
+    echo "installing clang 19 and wasi-libc (Debian packages) into $c_tools" >&2
+    if ! command -v apt-get >/dev/null || ! command -v dpkg-deb >/dev/null; then
+        echo "error: the C guests need clang 19 with the wasm32 runtime and wasi-libc; this script" >&2
+        echo "  fetches Debian's packages with apt-get, which this machine lacks. Install them" >&2
+        echo "  (or wasi-sdk) yourself and put a wrapper that runs clang for wasm32-wasi at $c_tools/clang." >&2
+        exit 1
+    fi
+    rm -rf "$c_tools" && mkdir -p "$c_tools/debs"
+    # apt warns that it downloads as root without its sandbox user: harmless here.
+    (cd "$c_tools/debs" && apt-get download -qq "${c_packages[@]}" 2>&1 \
+        | { grep -v '^W: Download is performed unsandboxed' >&2 || true; })
+    for deb in "$c_tools"/debs/*.deb; do dpkg-deb -x "$deb" "$c_tools"; done
+    rm -rf "$c_tools/debs"
+    libs=$(cd "$c_tools" && for d in usr/lib/*-linux-gnu; do printf '%s' "\$here/$d:"; done)
+    cat > "$c_tools/clang" <<WRAPPER
+#!/bin/sh
+# clang 19 for wasm32-wasi, unpacked by scripts/tools.sh.
+here="\$(cd "\$(dirname "\$0")" && pwd)"
+PATH="\$here/usr/bin:\$PATH" LD_LIBRARY_PATH="$libs\${LD_LIBRARY_PATH:-}" \\
+    exec "\$here/usr/bin/clang-19" --target=wasm32-wasi --sysroot="\$here/usr" "\$@"
+WRAPPER
+    chmod +x "$c_tools/clang"
+fi
+echo "export PALISADE_CLANG=$c_tools/clang"
+
+# JavaScript guests: the componentize-js CLI (jco's engine; `jco componentize` itself fails
+# on this machine, see docs/languages/javascript.md).
+COMPONENTIZE_JS_VERSION=0.23.0
+js="$tools/js"
+if [ "$(node -e "process.stdout.write(require('$js/node_modules/@bytecodealliance/componentize-js/package.json').version)" 2>/dev/null)" != "$COMPONENTIZE_JS_VERSION" ]; then
+    echo "installing componentize-js $COMPONENTIZE_JS_VERSION into $js" >&2
+    mkdir -p "$js"
+    [ -f "$js/package.json" ] || echo '{"private": true}' > "$js/package.json"
+    npm install --prefix "$js" --no-audit --no-fund --loglevel=error \
+        "@bytecodealliance/componentize-js@$COMPONENTIZE_JS_VERSION" >&2
+fi
+echo "export PALISADE_COMPONENTIZE_JS=$js/node_modules/.bin/componentize-js"

@@ -525,3 +525,79 @@ fn walk(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
     }
     out
 }
+
+#[test]
+fn a_component_that_starts_over_its_memory_cap_is_refused_at_load() {
+    let dir = PluginDir::new();
+    // A Rust guest starts with its 1 MiB stack and data: more than 1 MiB.
+    dir.scripted("p", &format!("[limits]\nmemory_mb = 1\n{PRE_TOOL_GUARD}"));
+    let problem = only_problem(&dir);
+    assert_eq!(
+        problem.field.as_deref(),
+        Some("limits.memory_mb"),
+        "{problem}"
+    );
+    assert!(
+        problem
+            .message
+            .contains("starts with 2 MiB of linear memory, over the 1 MiB cap"),
+        "{problem}"
+    );
+    assert!(
+        problem
+            .fix
+            .as_deref()
+            .is_some_and(|f| f.contains("at least 3")),
+        "{problem}"
+    );
+    // With room, it loads.
+    let dir = PluginDir::new();
+    dir.scripted("p", &format!("[limits]\nmemory_mb = 3\n{PRE_TOOL_GUARD}"));
+    Host::new().unwrap().load_dir(dir.path()).unwrap();
+}
+
+#[test]
+fn compiling_is_reported_on_a_cache_miss_only() {
+    use palisade::CompileProgress;
+    use std::sync::{Arc, Mutex};
+    let dir = PluginDir::new();
+    dir.scripted("p", PRE_TOOL_GUARD);
+    let cache = tempfile::tempdir().unwrap();
+    let load = || {
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let sink = seen.clone();
+        let host = Host::builder()
+            .cache_dir(cache.path())
+            .on_compile(Arc::new(move |event: &CompileProgress| {
+                sink.lock().unwrap().push(event.clone())
+            }))
+            .build()
+            .unwrap();
+        host.load_dir(dir.path()).unwrap();
+        std::mem::take(&mut *seen.lock().unwrap())
+    };
+    let bytes = scripted_wasm().len() as u64;
+    let first = load();
+    assert_eq!(first.len(), 2, "{first:?}");
+    assert_eq!(
+        first[0],
+        CompileProgress::Started {
+            plugin: "p".into(),
+            bytes
+        }
+    );
+    assert!(
+        matches!(&first[1], CompileProgress::Finished { plugin, ok: true, bytes: b, .. } if plugin == "p" && *b == bytes),
+        "{first:?}"
+    );
+    assert_eq!(load(), vec![], "a cache hit compiles nothing");
+}
+
+#[test]
+fn a_plugin_folder_loads_as_a_directory_of_itself() {
+    let dir = PluginDir::new();
+    let folder = dir.scripted("p", PRE_TOOL_GUARD);
+    let plugins = Host::new().unwrap().load_dir(&folder).unwrap();
+    let names: Vec<&str> = plugins.iter().map(|p| p.name()).collect();
+    assert_eq!(names, ["p"]);
+}

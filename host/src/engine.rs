@@ -47,6 +47,7 @@ pub(crate) struct HostInner {
     pub sink: Option<Arc<dyn EventSink>>,
     pub background_queue: usize,
     pub cache: Option<crate::cache::Cache>,
+    pub on_compile: Option<CompileObserver>,
     stop_ticker: Arc<AtomicBool>,
 }
 
@@ -61,7 +62,37 @@ pub struct HostBuilder {
     sink: Option<Arc<dyn EventSink>>,
     background_queue: usize,
     cache_dir: Option<std::path::PathBuf>,
+    on_compile: Option<CompileObserver>,
 }
+
+/// What the host reports when it compiles a component, that is when the component is not in
+/// the cache yet. A large component (a Python or JavaScript interpreter inside, 12–18 MB)
+/// takes seconds, so a tool shows progress; loads from the cache report nothing.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum CompileProgress {
+    /// Compiling `plugin`'s component, of `bytes` bytes, has started.
+    Started {
+        /// The plugin's name.
+        plugin: String,
+        /// The component's size.
+        bytes: u64,
+    },
+    /// It has ended.
+    Finished {
+        /// The plugin's name.
+        plugin: String,
+        /// The component's size.
+        bytes: u64,
+        /// How long it took.
+        took: Duration,
+        /// Whether it compiled (a failure is reported as a load problem too).
+        ok: bool,
+    },
+}
+
+/// Receives [`CompileProgress`], from the threads that load plugins (in parallel).
+pub type CompileObserver = Arc<dyn Fn(&CompileProgress) + Send + Sync>;
 
 impl Default for HostBuilder {
     fn default() -> Self {
@@ -69,6 +100,7 @@ impl Default for HostBuilder {
             sink: None,
             background_queue: crate::session::DEFAULT_BACKGROUND_QUEUE,
             cache_dir: None,
+            on_compile: None,
         }
     }
 }
@@ -100,6 +132,12 @@ impl HostBuilder {
     /// configuration and digest (see the cache's module docs for how entries are sealed).
     pub fn cache_dir(mut self, dir: impl Into<std::path::PathBuf>) -> Self {
         self.cache_dir = Some(dir.into());
+        self
+    }
+
+    /// Calls `observer` when a component starts and ends compiling (cache misses only).
+    pub fn on_compile(mut self, observer: CompileObserver) -> Self {
+        self.on_compile = Some(observer);
         self
     }
 
@@ -148,6 +186,7 @@ impl HostBuilder {
                 sink: self.sink,
                 background_queue: self.background_queue,
                 cache,
+                on_compile: self.on_compile,
                 stop_ticker,
             }),
         })

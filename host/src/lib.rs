@@ -46,7 +46,7 @@ mod sandbox;
 mod session;
 mod types;
 
-pub use engine::{EPOCH_TICK, Host, HostBuilder};
+pub use engine::{CompileObserver, CompileProgress, EPOCH_TICK, Host, HostBuilder};
 pub use error::{Error, Problem};
 pub use events::{Event, EventKind, EventSink, JsonlSink};
 pub use failure::{Failure, FailureReason};

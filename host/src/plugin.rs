@@ -7,7 +7,7 @@
 //! Registration order — the tie-breaker after priority — is deterministic: plugins sorted by
 //! name, then hooks in manifest order.
 
-use crate::engine::Host;
+use crate::engine::{CompileProgress, Host};
 use crate::error::{Error, Problem};
 use crate::external::External;
 use crate::manifest::{self, HookSpec, MANIFEST_FILE, Manifest, RuntimeSpec};
@@ -216,27 +216,42 @@ impl Host {
     }
 
     fn load(&self, dir: &Path, points: Option<&[Point]>) -> Result<Plugins, Error> {
-        let root =
-            Dir::open_ambient_dir(dir, ambient_authority()).map_err(|source| Error::Directory {
-                path: dir.to_path_buf(),
-                source,
-            })?;
-        let mut names: Vec<String> = Vec::new();
-        for entry in root.entries().map_err(|source| Error::Directory {
+        let directory_error = |source| Error::Directory {
             path: dir.to_path_buf(),
             source,
-        })? {
-            let entry = entry.map_err(|source| Error::Directory {
-                path: dir.to_path_buf(),
-                source,
-            })?;
+        };
+        // A plugin's own folder (it has a `plugin.toml`) loads as a directory of that one
+        // plugin: `palisade check .` in a plugin being written.
+        if dir.join(MANIFEST_FILE).is_file() {
+            let dir = dir.canonicalize().map_err(directory_error)?;
+            if let (Some(parent), Some(name)) = (dir.parent(), dir.file_name()) {
+                let root =
+                    Dir::open_ambient_dir(parent, ambient_authority()).map_err(directory_error)?;
+                let names = vec![name.to_string_lossy().into_owned()];
+                return self.load_folders(parent, &root, names, points);
+            }
+        }
+        let root = Dir::open_ambient_dir(dir, ambient_authority()).map_err(directory_error)?;
+        let mut names: Vec<String> = Vec::new();
+        for entry in root.entries().map_err(directory_error)? {
+            let entry = entry.map_err(directory_error)?;
             let name = entry.file_name().to_string_lossy().into_owned();
             if !name.starts_with('.') && entry.file_type().is_ok_and(|t| t.is_dir()) {
                 names.push(name);
             }
         }
         names.sort();
+        self.load_folders(dir, &root, names, points)
+    }
 
+    /// Loads the plugin folders `names` of `dir` (opened as `root`).
+    fn load_folders(
+        &self,
+        dir: &Path,
+        root: &Dir,
+        names: Vec<String>,
+        points: Option<&[Point]>,
+    ) -> Result<Plugins, Error> {
         let mut problems = Vec::new();
         let mut skipped = Vec::new();
         // Manifests first (cheap), in name order.
@@ -473,13 +488,33 @@ impl Host {
             return None;
         }
         let engine = &self.inner.engine;
-        let read = || plugin_dir.read(wasm_rel);
+        // The bytes are read only to compile (a cache hit maps the compiled code instead):
+        // that is when compiling starts.
+        let started = std::cell::Cell::new(None);
+        let read = || {
+            started.set(Some(std::time::Instant::now()));
+            if let Some(observer) = &self.inner.on_compile {
+                observer(&CompileProgress::Started {
+                    plugin: manifest.name.clone(),
+                    bytes: size as u64,
+                });
+            }
+            plugin_dir.read(wasm_rel)
+        };
         let compiled = match &self.inner.cache {
             Some(cache) => cache.load(engine, &sha256, read),
             None => read()
                 .map_err(wasmtime::Error::from)
                 .and_then(|bytes| Component::from_binary(engine, &bytes)),
         };
+        if let (Some(observer), Some(at)) = (&self.inner.on_compile, started.get()) {
+            observer(&CompileProgress::Finished {
+                plugin: manifest.name.clone(),
+                bytes: size as u64,
+                took: at.elapsed(),
+                ok: compiled.is_ok(),
+            });
+        }
         let component = match compiled {
             Ok(c) => c,
             Err(err) => {
@@ -490,6 +525,10 @@ impl Host {
                 return None;
             }
         };
+        if let Some(problem) = starts_within_limits(&component, manifest, manifest_path, wasm) {
+            problems.push(problem);
+            return None;
+        }
         let pre = match self.inner.linker.instantiate_pre(&component) {
             Ok(pre) => pre,
             Err(err) => {
@@ -609,6 +648,60 @@ fn scan(file: &std::fs::File) -> std::io::Result<String> {
 fn is_escape(err: &std::io::Error) -> bool {
     // cap-std reports an escape attempt with this message.
     err.to_string().contains("outside of the filesystem")
+}
+
+/// A component whose initial linear memory (or table) is over a hook's cap could never be
+/// instantiated: every call would fail with `memory-limit`. Said at load instead, with the
+/// size to set. (An interpreter built into a Python or JavaScript component starts with tens
+/// of MiB.)
+fn starts_within_limits(
+    component: &Component,
+    manifest: &Manifest,
+    manifest_path: &Path,
+    wasm: &str,
+) -> Option<Problem> {
+    const PAGE: u64 = 64 * 1024;
+    const MIB: u64 = 1024 * 1024;
+    let needed = component.resources_required()?;
+    let initial = needed.max_initial_memory_size.unwrap_or(0) * PAGE;
+    let (hook, cap) = manifest
+        .hooks
+        .iter()
+        .map(|h| (h, h.limits.memory_bytes as u64))
+        .min_by_key(|(_, cap)| *cap)?;
+    if initial > cap {
+        let at_least = initial.div_ceil(MIB);
+        return Some(
+            Problem::new(
+                manifest_path,
+                format!(
+                    "`{wasm}` starts with {at_least} MiB of linear memory, over the {} MiB cap of \
+                     its `{}` hook: it could never be instantiated",
+                    cap / MIB,
+                    hook.point
+                ),
+            )
+            .field("limits.memory_mb")
+            .fix(format!(
+                "set `memory_mb` to at least {} (its start plus room to grow)",
+                at_least + at_least / 2
+            )),
+        );
+    }
+    let table = needed.max_initial_table_size.unwrap_or(0);
+    if table > crate::sandbox::MAX_TABLE_ELEMENTS as u64 {
+        return Some(
+            Problem::new(
+                manifest_path,
+                format!(
+                    "`{wasm}` starts with a table of {table} elements, over the host's cap of {}",
+                    crate::sandbox::MAX_TABLE_ELEMENTS
+                ),
+            )
+            .fix("build the component with a smaller function table"),
+        );
+    }
+    None
 }
 
 /// Tells a core module, a component and something else apart before compiling, for a clear

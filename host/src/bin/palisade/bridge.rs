@@ -41,7 +41,7 @@ pub async fn bridge(dialect: Dialect, options: Options) -> anyhow::Result<ExitCo
         .and_then(Value::as_str)
         .unwrap_or("")
         .to_string();
-    let mut builder = crate::host_builder();
+    let mut builder = crate::quiet_host_builder();
     if let Some(path) = &options.audit_log {
         match JsonlSink::open(path) {
             Ok(sink) => builder = builder.event_sink(Arc::new(sink) as Arc<dyn EventSink>),

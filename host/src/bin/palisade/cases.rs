@@ -23,6 +23,10 @@ struct Case {
     /// The expected output, as `palisade run` prints it: every field given must match (objects
     /// match field by field, so `{"decision": "deny"}` accepts any deny).
     expect: Value,
+    /// Lines the plugins must log during the case (what an observer shows): each must be part
+    /// of one logged line, written `plugin: message` (`"tool-tally: call 1"` or just `"call 1"`).
+    #[serde(default)]
+    logs: Vec<String>,
 }
 
 /// Keeps the hook events of the case being run.
@@ -143,7 +147,40 @@ pub async fn test(dir: &Path, cases: &Path) -> anyhow::Result<ExitCode> {
                 continue;
             }
         };
-        if matches(&case.expect, &output) {
+        let logged: Vec<String> = events
+            .iter()
+            .filter_map(|e| match &e.kind {
+                EventKind::PluginLog { message, .. } => Some(format!("{}: {message}", e.plugin)),
+                _ => None,
+            })
+            .collect();
+        let missing: Vec<&String> = case
+            .logs
+            .iter()
+            .filter(|want| !logged.iter().any(|line| line.contains(want.as_str())))
+            .collect();
+        if !missing.is_empty() {
+            failed += 1;
+            println!(
+                "FAIL  {:width$}  {point}: expected a log line with {}, the plugins logged {} ({})",
+                case.name,
+                missing
+                    .iter()
+                    .map(|m| format!("{m:?}"))
+                    .collect::<Vec<_>>()
+                    .join(" and "),
+                if logged.is_empty() {
+                    "nothing".to_string()
+                } else {
+                    logged
+                        .iter()
+                        .map(|l| format!("{l:?}"))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                },
+                hooks(&events)
+            );
+        } else if matches(&case.expect, &output) {
             passed += 1;
             println!(
                 "pass  {:width$}  {point}: {} in {} µs ({})",

@@ -4,7 +4,9 @@ mod bridge;
 mod cases;
 mod check;
 mod demo;
+mod new;
 mod output;
+mod progress;
 mod replay;
 mod run;
 
@@ -75,6 +77,15 @@ enum Command {
         /// The cases, one JSON object per line (`#` lines are comments).
         cases: PathBuf,
     },
+    /// Create a plugin folder that builds and passes `check` and `test` as generated: a
+    /// pre-tool guard, its manifest, build script, test cases and the WIT contract.
+    New {
+        /// The folder to create; its last part is the plugin's name (e.g. `my-guard`).
+        path: PathBuf,
+        /// The language of the hook.
+        #[arg(long, value_enum, default_value = "rust")]
+        lang: new::Lang,
+    },
     /// Claude Code's hook command: reads one hook event (JSON) on stdin, runs the plugins,
     /// answers in Claude Code's JSON. See `palisade install claude-code`.
     ClaudeCode(BridgeArgs),
@@ -134,8 +145,14 @@ pub fn cache_dir() -> Option<PathBuf> {
     }
 }
 
-/// A host builder with the compiled-component cache of [`cache_dir`].
+/// A host builder with the compiled-component cache of [`cache_dir`], that shows progress
+/// while components compile.
 pub fn host_builder() -> palisade::HostBuilder {
+    quiet_host_builder().on_compile(progress::observer())
+}
+
+/// [`host_builder`] without progress: for the bridges, whose stderr belongs to the agent.
+pub fn quiet_host_builder() -> palisade::HostBuilder {
     let builder = palisade::Host::builder();
     match cache_dir() {
         Some(dir) => builder.cache_dir(dir),
@@ -185,6 +202,7 @@ fn main() -> ExitCode {
             } => replay::replay(&dir, &session, format, approve).await,
             Command::Demo => demo::demo().await,
             Command::Test { dir, cases } => cases::test(&dir, &cases).await,
+            Command::New { path, lang } => new::new(&path, lang).map(|()| ExitCode::SUCCESS),
             Command::ClaudeCode(args) => {
                 bridge::bridge(palisade::bridge::Dialect::ClaudeCode, args.into()).await
             }

@@ -1,0 +1,44 @@
+// tool-tally in C (wit-bindgen c + clang + wasi-libc): an observer that counts a session's
+// tool calls and failed results and logs each one. Written in Rust, Python and JavaScript
+// beside this one, with the same log lines (example-plugins/languages/cases.jsonl checks them).
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "tool_tally.h"
+
+// Per session: the manifest asks for a `per-session` instance.
+static unsigned calls, results, failed;
+
+static void info(const char *format, ...) __attribute__((format(printf, 1, 2)));
+static void info(const char *format, ...) {
+  char line[512];
+  va_list args;
+  va_start(args, format);
+  vsnprintf(line, sizeof line, format, args);
+  va_end(args);
+  tool_tally_string_t message;
+  tool_tally_string_set(&message, line);
+  palisade_hooks_host_log(PALISADE_HOOKS_HOST_LEVEL_INFO, &message);
+}
+
+void exports_palisade_hooks_pre_tool_on_pre_tool(
+    exports_palisade_hooks_pre_tool_tool_call_t *call,
+    exports_palisade_hooks_pre_tool_pre_tool_decision_t *ret) {
+  calls++;
+  info("call %u: %.*s", calls, (int)call->name.len, (const char *)call->name.ptr);
+  ret->tag = PALISADE_HOOKS_TYPES_PRE_TOOL_DECISION_ALLOW;
+  exports_palisade_hooks_pre_tool_tool_call_free(call);
+}
+
+void exports_palisade_hooks_tool_result_on_tool_result(
+    exports_palisade_hooks_tool_result_tool_call_t *call,
+    exports_palisade_hooks_tool_result_tool_outcome_t *outcome) {
+  results++;
+  if (outcome->is_error) failed++;
+  info("result %u: %.*s %s, %u failed so far", results, (int)call->name.len,
+       (const char *)call->name.ptr, outcome->is_error ? "failed" : "ok", failed);
+  exports_palisade_hooks_tool_result_tool_call_free(call);
+  exports_palisade_hooks_tool_result_tool_outcome_free(outcome);
+}

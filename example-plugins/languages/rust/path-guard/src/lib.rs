@@ -1,0 +1,76 @@
+//! `path-guard` in Rust. The same plugin is written in Python, JavaScript and C beside this
+//! one (`example-plugins/languages/`), and `cases.jsonl` there expects the same decisions of
+//! all four.
+//!
+//! Every string of a tool call's arguments (keys and values) is checked against the patterns
+//! of `[config]` (plain substrings): strings that contain an `except` pattern are skipped; the
+//! first `deny` pattern (in the order of the list) that a remaining string contains denies the
+//! call (`protected-path`); failing that, the first `ask` pattern found asks the user.
+
+use palisade_sdk::{Deny, PreTool, PreToolDecision, ToolCall, export};
+use serde_json::{Value, json};
+
+/// Every string of `value`, keys included.
+fn strings(value: &Value, out: &mut Vec<String>) {
+    match value {
+        Value::String(s) => out.push(s.clone()),
+        Value::Array(items) => items.iter().for_each(|v| strings(v, out)),
+        Value::Object(fields) => {
+            for (key, v) in fields {
+                out.push(key.clone());
+                strings(v, out);
+            }
+        }
+        _ => {}
+    }
+}
+
+/// The first pattern of `patterns` that one of `strings` contains.
+fn found<'a>(patterns: &'a [String], strings: &[&String]) -> Option<&'a str> {
+    patterns
+        .iter()
+        .map(String::as_str)
+        .find(|p| !p.is_empty() && strings.iter().any(|s| s.contains(p)))
+}
+
+struct PathGuard;
+
+impl PreTool for PathGuard {
+    fn on_pre_tool(call: ToolCall) -> PreToolDecision {
+        let deny: Vec<String> = palisade_sdk::config("deny").unwrap_or_default();
+        let ask: Vec<String> = palisade_sdk::config("ask").unwrap_or_default();
+        let except: Vec<String> = palisade_sdk::config("except").unwrap_or_default();
+        let mut all = Vec::new();
+        strings(&call.args(), &mut all);
+        let checked: Vec<&String> = all
+            .iter()
+            .filter(|s| {
+                !except
+                    .iter()
+                    .any(|e| !e.is_empty() && s.contains(e.as_str()))
+            })
+            .collect();
+        if let Some(pattern) = found(&deny, &checked) {
+            return PreToolDecision::Deny(
+                Deny::new(
+                    "protected-path",
+                    format!(
+                        "Refused: {} would touch a protected path (\"{pattern}\"). Work without \
+                         it, or ask the user to change path-guard's deny list.",
+                        call.name
+                    ),
+                )
+                .with_payload(&json!({ "pattern": pattern })),
+            );
+        }
+        if let Some(pattern) = found(&ask, &checked) {
+            return PreToolDecision::ask(format!(
+                "{} would touch \"{pattern}\"; allow it?",
+                call.name
+            ));
+        }
+        PreToolDecision::Allow
+    }
+}
+
+export!(PathGuard: PreTool);

@@ -1,0 +1,11 @@
+#!/usr/bin/env bash
+# Builds {{snake}}.wasm: a Rust cdylib for wasm32-wasip2 is a component.
+set -euo pipefail
+cd "$(dirname "$0")"
+if ! rustup target list --installed 2>/dev/null | grep -qx wasm32-wasip2; then
+    echo "adding the wasm32-wasip2 target (rustup target add wasm32-wasip2)" >&2
+    rustup target add wasm32-wasip2
+fi
+cargo build --quiet --release --target wasm32-wasip2
+cp target/wasm32-wasip2/release/{{snake}}.wasm .
+echo "built {{snake}}.wasm" >&2

@@ -1,0 +1,232 @@
+//! The four-language examples (`example-plugins/languages/`): path-guard and tool-tally written
+//! in Rust, Python, JavaScript and C, each built from source here with its language's own
+//! toolchain, must all pass the same cases (`cases.jsonl`: the same decisions, messages and
+//! log lines).
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+fn workspace() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .unwrap()
+        .to_path_buf()
+}
+
+/// A tool the build needs: `$var`, else the copy `scripts/tools.sh` installs at `installed`
+/// (relative to the workspace). Panics, saying how to install it, when neither exists.
+fn tool(var: &str, installed: &str, what: &str) -> PathBuf {
+    let path = std::env::var_os(var)
+        .map(PathBuf::from)
+        .unwrap_or_else(|| workspace().join(installed));
+    assert!(
+        path.exists(),
+        "{what} is not installed (looked at {}). Run `scripts/tools.sh`, which installs it into \
+         target/tools, or set {var} to its path.",
+        path.display()
+    );
+    path
+}
+
+/// The environment the build scripts of `lang` read their tools from.
+fn toolchain(lang: &str) -> Vec<(&'static str, PathBuf)> {
+    let tools: &[(&str, &str, &str, &str)] = match lang {
+        "python" => &[(
+            "COMPONENTIZE_PY",
+            "PALISADE_COMPONENTIZE_PY",
+            "target/tools/venv/bin/componentize-py",
+            "componentize-py",
+        )],
+        "js" => &[(
+            "COMPONENTIZE_JS",
+            "PALISADE_COMPONENTIZE_JS",
+            "target/tools/js/node_modules/.bin/componentize-js",
+            "componentize-js",
+        )],
+        "c" => &[
+            (
+                "CLANG",
+                "PALISADE_CLANG",
+                "target/tools/c/clang",
+                "clang 19 with wasi-libc",
+            ),
+            (
+                "WIT_BINDGEN",
+                "PALISADE_WIT_BINDGEN",
+                "target/tools/cargo/bin/wit-bindgen",
+                "wit-bindgen-cli",
+            ),
+            (
+                "WASM_TOOLS",
+                "PALISADE_WASM_TOOLS",
+                "target/tools/cargo/bin/wasm-tools",
+                "wasm-tools",
+            ),
+            (
+                "WASI_ADAPTER",
+                "PALISADE_WASI_ADAPTER",
+                "target/tools/wasi_snapshot_preview1.reactor.wasm",
+                "the WASI preview1 reactor adapter",
+            ),
+        ],
+        _ => &[],
+    };
+    tools
+        .iter()
+        .map(|(name, var, installed, what)| (*name, tool(var, installed, what)))
+        .collect()
+}
+
+/// Builds the plugins of `lang` into a fresh plugin directory with the language's build.sh.
+fn build(lang: &str) -> tempfile::TempDir {
+    let out = tempfile::tempdir().unwrap();
+    let script = workspace().join(format!("example-plugins/languages/{lang}/build.sh"));
+    let mut command = Command::new("bash");
+    command.arg(&script).arg(out.path());
+    command.envs(toolchain(lang));
+    let output = command.output().expect("bash runs");
+    assert!(
+        output.status.success(),
+        "{} failed:\n{}{}",
+        script.display(),
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    out
+}
+
+/// Builds `lang`'s plugins and runs the shared cases against them with `palisade test`.
+fn passes_the_shared_cases(lang: &str) {
+    let dir = build(lang);
+    for plugin in ["path-guard", "tool-tally"] {
+        assert!(
+            dir.path().join(plugin).join("plugin.toml").exists(),
+            "{lang}: {plugin} was not built"
+        );
+    }
+    let cases = workspace().join("example-plugins/languages/cases.jsonl");
+    let output = Command::new(env!("CARGO_BIN_EXE_palisade"))
+        .arg("test")
+        .arg(dir.path())
+        .arg(&cases)
+        .output()
+        .expect("palisade runs");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success(),
+        "{lang}: the shared cases fail:\n{stdout}{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let expected = std::fs::read_to_string(&cases)
+        .unwrap()
+        .lines()
+        .filter(|l| l.starts_with('{'))
+        .count();
+    assert!(
+        stdout.contains(&format!("cases: {expected} passed, 0 failed")),
+        "{lang}: not every case ran:\n{stdout}"
+    );
+}
+
+#[test]
+fn rust_examples_pass_the_shared_cases() {
+    passes_the_shared_cases("rust");
+}
+
+#[test]
+fn python_examples_pass_the_shared_cases() {
+    passes_the_shared_cases("python");
+}
+
+#[test]
+fn javascript_examples_pass_the_shared_cases() {
+    passes_the_shared_cases("js");
+}
+
+#[test]
+fn c_examples_pass_the_shared_cases() {
+    passes_the_shared_cases("c");
+}
+
+/// `palisade new NAME --lang LANG` in a fresh folder, then its own build.sh, `palisade check .`
+/// and `palisade test . cases.jsonl`, as its README says.
+fn scaffold_builds_and_passes(lang: &str) {
+    let parent = tempfile::tempdir().unwrap();
+    let name = format!("my-{lang}-guard");
+    let palisade = env!("CARGO_BIN_EXE_palisade");
+    let run = |cmd: &mut Command, what: &str| -> String {
+        let output = cmd.output().unwrap_or_else(|e| panic!("{what}: {e}"));
+        let said = format!(
+            "{}{}",
+            String::from_utf8_lossy(&output.stdout),
+            String::from_utf8_lossy(&output.stderr)
+        );
+        assert!(output.status.success(), "{lang}: {what} failed:\n{said}");
+        said
+    };
+    let said = run(
+        Command::new(palisade)
+            .args(["new", &name, "--lang", lang])
+            .current_dir(parent.path()),
+        "palisade new",
+    );
+    assert!(said.contains("./build.sh"), "{said}");
+    let folder = parent.path().join(&name);
+    let mut build = Command::new(folder.join("build.sh"));
+    build.envs(toolchain(lang));
+    if lang == "rust" {
+        // The generated crate is its own workspace, with its own target directory.
+        build.env_remove("CARGO_TARGET_DIR");
+    }
+    run(build.current_dir(&folder), "build.sh");
+    let snake = name.replace('-', "_");
+    assert!(folder.join(format!("{snake}.wasm")).exists());
+    let said = run(
+        Command::new(palisade)
+            .args(["check", "."])
+            .current_dir(&folder),
+        "palisade check .",
+    );
+    assert!(said.contains("ok: 1 plugin, 1 hook on 1 point"), "{said}");
+    let said = run(
+        Command::new(palisade)
+            .args(["test", ".", "cases.jsonl"])
+            .current_dir(&folder),
+        "palisade test . cases.jsonl",
+    );
+    assert!(said.contains("cases: 3 passed, 0 failed"), "{said}");
+    // A changed policy is caught by the generated cases: they can fail.
+    let manifest = folder.join("plugin.toml");
+    let text = std::fs::read_to_string(&manifest).unwrap();
+    std::fs::write(&manifest, text.replace("\"rm -rf /\", ", "")).unwrap();
+    let output = Command::new(palisade)
+        .args(["test", ".", "cases.jsonl"])
+        .current_dir(&folder)
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        !output.status.success() && said.contains("FAIL  a blocked command is denied"),
+        "{said}"
+    );
+}
+
+#[test]
+fn palisade_new_rust_builds_and_passes_check_and_test() {
+    scaffold_builds_and_passes("rust");
+}
+
+#[test]
+fn palisade_new_python_builds_and_passes_check_and_test() {
+    scaffold_builds_and_passes("python");
+}
+
+#[test]
+fn palisade_new_js_builds_and_passes_check_and_test() {
+    scaffold_builds_and_passes("js");
+}
+
+#[test]
+fn palisade_new_c_builds_and_passes_check_and_test() {
+    scaffold_builds_and_passes("c");
+}
