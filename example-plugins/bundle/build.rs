@@ -3,14 +3,19 @@
 use palisade_guest_build::{Guest, build, workspace_root};
 use std::fmt::Write as _;
 
-/// The Rust example plugins: (folder under example-plugins/, cargo package).
+/// The Rust example plugins (folder under example-plugins/ = cargo package).
 const EXAMPLES: &[&str] = &[
     "shell-guard",
     "secret-guard",
     "audit-log",
     "retry",
     "timeout",
+    "bash-budget",
 ];
+
+/// Those that `install` leaves out (the demo's set is the first five): built for the tests
+/// that need them by name.
+const ON_REQUEST: &[&str] = &["bash-budget"];
 
 fn main() {
     let root = workspace_root();
@@ -36,9 +41,10 @@ fn main() {
         writeln!(
             code,
             "    Example {{ name: {name:?}, manifest: include_str!({m:?}), wasm_file: {wasm_file:?}, \
-             wasm: include_bytes!({w:?}), wasm_path: {w:?} }},",
+             wasm: include_bytes!({w:?}), wasm_path: {w:?}, installed: {installed} }},",
             m = manifest.display().to_string(),
             w = built.wasm.display().to_string(),
+            installed = !ON_REQUEST.contains(name),
         )
         .unwrap();
     }

@@ -54,6 +54,38 @@ pub struct Reply {
 }
 
 impl Reply {
+    /// The same answer for an HTTP hook (Claude Code's `"type": "http"`), which has no exit
+    /// status: the agent reads a 2xx body as a command's stdout (an empty body: nothing to
+    /// say) and anything else as a non-blocking error. So a blocking error (exit 2) becomes
+    /// the event's own blocking answer with the reason — a deny at `PreToolUse`, a block
+    /// elsewhere — and a non-blocking one (exit 1) a 500 with the message.
+    pub fn http(&self, event: &str) -> (u16, Option<Value>) {
+        match self.exit_code {
+            0 => (200, self.stdout.clone()),
+            2 => {
+                let reason = self
+                    .stderr
+                    .clone()
+                    .unwrap_or_else(|| "palisade: blocked".into());
+                let answer = match event {
+                    "PreToolUse" => hook_specific(
+                        event,
+                        Map::from_iter([
+                            ("permissionDecision".into(), "deny".into()),
+                            ("permissionDecisionReason".into(), reason.into()),
+                        ]),
+                    ),
+                    _ => json!({ "decision": "block", "reason": reason }),
+                };
+                (200, Some(answer))
+            }
+            _ => (
+                500,
+                Some(json!({ "error": self.stderr.clone().unwrap_or_default() })),
+            ),
+        }
+    }
+
     fn nothing() -> Reply {
         Reply {
             stdout: None,
@@ -122,9 +154,22 @@ fn text<'a>(input: &'a Value, field: &str) -> Option<&'a str> {
     input.get(field).and_then(Value::as_str)
 }
 
-/// Handles one hook event of `dialect` with `plugins`. `input` is the JSON the agent wrote
-/// to the hook's stdin.
+/// Handles one hook event of `dialect` with `plugins`, in a session of its own (the agent's
+/// `session_id`) that ends with the event: what a process per event can do. `input` is the
+/// JSON the agent wrote to the hook's stdin.
 pub async fn handle(plugins: &Plugins, dialect: Dialect, input: &Value) -> Reply {
+    let session_id = text(input, "session_id").unwrap_or("unknown-session");
+    let session = plugins.session(session_id);
+    let reply = handle_in(&session, dialect, input).await;
+    // Observers run in the session's tasks; the process must not exit before they are done.
+    session.drain_background().await;
+    reply
+}
+
+/// Handles one hook event in `session`, which the caller keeps across the events of one agent
+/// session (so per-session plugin instances keep their state): a long-running server.
+/// Background hooks go on after it returns, in the session's tasks.
+pub async fn handle_in(session: &crate::Session, dialect: Dialect, input: &Value) -> Reply {
     let Some(event) = text(input, "hook_event_name") else {
         return failure(
             "",
@@ -132,19 +177,18 @@ pub async fn handle(plugins: &Plugins, dialect: Dialect, input: &Value) -> Reply
         );
     };
     let session_id = text(input, "session_id").unwrap_or("unknown-session");
-    let session = plugins.session(session_id);
     let mut reply = match event {
-        "SessionStart" => session_start(&session, input).await,
-        "UserPromptSubmit" => prompt_submit(&session, input).await,
+        "SessionStart" => session_start(session, input).await,
+        "UserPromptSubmit" => prompt_submit(session, input).await,
         "PreToolUse" => match tool_call(input) {
-            Ok(call) => pre_tool(&session, dialect, &call).await,
+            Ok(call) => pre_tool(session, dialect, &call).await,
             Err(why) => failure(event, &why),
         },
         "PostToolUse" => match tool_call(input) {
-            Ok(call) => post_tool(&session, input, &call).await,
+            Ok(call) => post_tool(session, input, &call).await,
             Err(why) => failure(event, &why),
         },
-        "Stop" | "SubagentStop" => stop(&session, event, input).await,
+        "Stop" | "SubagentStop" => stop(session, event, input).await,
         "SessionEnd" => {
             session.committed(&Observation {
                 interaction_id: format!("{session_id}:end"),
@@ -162,8 +206,6 @@ pub async fn handle(plugins: &Plugins, dialect: Dialect, input: &Value) -> Reply
         // not an agent fact. Answered with nothing, so the agent goes on.
         _ => Reply::nothing(),
     };
-    // Observers run in the session's tasks; the process must not exit before they are done.
-    session.drain_background().await;
     if reply.stdout.is_none() && reply.exit_code == 0 && reply.points.is_empty() {
         reply.stderr = Some(format!(
             "palisade: `{event}` has no Palisade point; nothing ran"

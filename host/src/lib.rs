@@ -50,7 +50,7 @@ pub use engine::{CompileObserver, CompileProgress, EPOCH_TICK, Host, HostBuilder
 pub use error::{Error, Problem};
 pub use events::{Event, EventKind, EventSink, JsonlSink};
 pub use failure::{Failure, FailureReason};
-pub use manifest::{HookSpec, Limits, Manifest, RuntimeSpec};
+pub use manifest::{DEFAULT_PAYLOAD_MAX_BYTES, HookSpec, Limits, Manifest, RuntimeSpec};
 pub use pipeline::{
     CallToken, Tool, ToolContext, ToolExecution, ToolInvocation, ToolRegistry, ToolRequest,
 };

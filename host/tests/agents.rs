@@ -7,6 +7,8 @@
 //! runs); `PALISADE_CLAUDE` / `PALISADE_CODEX` point elsewhere.
 
 mod mock_model;
+#[path = "support/server.rs"]
+mod server;
 
 use mock_model::{Api, MockModel};
 use serde_json::Value;
@@ -211,7 +213,6 @@ fn assert_allowed_with_contexts(world: &World, out: &Output, mock: &MockModel) {
 // --- Claude Code ---------------------------------------------------------------------------
 
 fn run_claude(world: &World) -> (Output, MockModel) {
-    let claude = agent("PALISADE_CLAUDE", "claude");
     let settings = world.project.join(".claude/settings.json");
     palisade(&[
         "install",
@@ -222,6 +223,32 @@ fn run_claude(world: &World) -> (Output, MockModel) {
         "--audit-log",
         world.audit.to_str().unwrap(),
     ]);
+    claude(world)
+}
+
+/// Claude Code with http hooks against `palisade serve` (installed by `install --serve`).
+fn run_claude_served(world: &World) -> (Output, MockModel, server::Server) {
+    let server = server::Server::start(
+        &world.plugins,
+        &["--audit-log", world.audit.to_str().unwrap()],
+        &[("PALISADE_CACHE_DIR", cache_dir().to_str().unwrap())],
+    );
+    let settings = world.project.join(".claude/settings.json");
+    palisade(&[
+        "install",
+        "claude-code",
+        "--serve",
+        &server.url(),
+        "--settings",
+        settings.to_str().unwrap(),
+    ]);
+    let (out, mock) = claude(world);
+    (out, mock, server)
+}
+
+/// Runs Claude Code on the world's project, as set up.
+fn claude(world: &World) -> (Output, MockModel) {
+    let claude = agent("PALISADE_CLAUDE", "claude");
     let mock = MockModel::start(Api::Anthropic, &world.command());
     let mut command = Command::new(claude);
     command
@@ -258,12 +285,9 @@ fn claude_tool_results(mock: &MockModel) -> Vec<Value> {
         .collect()
 }
 
-#[test]
-fn claude_code_obeys_a_wasm_deny_and_the_model_sees_the_reason() {
-    let world = World::new(true);
-    let (out, mock) = run_claude(&world);
-    let report = assert_denied(&world, &out);
-    let results = claude_tool_results(&mock);
+/// The denied call's reason reached the model as an error tool result.
+fn assert_claude_saw_the_reason(mock: &MockModel, report: &str) {
+    let results = claude_tool_results(mock);
     assert!(
         results
             .iter()
@@ -273,10 +297,44 @@ fn claude_code_obeys_a_wasm_deny_and_the_model_sees_the_reason() {
 }
 
 #[test]
+fn claude_code_obeys_a_wasm_deny_and_the_model_sees_the_reason() {
+    let world = World::new(true);
+    let (out, mock) = run_claude(&world);
+    let report = assert_denied(&world, &out);
+    assert_claude_saw_the_reason(&mock, &report);
+}
+
+#[test]
 fn claude_code_runs_an_allowed_tool_and_the_model_sees_the_contexts() {
     let world = World::new(false);
     let (out, mock) = run_claude(&world);
     assert_allowed_with_contexts(&world, &out, &mock);
+}
+
+#[test]
+fn claude_code_over_http_hooks_obeys_a_deny_from_palisade_serve() {
+    let world = World::new(true);
+    let (out, mock, server) = run_claude_served(&world);
+    let report = format!(
+        "{}\nserver:\n{}",
+        assert_denied(&world, &out),
+        server.said()
+    );
+    assert_claude_saw_the_reason(&mock, &report);
+}
+
+#[test]
+fn claude_code_over_http_hooks_runs_an_allowed_tool_with_the_contexts() {
+    let world = World::new(false);
+    let (out, mock, server) = run_claude_served(&world);
+    assert_allowed_with_contexts(&world, &out, &mock);
+    // Every event of the run went to one Palisade session: the agent's.
+    let sessions: std::collections::BTreeSet<String> = world
+        .audit()
+        .iter()
+        .filter_map(|e| e["session_id"].as_str().map(str::to_string))
+        .collect();
+    assert_eq!(sessions.len(), 1, "{sessions:?}\n{}", server.said());
 }
 
 // --- Codex ---------------------------------------------------------------------------------

@@ -18,13 +18,16 @@ pub struct Example {
     pub wasm: &'static [u8],
     /// Where the build left the component.
     pub wasm_path: &'static str,
+    /// Whether [`install`] installs it (the demo's set); the others only by name.
+    pub installed: bool,
 }
 
 include!(concat!(env!("OUT_DIR"), "/examples.rs"));
 
-/// Writes each example as a plugin folder (`plugin.toml` + component) under `dir`.
+/// Writes each example of the demo's set as a plugin folder (`plugin.toml` + component)
+/// under `dir`.
 pub fn install(dir: &Path) -> io::Result<()> {
-    for example in EXAMPLES {
+    for example in EXAMPLES.iter().filter(|e| e.installed) {
         install_one(example, dir)?;
     }
     Ok(())

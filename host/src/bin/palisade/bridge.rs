@@ -163,6 +163,21 @@ pub fn install_claude_code(
         }
         hooks.insert(event.to_string(), Value::Array(vec![entry]));
     }
+    let code = merge_settings(hooks, settings, &command)?;
+    if settings.is_some() {
+        println!("{}", precompiled(&plugins));
+    }
+    Ok(code)
+}
+
+/// Prints the hooks snippet, or merges it into the settings file `settings`: Palisade's own
+/// entries are replaced, every other hook and setting is kept, and the file is replaced
+/// atomically.
+fn merge_settings(
+    hooks: serde_json::Map<String, Value>,
+    settings: Option<&Path>,
+    what: &str,
+) -> anyhow::Result<ExitCode> {
     let Some(path) = settings else {
         println!(
             "{}",
@@ -205,11 +220,10 @@ pub fn install_claude_code(
     std::fs::write(&tmp, serde_json::to_string_pretty(&settings)? + "\n")?;
     std::fs::rename(&tmp, path)?;
     println!(
-        "{}: Palisade runs on {} ({command})",
+        "{}: Palisade runs on {} ({what})",
         path.display(),
         added.join(", ")
     );
-    println!("{}", precompiled(&plugins));
     Ok(ExitCode::SUCCESS)
 }
 
@@ -229,11 +243,65 @@ fn precompiled(plugins: &palisade::Plugins) -> String {
 fn is_palisade_entry(entry: &Value, dialect: &str) -> bool {
     entry["hooks"].as_array().is_some_and(|hooks| {
         hooks.iter().any(|h| {
-            h["command"]
-                .as_str()
-                .is_some_and(|c| c.contains(&format!(" {dialect} ")) && c.contains("palisade"))
+            h["command"].as_str().is_some_and(|c| {
+                c.contains("palisade")
+                    && (c.contains(&format!(" {dialect} "))
+                        || c.contains(" forward ") && c.contains(&format!("/{dialect}")))
+            }) || h["type"] == "http"
+                && h["url"]
+                    .as_str()
+                    .is_some_and(|u| u.ends_with(&format!("/{dialect}")))
         })
     })
+}
+
+/// `palisade install claude-code --serve URL`: http hooks that POST every event to
+/// `palisade serve`. The events that guard (`PreToolUse`, `UserPromptSubmit`) say
+/// `"onFailure": "block"`, so a server that is down or answers an error blocks them instead
+/// of letting them through.
+pub fn install_claude_code_serve(
+    base: &str,
+    settings: Option<&Path>,
+    token_env: Option<&str>,
+) -> anyhow::Result<ExitCode> {
+    if !(base.starts_with("http://") || base.starts_with("https://")) {
+        anyhow::bail!("--serve takes the server's base URL, such as http://127.0.0.1:8719");
+    }
+    let url = format!("{}/claude-code", base.trim_end_matches('/'));
+    let mut hooks = serde_json::Map::new();
+    for event in bridge::EVENTS {
+        let mut hook = serde_json::json!({ "type": "http", "url": url, "timeout": 30 });
+        if event == "SessionStart" {
+            // Claude Code runs no http hook at SessionStart: a command forwards that event.
+            let exe = std::env::current_exe()?;
+            let mut command = format!(
+                "{} forward {}",
+                shell_quote(&exe.to_string_lossy()),
+                shell_quote(&url)
+            );
+            if let Some(var) = token_env {
+                command.push_str(&format!(" --token-env {}", shell_quote(var)));
+            }
+            hooks.insert(
+                event.to_string(),
+                serde_json::json!([{ "hooks": [{ "type": "command", "command": command }] }]),
+            );
+            continue;
+        }
+        if bridge::fails_closed(event) {
+            hook["onFailure"] = "block".into();
+        }
+        if let Some(var) = token_env {
+            hook["headers"] = serde_json::json!({ "Authorization": format!("Bearer ${var}") });
+            hook["allowedEnvVars"] = serde_json::json!([var]);
+        }
+        let mut entry = serde_json::json!({ "hooks": [hook] });
+        if matches!(event, "PreToolUse" | "PostToolUse") {
+            entry["matcher"] = "*".into();
+        }
+        hooks.insert(event.to_string(), Value::Array(vec![entry]));
+    }
+    merge_settings(hooks, settings, &format!("POST {url}"))
 }
 
 /// `palisade install codex DIR`: the `config.toml` snippet.
@@ -251,4 +319,62 @@ pub fn install_codex(dir: &Path, audit_log: Option<&Path>) -> anyhow::Result<Exi
     );
     eprintln!("{}", precompiled(&plugins));
     Ok(ExitCode::SUCCESS)
+}
+
+/// `palisade forward URL`: POSTs the hook event on stdin to `palisade serve` and answers what
+/// it answered, as a command hook. For the events an agent sends only to command hooks
+/// (Claude Code's `SessionStart`).
+pub async fn forward(url: &str, token_env: Option<&str>) -> anyhow::Result<ExitCode> {
+    let mut input = String::new();
+    let event = match std::io::stdin().read_to_string(&mut input) {
+        Ok(_) => serde_json::from_str::<Value>(&input)
+            .ok()
+            .and_then(|v| v["hook_event_name"].as_str().map(str::to_string))
+            .unwrap_or_default(),
+        Err(e) => answer(bridge::failure(
+            "",
+            &format!("cannot read the hook input: {e}"),
+        )),
+    };
+    let fail = |why: String| -> ! { answer(bridge::failure(&event, &why)) };
+    let client = reqwest::Client::builder()
+        .no_proxy()
+        .timeout(std::time::Duration::from_secs(30))
+        .build()
+        .unwrap_or_else(|e| fail(format!("cannot make an HTTP client: {e}")));
+    let mut request = client
+        .post(url)
+        .header("content-type", "application/json")
+        .body(input);
+    if let Some(var) = token_env {
+        match std::env::var(var) {
+            Ok(token) => request = request.bearer_auth(token.trim()),
+            Err(_) => fail(format!("{var} (the server's token) is not set")),
+        }
+    }
+    let response = request
+        .send()
+        .await
+        .unwrap_or_else(|e| fail(format!("palisade serve at {url} did not answer: {e}")));
+    let status = response.status();
+    let body = response
+        .text()
+        .await
+        .unwrap_or_else(|e| fail(format!("reading the answer of {url}: {e}")));
+    if !status.is_success() {
+        fail(format!("palisade serve answered {status}: {body}"));
+    }
+    let stdout =
+        match body.trim() {
+            "" => None,
+            text => Some(serde_json::from_str(text).unwrap_or_else(|e| {
+                fail(format!("palisade serve answered something not JSON: {e}"))
+            })),
+        };
+    answer(Reply {
+        stdout,
+        stderr: None,
+        exit_code: 0,
+        points: Vec::new(),
+    })
 }

@@ -9,7 +9,11 @@ pub async fn demo() -> anyhow::Result<std::process::ExitCode> {
     let dir = std::env::temp_dir().join(format!("palisade-demo-{}", std::process::id()));
     std::fs::create_dir_all(&dir)?;
     palisade_examples::install(&dir)?;
-    let names: Vec<_> = palisade_examples::EXAMPLES.iter().map(|e| e.name).collect();
+    let names: Vec<_> = palisade_examples::EXAMPLES
+        .iter()
+        .filter(|e| e.installed)
+        .map(|e| e.name)
+        .collect();
     println!(
         "Palisade demo: the example plugins ({}) replay a bundled agent session.\n",
         names.join(", ")

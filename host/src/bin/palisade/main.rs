@@ -9,8 +9,9 @@ mod output;
 mod progress;
 mod replay;
 mod run;
+mod serve;
 
-use clap::{Parser, Subcommand};
+use clap::{Args, Parser, Subcommand};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -91,6 +92,18 @@ enum Command {
     ClaudeCode(BridgeArgs),
     /// Codex's hook command: as `claude-code`, in Codex's dialect.
     Codex(BridgeArgs),
+    /// A long-running HTTP hook server: warm plugin instances, one Palisade session per agent
+    /// session (per-session plugin state lasts across events). Reload with SIGHUP or --watch.
+    Serve(ServeArgs),
+    /// A command hook that forwards its event (stdin) to `palisade serve` at URL and answers
+    /// what the server answered: for events an agent sends only to command hooks.
+    Forward {
+        /// The server's endpoint, e.g. http://127.0.0.1:8719/claude-code.
+        url: String,
+        /// The environment variable that holds the server's bearer token.
+        #[arg(long, value_name = "VAR")]
+        token_env: Option<String>,
+    },
     /// Register Palisade as an agent's hook command.
     #[command(subcommand)]
     Install(Install),
@@ -108,18 +121,93 @@ struct BridgeArgs {
     timings: bool,
 }
 
+#[derive(Args)]
+struct ServeArgs {
+    /// The plugin directory.
+    #[arg(long)]
+    plugins: PathBuf,
+    /// The address to listen on. Loopback unless a bearer token is configured.
+    #[arg(long, default_value = "127.0.0.1:8719")]
+    listen: std::net::SocketAddr,
+    /// A file holding the bearer token every request must send (`Authorization: Bearer ...`);
+    /// the environment variable PALISADE_SERVE_TOKEN works too.
+    #[arg(long, value_name = "FILE")]
+    token_file: Option<PathBuf>,
+    /// Seconds a session may stay idle before it is evicted.
+    #[arg(long, default_value_t = 1800.0)]
+    idle_timeout: f64,
+    /// Live sessions at most; beyond it, the least recently used idle one is evicted.
+    #[arg(long, default_value_t = 1024)]
+    max_sessions: usize,
+    /// Requests handled at once; others wait up to 5 s, then get 503.
+    #[arg(long, default_value_t = 64)]
+    max_concurrency: usize,
+    /// Largest request body, in bytes (a hook event); larger gets 413.
+    #[arg(long, default_value_t = palisade::DEFAULT_PAYLOAD_MAX_BYTES)]
+    payload_max_bytes: usize,
+    /// Reload when the plugin directory changes (as on SIGHUP).
+    #[arg(long)]
+    watch: bool,
+    /// Append lifecycle events to this JSONL audit log.
+    #[arg(long)]
+    audit_log: Option<PathBuf>,
+}
+
+impl ServeArgs {
+    fn into_options(self) -> anyhow::Result<serve::Options> {
+        let token = match (&self.token_file, std::env::var("PALISADE_SERVE_TOKEN")) {
+            (Some(file), _) => Some(
+                std::fs::read_to_string(file)
+                    .map_err(|e| {
+                        anyhow::anyhow!("cannot read the token file {}: {e}", file.display())
+                    })?
+                    .trim()
+                    .to_string(),
+            ),
+            (None, Ok(token)) => Some(token.trim().to_string()),
+            (None, Err(_)) => None,
+        };
+        if token.as_deref() == Some("") {
+            anyhow::bail!("the bearer token is empty: put a long random string in it");
+        }
+        if !(self.idle_timeout > 0.0 && self.idle_timeout.is_finite()) {
+            anyhow::bail!("--idle-timeout must be a positive number of seconds");
+        }
+        Ok(serve::Options {
+            plugins: self.plugins,
+            listen: self.listen,
+            token,
+            idle_timeout: std::time::Duration::from_secs_f64(self.idle_timeout),
+            max_sessions: self.max_sessions.max(1),
+            max_concurrency: self.max_concurrency.max(1),
+            payload_max_bytes: self.payload_max_bytes.max(1),
+            watch: self.watch,
+            audit_log: self.audit_log,
+        })
+    }
+}
+
 #[derive(Subcommand)]
 enum Install {
     /// Print the hooks snippet of .claude/settings.json, or merge it into --settings FILE.
     ClaudeCode {
-        /// The plugin directory.
-        dir: PathBuf,
+        /// The plugin directory (not with --serve: the server has its own).
+        #[arg(required_unless_present = "serve", conflicts_with = "serve")]
+        dir: Option<PathBuf>,
         /// The settings file to merge into (created if missing; other hooks are kept).
         #[arg(long)]
         settings: Option<PathBuf>,
         /// Have the hook command append lifecycle events to this JSONL audit log.
-        #[arg(long)]
+        #[arg(long, conflicts_with = "serve")]
         audit_log: Option<PathBuf>,
+        /// Install http hooks that POST to `palisade serve` at this base URL
+        /// (e.g. http://127.0.0.1:8719) instead of a command per event.
+        #[arg(long, value_name = "URL")]
+        serve: Option<String>,
+        /// With --serve: the environment variable that holds the server's bearer token
+        /// (sent as `Authorization: Bearer $VAR`).
+        #[arg(long, value_name = "VAR", requires = "serve")]
+        token_env: Option<String>,
     },
     /// Print the hooks snippet of Codex's config.toml.
     Codex {
@@ -175,7 +263,9 @@ fn main() -> ExitCode {
     // A bridge run serves one event and exits: one thread is enough, and starting workers
     // would only add to the agent's wait.
     let mut builder = match cli.command {
-        Command::ClaudeCode(_) | Command::Codex(_) => tokio::runtime::Builder::new_current_thread(),
+        Command::ClaudeCode(_) | Command::Codex(_) | Command::Forward { .. } => {
+            tokio::runtime::Builder::new_current_thread()
+        }
         _ => tokio::runtime::Builder::new_multi_thread(),
     };
     let runtime = match builder.enable_all().build() {
@@ -213,7 +303,23 @@ fn main() -> ExitCode {
                 dir,
                 settings,
                 audit_log,
-            }) => bridge::install_claude_code(&dir, settings.as_deref(), audit_log.as_deref()),
+                serve,
+                token_env,
+            }) => match (dir, serve) {
+                (_, Some(url)) => bridge::install_claude_code_serve(
+                    &url,
+                    settings.as_deref(),
+                    token_env.as_deref(),
+                ),
+                (Some(dir), None) => {
+                    bridge::install_claude_code(&dir, settings.as_deref(), audit_log.as_deref())
+                }
+                (None, None) => Err(anyhow::anyhow!("name the plugin directory, or --serve URL")),
+            },
+            Command::Serve(args) => serve::serve(args.into_options()?).await,
+            Command::Forward { url, token_env } => {
+                bridge::forward(&url, token_env.as_deref()).await
+            }
             Command::Install(Install::Codex { dir, audit_log }) => {
                 bridge::install_codex(&dir, audit_log.as_deref())
             }

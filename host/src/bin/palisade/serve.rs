@@ -1,0 +1,542 @@
+//! `palisade serve`: a long-running HTTP hook server. Claude Code's http hooks (`"type":
+//! "http"`) POST the same JSON a command hook reads on stdin; the server answers from warm
+//! plugin instances, and keeps one Palisade session per agent session, so per-session plugin
+//! state (budgets, "already warned" flags) lasts across the events of a session.
+//!
+//! - `POST /claude-code` and `POST /codex`: one hook event each, answered exactly as
+//!   `palisade claude-code` / `palisade codex` would (see [`palisade::bridge::Reply::http`]).
+//! - `GET /health`: the generation of plugins, their count, the live sessions.
+//!
+//! Bounded: request bodies (`--payload-max-bytes`), concurrent requests
+//! (`--max-concurrency`, then 503), live sessions (`--max-sessions`, the least recently used
+//! idle one is evicted first; idle ones also go after `--idle-timeout`, and at `SessionEnd`).
+//! Loopback only, unless a bearer token is configured (then checked on every request).
+//! `SIGHUP` (and `--watch`) reloads the plugin directory: in-flight requests finish on the old
+//! set, a directory that does not load is refused and the old set stays. `SIGINT`/`SIGTERM`
+//! stop accepting, finish the requests in flight, let background hooks finish, and exit.
+
+use anyhow::{Context, bail};
+use axum::Router;
+use axum::body::Bytes;
+use axum::extract::{DefaultBodyLimit, State};
+use axum::http::{HeaderMap, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use palisade::bridge::{self, Dialect};
+use palisade::{EventSink, JsonlSink, Plugins, Session};
+use serde_json::{Value, json};
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::{Duration, Instant, SystemTime};
+use tokio::sync::Semaphore;
+
+/// The options of `palisade serve`.
+#[derive(Debug, Clone)]
+pub struct Options {
+    pub plugins: PathBuf,
+    pub listen: SocketAddr,
+    /// The bearer token every request must carry (required off loopback).
+    pub token: Option<String>,
+    pub idle_timeout: Duration,
+    pub max_sessions: usize,
+    pub max_concurrency: usize,
+    pub payload_max_bytes: usize,
+    pub watch: bool,
+    pub audit_log: Option<PathBuf>,
+}
+
+/// One loaded plugin directory and the sessions opened on it.
+struct Generation {
+    number: u64,
+    plugins: Plugins,
+    sessions: Mutex<Sessions>,
+}
+
+/// The live sessions of a generation, by the agent's session id.
+#[derive(Default)]
+struct Sessions {
+    map: HashMap<String, Live>,
+}
+
+struct Live {
+    session: Session,
+    last_used: Instant,
+    /// Requests in flight on it: a busy session is never evicted.
+    busy: usize,
+}
+
+struct Server {
+    options: Options,
+    current: RwLock<Arc<Generation>>,
+    generations: AtomicU64,
+    permits: Semaphore,
+    /// Held by a reload, so two never interleave.
+    reloading: tokio::sync::Mutex<()>,
+    sink: Option<Arc<dyn EventSink>>,
+}
+
+/// How long a request waits for a free slot before it is refused with 503.
+const QUEUE_WAIT: Duration = Duration::from_secs(5);
+
+/// When the server says something (to stderr): a timestamp, then the line.
+fn say(line: impl AsRef<str>) {
+    let at = SystemTime::now()
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .map(|d| d.as_secs_f64())
+        .unwrap_or_default();
+    eprintln!("[{at:.3}] {}", line.as_ref());
+}
+
+fn load(plugins_dir: &Path, sink: Option<Arc<dyn EventSink>>) -> anyhow::Result<Plugins> {
+    let mut builder = crate::host_builder();
+    if let Some(sink) = sink {
+        builder = builder.event_sink(sink);
+    }
+    Ok(builder.build()?.load_dir(plugins_dir)?)
+}
+
+pub async fn serve(options: Options) -> anyhow::Result<std::process::ExitCode> {
+    if !options.listen.ip().is_loopback() && options.token.is_none() {
+        bail!(
+            "refusing to listen on {}, which is not a loopback address, without a bearer token: \
+             anyone who can reach it could read your hook events and steer your agent. Set \
+             PALISADE_SERVE_TOKEN (or --token-file FILE) and send `Authorization: Bearer <token>` \
+             from the agent, or listen on 127.0.0.1",
+            options.listen
+        );
+    }
+    let sink: Option<Arc<dyn EventSink>> = match &options.audit_log {
+        Some(path) => Some(Arc::new(
+            JsonlSink::open(path).with_context(|| format!("opening {}", path.display()))?,
+        )),
+        None => None,
+    };
+    let plugins_dir = options.plugins.clone();
+    let first_sink = sink.clone();
+    let plugins = tokio::task::spawn_blocking(move || load(&plugins_dir, first_sink)).await??;
+    let listener = tokio::net::TcpListener::bind(options.listen)
+        .await
+        .with_context(|| format!("cannot listen on {}", options.listen))?;
+    let address = listener.local_addr()?;
+    let count = plugins.iter().count();
+    let server = Arc::new(Server {
+        current: RwLock::new(Arc::new(Generation {
+            number: 1,
+            plugins,
+            sessions: Mutex::new(Sessions::default()),
+        })),
+        generations: AtomicU64::new(1),
+        permits: Semaphore::new(options.max_concurrency.max(1)),
+        reloading: tokio::sync::Mutex::new(()),
+        sink,
+        options,
+    });
+    say(format!(
+        "palisade serve: {count} plugin(s) from {}, listening on http://{address} (POST /claude-code, POST /codex)",
+        server.options.plugins.display()
+    ));
+
+    let app = Router::new()
+        .route("/claude-code", post(claude_code))
+        .route("/codex", post(codex))
+        .route("/health", get(health))
+        .fallback(not_found)
+        .layer(DefaultBodyLimit::max(server.options.payload_max_bytes))
+        .with_state(server.clone());
+
+    tokio::spawn(sweep(server.clone()));
+    tokio::spawn(reload_on_sighup(server.clone()));
+    if server.options.watch {
+        tokio::spawn(watch(server.clone()));
+    }
+    axum::serve(listener, app)
+        .with_graceful_shutdown(shutdown_signal())
+        .await
+        .context("the server failed")?;
+    // In flight: done. Background hooks of every live session: let them finish, so the audit
+    // log has them.
+    let closed = server.current().close_all().await;
+    say(format!(
+        "palisade serve: stopped; {closed} session(s) closed"
+    ));
+    Ok(std::process::ExitCode::SUCCESS)
+}
+
+async fn shutdown_signal() {
+    use tokio::signal::unix::{SignalKind, signal};
+    let (Ok(mut term), Ok(mut int)) = (
+        signal(SignalKind::terminate()),
+        signal(SignalKind::interrupt()),
+    ) else {
+        return std::future::pending().await;
+    };
+    let which = tokio::select! {
+        _ = term.recv() => "SIGTERM",
+        _ = int.recv() => "SIGINT",
+    };
+    say(format!(
+        "palisade serve: {which}: finishing the requests in flight, then stopping"
+    ));
+}
+
+impl Server {
+    fn current(&self) -> Arc<Generation> {
+        self.current
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    /// Reloads the plugin directory; on failure the current set stays.
+    async fn reload(self: &Arc<Self>, why: &str) {
+        let _one_at_a_time = self.reloading.lock().await;
+        let dir = self.options.plugins.clone();
+        let sink = self.sink.clone();
+        let loaded = tokio::task::spawn_blocking(move || load(&dir, sink)).await;
+        match loaded {
+            Ok(Ok(plugins)) => {
+                let number = self.generations.fetch_add(1, Ordering::Relaxed) + 1;
+                let count = plugins.iter().count();
+                let old = std::mem::replace(
+                    &mut *self.current.write().unwrap_or_else(|e| e.into_inner()),
+                    Arc::new(Generation {
+                        number,
+                        plugins,
+                        sessions: Mutex::new(Sessions::default()),
+                    }),
+                );
+                say(format!(
+                    "reloaded ({why}): generation {number}, {count} plugin(s); generation {}'s sessions end as their requests finish",
+                    old.number
+                ));
+                tokio::spawn(retire(old));
+            }
+            Ok(Err(err)) => say(format!(
+                "reload refused ({why}): {err:#}\nstill serving generation {}",
+                self.current().number
+            )),
+            Err(err) => say(format!("reload refused ({why}): {err}")),
+        }
+    }
+}
+
+impl Generation {
+    /// Closes every session, letting their background hooks finish; returns how many.
+    async fn close_all(&self) -> usize {
+        let sessions: Vec<Session> = self
+            .sessions
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .map
+            .drain()
+            .map(|(_, live)| live.session)
+            .collect();
+        for session in &sessions {
+            session.drain_background().await;
+        }
+        sessions.len()
+    }
+
+    /// The session of `id`, opened if new; marks it busy. When the table is full, the least
+    /// recently used idle session is evicted first; if every session is busy, none is opened.
+    fn acquire(&self, id: &str, max: usize) -> Option<Session> {
+        let mut sessions = self.sessions.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(live) = sessions.map.get_mut(id) {
+            live.busy += 1;
+            live.last_used = Instant::now();
+            return Some(live.session.clone());
+        }
+        if sessions.map.len() >= max {
+            let oldest = sessions
+                .map
+                .iter()
+                .filter(|(_, live)| live.busy == 0)
+                .min_by_key(|(_, live)| live.last_used)
+                .map(|(id, _)| id.clone())?;
+            if let Some(live) = sessions.map.remove(&oldest) {
+                say(format!(
+                    "evicted session {oldest} (idle {:.1} s): {max} sessions live, the limit",
+                    live.last_used.elapsed().as_secs_f64()
+                ));
+                close(live.session);
+            }
+        }
+        let session = self.plugins.session(id);
+        sessions.map.insert(
+            id.to_string(),
+            Live {
+                session: session.clone(),
+                last_used: Instant::now(),
+                busy: 1,
+            },
+        );
+        Some(session)
+    }
+
+    /// The request on `id` is done; at `SessionEnd` the session goes.
+    fn release(&self, id: &str, ended: bool) {
+        let mut sessions = self.sessions.lock().unwrap_or_else(|e| e.into_inner());
+        let Some(live) = sessions.map.get_mut(id) else {
+            return;
+        };
+        live.busy = live.busy.saturating_sub(1);
+        live.last_used = Instant::now();
+        if ended
+            && live.busy == 0
+            && let Some(live) = sessions.map.remove(id)
+        {
+            say(format!("session {id} ended"));
+            close(live.session);
+        }
+    }
+}
+
+/// Once no request holds the old generation any more, lets its sessions' background hooks
+/// finish, then drops it.
+async fn retire(old: Arc<Generation>) {
+    while Arc::strong_count(&old) > 1 {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    old.close_all().await;
+}
+
+/// Lets a dropped session's background hooks finish before its instances go.
+fn close(session: Session) {
+    tokio::spawn(async move { session.drain_background().await });
+}
+
+/// Evicts sessions idle longer than the timeout.
+async fn sweep(server: Arc<Server>) {
+    let timeout = server.options.idle_timeout;
+    let every = (timeout / 4).clamp(Duration::from_millis(50), Duration::from_secs(30));
+    loop {
+        tokio::time::sleep(every).await;
+        let generation = server.current();
+        let mut sessions = generation
+            .sessions
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        let idle: Vec<String> = sessions
+            .map
+            .iter()
+            .filter(|(_, live)| live.busy == 0 && live.last_used.elapsed() >= timeout)
+            .map(|(id, _)| id.clone())
+            .collect();
+        for id in idle {
+            if let Some(live) = sessions.map.remove(&id) {
+                say(format!(
+                    "evicted session {id} (idle {:.1} s, the timeout is {:.1} s)",
+                    live.last_used.elapsed().as_secs_f64(),
+                    timeout.as_secs_f64()
+                ));
+                close(live.session);
+            }
+        }
+    }
+}
+
+async fn reload_on_sighup(server: Arc<Server>) {
+    use tokio::signal::unix::{SignalKind, signal};
+    let Ok(mut hup) = signal(SignalKind::hangup()) else {
+        say("cannot listen for SIGHUP: reload with --watch, or restart");
+        return;
+    };
+    while hup.recv().await.is_some() {
+        server.reload("SIGHUP").await;
+    }
+}
+
+/// What the plugin directory looks like: every file two levels down, with its size and
+/// modification time. A change reloads (once it has stopped changing for a poll, so a
+/// half-copied component is not loaded).
+fn fingerprint(dir: &Path) -> Vec<(PathBuf, u64, Option<SystemTime>)> {
+    let mut seen = Vec::new();
+    let mut stack = vec![(dir.to_path_buf(), 0usize)];
+    while let Some((path, depth)) = stack.pop() {
+        let Ok(entries) = std::fs::read_dir(&path) else {
+            continue;
+        };
+        for entry in entries.flatten() {
+            let path = entry.path();
+            let Ok(meta) = entry.metadata() else { continue };
+            if meta.is_dir() && depth < 2 {
+                stack.push((path, depth + 1));
+            } else {
+                seen.push((path, meta.len(), meta.modified().ok()));
+            }
+        }
+    }
+    seen.sort();
+    seen
+}
+
+async fn watch(server: Arc<Server>) {
+    const POLL: Duration = Duration::from_millis(500);
+    let dir = server.options.plugins.clone();
+    let mut known = fingerprint(&dir);
+    let mut pending: Option<Vec<_>> = None;
+    loop {
+        tokio::time::sleep(POLL).await;
+        let now = fingerprint(&dir);
+        match &pending {
+            // Changed, then stable for one poll: reload.
+            Some(last) if *last == now => {
+                pending = None;
+                if now != known {
+                    known = now;
+                    server.reload("the plugin directory changed").await;
+                }
+            }
+            _ if now != known => pending = Some(now),
+            _ => pending = None,
+        }
+    }
+}
+
+fn authorized(server: &Server, headers: &HeaderMap) -> bool {
+    let Some(token) = &server.options.token else {
+        return true;
+    };
+    let given = headers
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "))
+        .unwrap_or("");
+    // Constant time in the token's length: no early exit on the first wrong byte.
+    given.len() == token.len()
+        && given
+            .bytes()
+            .zip(token.bytes())
+            .fold(0u8, |acc, (a, b)| acc | (a ^ b))
+            == 0
+}
+
+fn problem(status: StatusCode, message: impl Into<String>) -> Response {
+    (status, axum::Json(json!({ "error": message.into() }))).into_response()
+}
+
+async fn claude_code(
+    State(server): State<Arc<Server>>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    answer(&server, Dialect::ClaudeCode, &headers, &body).await
+}
+
+async fn codex(State(server): State<Arc<Server>>, headers: HeaderMap, body: Bytes) -> Response {
+    answer(&server, Dialect::Codex, &headers, &body).await
+}
+
+async fn answer(
+    server: &Arc<Server>,
+    dialect: Dialect,
+    headers: &HeaderMap,
+    body: &[u8],
+) -> Response {
+    if !authorized(server, headers) {
+        return problem(
+            StatusCode::UNAUTHORIZED,
+            "missing or wrong bearer token (send `Authorization: Bearer <token>`)",
+        );
+    }
+    let input: Value = match serde_json::from_slice(body) {
+        Ok(Value::Object(map)) => Value::Object(map),
+        Ok(_) => {
+            return problem(
+                StatusCode::BAD_REQUEST,
+                "the body must be a JSON object: the hook event",
+            );
+        }
+        Err(err) => {
+            return problem(
+                StatusCode::BAD_REQUEST,
+                format!(
+                    "the body is not JSON ({err}): POST the hook event as Claude Code sends it"
+                ),
+            );
+        }
+    };
+    let event = input
+        .get("hook_event_name")
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .to_string();
+    if !bridge::EVENTS.contains(&event.as_str()) {
+        return problem(
+            StatusCode::BAD_REQUEST,
+            format!(
+                "unknown hook event `{event}`: palisade serve answers {}",
+                bridge::EVENTS.join(", ")
+            ),
+        );
+    }
+    let Some(session_id) = input
+        .get("session_id")
+        .and_then(Value::as_str)
+        .map(str::to_string)
+    else {
+        return problem(
+            StatusCode::BAD_REQUEST,
+            "the event has no `session_id`: every event names its agent session",
+        );
+    };
+    let Ok(Ok(_permit)) = tokio::time::timeout(QUEUE_WAIT, server.permits.acquire()).await else {
+        return problem(
+            StatusCode::SERVICE_UNAVAILABLE,
+            format!(
+                "busy: {} requests in flight for {:.0} s (--max-concurrency)",
+                server.options.max_concurrency,
+                QUEUE_WAIT.as_secs_f64()
+            ),
+        );
+    };
+    // The generation current now serves this request to its end, even across a reload.
+    let generation = server.current();
+    let Some(session) = generation.acquire(&session_id, server.options.max_sessions) else {
+        return problem(
+            StatusCode::SERVICE_UNAVAILABLE,
+            format!(
+                "{} sessions live, all with a request in flight (--max-sessions)",
+                server.options.max_sessions
+            ),
+        );
+    };
+    let reply = bridge::handle_in(&session, dialect, &input).await;
+    drop(session);
+    generation.release(&session_id, event == "SessionEnd");
+    let (status, body) = reply.http(&event);
+    let status = StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    match body {
+        Some(body) => (status, axum::Json(body)).into_response(),
+        None => status.into_response(),
+    }
+}
+
+async fn health(State(server): State<Arc<Server>>, headers: HeaderMap) -> Response {
+    if !authorized(&server, &headers) {
+        return problem(StatusCode::UNAUTHORIZED, "missing or wrong bearer token");
+    }
+    let generation = server.current();
+    let sessions = generation
+        .sessions
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .map
+        .len();
+    axum::Json(json!({
+        "generation": generation.number,
+        "plugins": generation.plugins.iter().map(|p| p.name().to_string()).collect::<Vec<_>>(),
+        "sessions": sessions,
+    }))
+    .into_response()
+}
+
+async fn not_found() -> Response {
+    problem(
+        StatusCode::NOT_FOUND,
+        "palisade serve answers POST /claude-code, POST /codex and GET /health",
+    )
+}

@@ -1,0 +1,448 @@
+//! `palisade serve`: per-session state across events, eviction, the token, bad requests,
+//! reload and graceful shutdown — each against the real binary over HTTP.
+
+#[path = "support/server.rs"]
+mod server;
+
+use serde_json::{Value, json};
+use server::{Server, request};
+use std::path::Path;
+use std::time::Duration;
+
+/// A plugin directory with `bash-budget` (3 shell commands per session) and `shell-guard`.
+fn plugins() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    add_budget(dir.path(), 3);
+    let guard = palisade_examples::get("shell-guard").unwrap();
+    palisade_examples::install_one(guard, dir.path()).unwrap();
+    dir
+}
+
+fn add_budget(dir: &Path, max: u32) {
+    let budget = palisade_examples::get("bash-budget").unwrap();
+    palisade_examples::install_one(budget, dir).unwrap();
+    let manifest = dir.join("bash-budget/plugin.toml");
+    let text = std::fs::read_to_string(&manifest).unwrap();
+    std::fs::write(
+        &manifest,
+        text.replace("max_calls = 50", &format!("max_calls = {max}")),
+    )
+    .unwrap();
+}
+
+fn bash(session: &str, command: &str) -> Value {
+    json!({
+        "session_id": session,
+        "transcript_path": "/tmp/t.jsonl",
+        "cwd": "/tmp",
+        "hook_event_name": "PreToolUse",
+        "tool_name": "Bash",
+        "tool_input": { "command": command },
+        "tool_use_id": "toolu_1"
+    })
+}
+
+/// The deny reason of a PreToolUse answer, if it denies.
+fn denied(answer: &server::Response) -> Option<String> {
+    assert_eq!(answer.status, 200, "{answer:?}");
+    if answer.body.is_empty() {
+        return None;
+    }
+    let json = answer.json();
+    let specific = &json["hookSpecificOutput"];
+    (specific["permissionDecision"] == "deny").then(|| {
+        specific["permissionDecisionReason"]
+            .as_str()
+            .unwrap()
+            .to_string()
+    })
+}
+
+#[test]
+fn per_session_state_lasts_across_events_and_sessions_are_independent() {
+    let dir = plugins();
+    let server = Server::start(dir.path(), &[], &[]);
+    for n in 1..=3 {
+        let answer = server.event(bash("session-a", "ls"));
+        assert_eq!(
+            denied(&answer),
+            None,
+            "call {n} of a budget of 3: {answer:?}"
+        );
+    }
+    let fourth = denied(&server.event(bash("session-a", "ls"))).expect("the 4th call is denied");
+    assert!(fourth.contains("budget of 3 shell commands"), "{fourth}");
+    // Another session has its own count.
+    assert_eq!(denied(&server.event(bash("session-b", "ls"))), None);
+    // And the stateless guard still judges every call.
+    let reason = denied(&server.event(bash("session-b", "rm -rf /"))).expect("a deny");
+    assert!(reason.contains("rm -rf"), "{reason}");
+    let health = request(server.address, "GET", "/health", b"", &[]).json();
+    assert_eq!(health["sessions"], 2, "{health}");
+}
+
+#[test]
+fn sessions_are_evicted_oldest_first_when_idle_and_at_session_end() {
+    let dir = plugins();
+    let server = Server::start(
+        dir.path(),
+        &["--max-sessions", "2", "--idle-timeout", "1.5"],
+        &[],
+    );
+    for _ in 0..3 {
+        server.event(bash("a", "ls"));
+    }
+    assert!(
+        denied(&server.event(bash("a", "ls"))).is_some(),
+        "a's budget is spent"
+    );
+    server.event(bash("b", "ls"));
+    // A third session: `a`, the least recently used, goes.
+    server.event(bash("c", "ls"));
+    assert!(
+        server.wait_for("evicted session a", Duration::from_secs(5)),
+        "{}",
+        server.said()
+    );
+    assert!(server.said().contains("2 sessions live, the limit"));
+    // `a` starts over with a fresh instance: its budget is back.
+    assert_eq!(denied(&server.event(bash("a", "ls"))), None);
+    // SessionEnd closes a session at once.
+    let end = json!({"session_id": "c", "hook_event_name": "SessionEnd", "reason": "exit"});
+    assert_eq!(server.event(end).status, 200);
+    assert!(server.wait_for("session c ended", Duration::from_secs(5)));
+    // Idle sessions go after the timeout.
+    assert!(
+        server.wait_for("(idle", Duration::from_secs(10))
+            && server.wait_for("the timeout is 1.5 s", Duration::from_secs(10)),
+        "{}",
+        server.said()
+    );
+    let health = request(server.address, "GET", "/health", b"", &[]).json();
+    assert!(health["sessions"].as_u64().unwrap() <= 1, "{health}");
+}
+
+#[test]
+fn a_flood_of_new_sessions_stays_bounded() {
+    let dir = plugins();
+    let server = Server::start(dir.path(), &["--max-sessions", "20"], &[]);
+    for i in 0..200 {
+        let answer = server.event(bash(&format!("flood-{i}"), "ls"));
+        assert_eq!(answer.status, 200, "{answer:?}");
+    }
+    let health = request(server.address, "GET", "/health", b"", &[]).json();
+    assert_eq!(health["sessions"], 20, "{health}");
+    assert!(server.said().matches("evicted session flood-").count() >= 180);
+}
+
+#[test]
+fn off_loopback_needs_a_token_and_every_request_must_carry_it() {
+    let dir = plugins();
+    let refused = Server::try_start(dir.path(), "0.0.0.0:0", &[], &[])
+        .err()
+        .expect("no token: refused");
+    assert!(
+        refused.contains("not a loopback address, without a bearer token"),
+        "{refused}"
+    );
+    let token = "s3cret-token-0123456789";
+    let server = Server::try_start(
+        dir.path(),
+        "0.0.0.0:0",
+        &[],
+        &[("PALISADE_SERVE_TOKEN", token)],
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    let address = std::net::SocketAddr::from(([127, 0, 0, 1], server.address.port()));
+    let body = bash("s", "ls").to_string();
+    let none = request(address, "POST", "/claude-code", body.as_bytes(), &[]);
+    assert_eq!(none.status, 401, "{none:?}");
+    let wrong = request(
+        address,
+        "POST",
+        "/claude-code",
+        body.as_bytes(),
+        &[("Authorization", "Bearer s3cret-token-0123456780")],
+    );
+    assert_eq!(wrong.status, 401, "{wrong:?}");
+    let right = request(
+        address,
+        "POST",
+        "/claude-code",
+        body.as_bytes(),
+        &[("Authorization", &format!("Bearer {token}"))],
+    );
+    assert_eq!(right.status, 200, "{right:?}");
+    assert_eq!(request(address, "GET", "/health", b"", &[]).status, 401);
+}
+
+#[test]
+fn bad_requests_get_a_clear_4xx_and_the_server_stays_up() {
+    let dir = plugins();
+    let server = Server::start(dir.path(), &["--payload-max-bytes", "65536"], &[]);
+    let cases: Vec<(&str, &str, Vec<u8>, u16, &str)> = vec![
+        (
+            "POST",
+            "/claude-code",
+            b"{not json".to_vec(),
+            400,
+            "not JSON",
+        ),
+        (
+            "POST",
+            "/claude-code",
+            b"[1, 2]".to_vec(),
+            400,
+            "JSON object",
+        ),
+        (
+            "POST",
+            "/claude-code",
+            br#"{"session_id": "s", "hook_event_name": "Bogus"}"#.to_vec(),
+            400,
+            "unknown hook event `Bogus`",
+        ),
+        (
+            "POST",
+            "/claude-code",
+            br#"{"hook_event_name": "PreToolUse"}"#.to_vec(),
+            400,
+            "no `session_id`",
+        ),
+        ("POST", "/claude-code", vec![b' '; 100_000], 413, ""),
+        ("POST", "/nowhere", b"{}".to_vec(), 404, "POST /claude-code"),
+        ("GET", "/claude-code", Vec::new(), 405, ""),
+    ];
+    for (method, path, body, status, says) in cases {
+        let answer = request(server.address, method, path, &body, &[]);
+        assert_eq!(answer.status, status, "{method} {path}: {answer:?}");
+        assert!(answer.body.contains(says), "{method} {path}: {answer:?}");
+    }
+    // A tool event without a tool name fails closed, as the command bridge does (exit 2).
+    let broken = json!({"session_id": "s", "hook_event_name": "PreToolUse"});
+    let reason = denied(&server.event(broken)).expect("fails closed");
+    assert!(reason.contains("no `tool_name`"), "{reason}");
+    assert_eq!(
+        denied(&server.event(bash("s", "ls"))),
+        None,
+        "still serving"
+    );
+    assert!(server.child.id() > 0);
+}
+
+#[test]
+fn reload_swaps_in_a_good_directory_and_refuses_a_bad_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let guard = palisade_examples::get("shell-guard").unwrap();
+    palisade_examples::install_one(guard, dir.path()).unwrap();
+    let server = Server::start(dir.path(), &[], &[]);
+    let plugins = |server: &Server| request(server.address, "GET", "/health", b"", &[]).json();
+    assert_eq!(plugins(&server)["plugins"], json!(["shell-guard"]));
+
+    // A good directory: the new set answers new requests.
+    add_budget(dir.path(), 0);
+    server.signal("HUP");
+    assert!(
+        server.wait_for(
+            "reloaded (SIGHUP): generation 2, 2 plugin(s)",
+            Duration::from_secs(60)
+        ),
+        "{}",
+        server.said()
+    );
+    assert_eq!(
+        plugins(&server)["plugins"],
+        json!(["bash-budget", "shell-guard"])
+    );
+    assert!(
+        denied(&server.event(bash("s", "ls"))).is_some(),
+        "a budget of 0"
+    );
+
+    // A bad one: refused, and the old set stays live.
+    std::fs::write(
+        dir.path().join("bash-budget/plugin.toml"),
+        "name = \"oops\"\nwsam = 1\n",
+    )
+    .unwrap();
+    server.signal("HUP");
+    assert!(
+        server.wait_for("reload refused (SIGHUP)", Duration::from_secs(60)),
+        "{}",
+        server.said()
+    );
+    assert!(
+        server.said().contains("still serving generation 2"),
+        "{}",
+        server.said()
+    );
+    assert_eq!(plugins(&server)["generation"], 2);
+    assert!(
+        denied(&server.event(bash("s", "ls"))).is_some(),
+        "the old set still serves"
+    );
+}
+
+#[test]
+fn watch_reloads_when_the_directory_changes() {
+    let dir = tempfile::tempdir().unwrap();
+    let guard = palisade_examples::get("shell-guard").unwrap();
+    palisade_examples::install_one(guard, dir.path()).unwrap();
+    let server = Server::start(dir.path(), &["--watch"], &[]);
+    add_budget(dir.path(), 0);
+    assert!(
+        server.wait_for(
+            "reloaded (the plugin directory changed): generation 2",
+            Duration::from_secs(60)
+        ),
+        "{}",
+        server.said()
+    );
+    assert!(denied(&server.event(bash("s", "ls"))).is_some());
+}
+
+#[test]
+fn shutdown_finishes_the_requests_in_flight_and_flushes_the_audit_log() {
+    let dir = tempfile::tempdir().unwrap();
+    let folder = dir.path().join("slow");
+    std::fs::create_dir_all(&folder).unwrap();
+    std::fs::copy(palisade_fixtures::SCRIPTED, folder.join("plugin.wasm")).unwrap();
+    // A guard that takes its whole 1.5 s deadline, then fails open.
+    std::fs::write(
+        folder.join("plugin.toml"),
+        "name = \"slow\"\nwasm = \"plugin.wasm\"\n\n[limits]\ntimeout_ms = 1500\n\n[[hooks]]\n\
+         point = \"pre-tool\"\ncapability = \"guard\"\non_failure = \"allow\"\n\n[config]\n\
+         pre_tool = \"sleep\"\n",
+    )
+    .unwrap();
+    let audit = dir.path().join("audit.jsonl");
+    let server = Server::start(dir.path(), &["--audit-log", audit.to_str().unwrap()], &[]);
+    let address = server.address;
+    let in_flight = std::thread::spawn(move || {
+        request(
+            address,
+            "POST",
+            "/claude-code",
+            bash("s", "ls").to_string().as_bytes(),
+            &[],
+        )
+    });
+    std::thread::sleep(Duration::from_millis(400));
+    server.signal("TERM");
+    let answer = in_flight.join().unwrap();
+    assert_eq!(answer.status, 200, "{answer:?}\n{}", server.said());
+    let mut server = server;
+    let status = server.child.wait().unwrap();
+    assert!(status.success(), "{status}\n{}", server.said());
+    let said = server.said();
+    assert!(
+        said.contains("SIGTERM: finishing the requests in flight"),
+        "{said}"
+    );
+    assert!(said.contains("stopped; 1 session(s) closed"), "{said}");
+    let log = std::fs::read_to_string(&audit).unwrap();
+    assert!(
+        log.lines()
+            .any(|l| l.contains("\"hook_failed\"") && l.contains("slow/pre-tool")),
+        "{log}"
+    );
+    // Nothing is accepted any more.
+    assert!(std::net::TcpStream::connect(address).is_err());
+}
+
+#[test]
+fn install_serve_writes_http_hooks_that_fail_closed() {
+    let dir = tempfile::tempdir().unwrap();
+    let settings = dir.path().join(".claude/settings.json");
+    std::fs::create_dir_all(settings.parent().unwrap()).unwrap();
+    std::fs::write(&settings, r#"{"model": "x", "hooks": {"Stop": [{"hooks": [{"type": "command", "command": "mine"}]}]}}"#).unwrap();
+    for _ in 0..2 {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_palisade"))
+            .args([
+                "install",
+                "claude-code",
+                "--serve",
+                "http://127.0.0.1:8719",
+                "--token-env",
+                "PALISADE_SERVE_TOKEN",
+                "--settings",
+                settings.to_str().unwrap(),
+            ])
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    let written: Value =
+        serde_json::from_str(&std::fs::read_to_string(&settings).unwrap()).unwrap();
+    assert_eq!(written["model"], "x");
+    let pre = &written["hooks"]["PreToolUse"];
+    assert_eq!(
+        pre.as_array().unwrap().len(),
+        1,
+        "re-installing replaces: {pre}"
+    );
+    let hook = &pre[0]["hooks"][0];
+    assert_eq!(hook["type"], "http");
+    assert_eq!(hook["url"], "http://127.0.0.1:8719/claude-code");
+    assert_eq!(hook["onFailure"], "block");
+    assert_eq!(
+        hook["headers"]["Authorization"],
+        "Bearer $PALISADE_SERVE_TOKEN"
+    );
+    assert_eq!(hook["allowedEnvVars"], json!(["PALISADE_SERVE_TOKEN"]));
+    assert!(written["hooks"]["SessionEnd"][0]["hooks"][0]["onFailure"].is_null());
+    // Claude Code sends SessionStart to command hooks only: a command forwards it.
+    let start = &written["hooks"]["SessionStart"];
+    assert_eq!(start.as_array().unwrap().len(), 1, "{start}");
+    let command = start[0]["hooks"][0]["command"].as_str().unwrap();
+    assert!(
+        command.contains(
+            " forward http://127.0.0.1:8719/claude-code --token-env PALISADE_SERVE_TOKEN"
+        ),
+        "{command}"
+    );
+    let stop = written["hooks"]["Stop"].as_array().unwrap();
+    assert_eq!(stop.len(), 2, "the user's own Stop hook is kept: {stop:?}");
+}
+
+#[test]
+fn forward_answers_what_the_server_answers_and_fails_like_the_bridge() {
+    use std::io::Write;
+    let dir = plugins();
+    let server = Server::start(dir.path(), &[], &[]);
+    let forward = |url: &str, event: &Value| {
+        let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_palisade"))
+            .args(["forward", url])
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(event.to_string().as_bytes())
+            .unwrap();
+        child.wait_with_output().unwrap()
+    };
+    let url = format!("{}/claude-code", server.url());
+    let out = forward(&url, &bash("f", "rm -rf /"));
+    assert_eq!(out.status.code(), Some(0));
+    let answer: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(answer["hookSpecificOutput"]["permissionDecision"], "deny");
+    // No server: a guarding event blocks (exit 2), as the command bridge would.
+    drop(server);
+    let out = forward(&url, &bash("f", "ls"));
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("did not answer"),
+        "{out:?}"
+    );
+    let start = json!({"session_id": "f", "hook_event_name": "SessionStart", "source": "startup"});
+    assert_eq!(forward(&url, &start).status.code(), Some(1));
+}

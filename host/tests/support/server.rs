@@ -1,0 +1,193 @@
+//! A `palisade serve` process for a test, and a minimal HTTP/1.1 client (so a test can send
+//! exactly the bytes it wants: malformed, oversized, wrong path).
+#![allow(dead_code)] // each test file that includes it uses a part
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::{Duration, Instant};
+
+/// A running `palisade serve`; killed when dropped.
+pub struct Server {
+    pub child: Child,
+    pub address: SocketAddr,
+    /// Every line it wrote to stderr so far.
+    lines: Arc<(Mutex<Vec<String>>, Condvar)>,
+}
+
+impl Server {
+    /// Starts `palisade serve --plugins DIR --listen 127.0.0.1:0 ARGS…` and waits until it
+    /// listens.
+    pub fn start(plugins: &Path, args: &[&str], envs: &[(&str, &str)]) -> Server {
+        Server::try_start(plugins, "127.0.0.1:0", args, envs)
+            .unwrap_or_else(|said| panic!("palisade serve did not start:\n{said}"))
+    }
+
+    /// As [`Server::start`] on `listen`; `Err` with what it printed when it exits instead.
+    pub fn try_start(
+        plugins: &Path,
+        listen: &str,
+        args: &[&str],
+        envs: &[(&str, &str)],
+    ) -> Result<Server, String> {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_palisade"));
+        command
+            .arg("serve")
+            .arg("--plugins")
+            .arg(plugins)
+            .args(["--listen", listen])
+            .args(args)
+            .env_remove("PALISADE_SERVE_TOKEN")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped());
+        for (k, v) in envs {
+            command.env(k, v);
+        }
+        let mut child = command.spawn().expect("palisade serve starts");
+        let stderr = child.stderr.take().unwrap();
+        let lines = Arc::new((Mutex::new(Vec::new()), Condvar::new()));
+        let sink = lines.clone();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                let (lock, ready) = &*sink;
+                lock.lock().unwrap().push(line);
+                ready.notify_all();
+            }
+        });
+        let started = Instant::now();
+        loop {
+            let found: Option<SocketAddr> = lines
+                .0
+                .lock()
+                .unwrap()
+                .iter()
+                .find_map(|l| l.split("listening on http://").nth(1))
+                .and_then(|rest| rest.split_whitespace().next())
+                .and_then(|a| a.parse().ok());
+            if let Some(address) = found {
+                return Ok(Server {
+                    child,
+                    address,
+                    lines,
+                });
+            }
+            if let Some(status) = child.try_wait().unwrap() {
+                std::thread::sleep(Duration::from_millis(100));
+                let said = lines.0.lock().unwrap().join("\n");
+                return Err(format!("exited with {status}:\n{said}"));
+            }
+            assert!(
+                started.elapsed() < Duration::from_secs(120),
+                "palisade serve did not listen within 2 minutes"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    pub fn url(&self) -> String {
+        format!("http://{}", self.address)
+    }
+
+    /// What it printed on stderr so far.
+    pub fn said(&self) -> String {
+        self.lines.0.lock().unwrap().join("\n")
+    }
+
+    /// Waits (up to `within`) for a stderr line containing `needle`.
+    pub fn wait_for(&self, needle: &str, within: Duration) -> bool {
+        let (lock, ready) = &*self.lines;
+        let deadline = Instant::now() + within;
+        let mut lines = lock.lock().unwrap();
+        loop {
+            if lines.iter().any(|l| l.contains(needle)) {
+                return true;
+            }
+            let now = Instant::now();
+            if now >= deadline {
+                return false;
+            }
+            lines = ready.wait_timeout(lines, deadline - now).unwrap().0;
+        }
+    }
+
+    pub fn signal(&self, signal: &str) {
+        let status = Command::new("kill")
+            .args([&format!("-{signal}"), &self.child.id().to_string()])
+            .status()
+            .unwrap();
+        assert!(status.success());
+    }
+
+    /// POSTs `body` to `path`.
+    pub fn post(&self, path: &str, body: &[u8]) -> Response {
+        request(self.address, "POST", path, body, &[])
+    }
+
+    /// A Claude Code hook event.
+    pub fn event(&self, event: serde_json::Value) -> Response {
+        self.post("/claude-code", event.to_string().as_bytes())
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// An HTTP response: status and body.
+#[derive(Debug)]
+pub struct Response {
+    pub status: u16,
+    pub body: String,
+}
+
+impl Response {
+    pub fn json(&self) -> serde_json::Value {
+        serde_json::from_str(&self.body)
+            .unwrap_or_else(|e| panic!("not JSON ({e}): {:?}", self.body))
+    }
+}
+
+/// One HTTP/1.1 request on a fresh connection.
+pub fn request(
+    address: SocketAddr,
+    method: &str,
+    path: &str,
+    body: &[u8],
+    headers: &[(&str, &str)],
+) -> Response {
+    let mut stream = TcpStream::connect(address).expect("the server accepts");
+    stream
+        .set_read_timeout(Some(Duration::from_secs(60)))
+        .unwrap();
+    let mut head = format!(
+        "{method} {path} HTTP/1.1\r\nHost: {address}\r\nContent-Type: application/json\r\n\
+         Content-Length: {}\r\nConnection: close\r\n",
+        body.len()
+    );
+    for (k, v) in headers {
+        head.push_str(&format!("{k}: {v}\r\n"));
+    }
+    head.push_str("\r\n");
+    stream.write_all(head.as_bytes()).unwrap();
+    // A server may answer (413) before reading a large body, and close.
+    let _ = stream.write_all(body);
+    let mut raw = Vec::new();
+    let _ = stream.read_to_end(&mut raw);
+    let text = String::from_utf8_lossy(&raw).into_owned();
+    let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
+    let status = head
+        .split_whitespace()
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| panic!("no HTTP status in {text:?}"));
+    Response {
+        status,
+        body: body.to_string(),
+    }
+}
