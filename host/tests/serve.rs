@@ -459,3 +459,37 @@ fn forward_answers_what_the_server_answers_and_fails_like_the_bridge() {
     let start = json!({"session_id": "f", "hook_event_name": "SessionStart", "source": "startup"});
     assert_eq!(forward(&url, &start).status.code(), Some(1));
 }
+
+#[test]
+fn each_dialect_gets_its_own_answer() {
+    // A guard that asks: Claude Code can ask its user; Codex cannot, so there it is a deny.
+    let dir = tempfile::tempdir().unwrap();
+    let folder = dir.path().join("asker");
+    std::fs::create_dir_all(&folder).unwrap();
+    std::fs::copy(palisade_fixtures::SCRIPTED, folder.join("plugin.wasm")).unwrap();
+    std::fs::write(
+        folder.join("plugin.toml"),
+        "name = \"asker\"\nwasm = \"plugin.wasm\"\n\n[[hooks]]\npoint = \"pre-tool\"\n\
+         capability = \"guard\"\n\n[config]\npre_tool = \"ask\"\n",
+    )
+    .unwrap();
+    let server = Server::start(dir.path(), &[], &[]);
+    let sample = std::fs::read(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/samples/codex/PreToolUse.json"),
+    )
+    .unwrap();
+    let claude = server.post("/claude-code", &sample).json();
+    assert_eq!(
+        claude["hookSpecificOutput"]["permissionDecision"], "ask",
+        "{claude}"
+    );
+    let codex = server.post("/codex", &sample).json();
+    let specific = &codex["hookSpecificOutput"];
+    assert_eq!(specific["permissionDecision"], "deny", "{codex}");
+    assert!(
+        specific["permissionDecisionReason"]
+            .as_str()
+            .is_some_and(|r| r.contains("may Bash run?")),
+        "{codex}"
+    );
+}

@@ -31,6 +31,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant, SystemTime};
+use tokio::signal::unix::Signal;
 use tokio::sync::Semaphore;
 
 /// The options of `palisade serve`.
@@ -121,6 +122,11 @@ pub async fn serve(options: Options) -> anyhow::Result<std::process::ExitCode> {
         .await
         .with_context(|| format!("cannot listen on {}", options.listen))?;
     let address = listener.local_addr()?;
+    // Before saying where it listens: a signal sent right after must find its handler.
+    use tokio::signal::unix::{SignalKind, signal};
+    let hup = signal(SignalKind::hangup()).context("cannot listen for SIGHUP")?;
+    let term = signal(SignalKind::terminate()).context("cannot listen for SIGTERM")?;
+    let int = signal(SignalKind::interrupt()).context("cannot listen for SIGINT")?;
     let count = plugins.iter().count();
     let server = Arc::new(Server {
         current: RwLock::new(Arc::new(Generation {
@@ -148,12 +154,12 @@ pub async fn serve(options: Options) -> anyhow::Result<std::process::ExitCode> {
         .with_state(server.clone());
 
     tokio::spawn(sweep(server.clone()));
-    tokio::spawn(reload_on_sighup(server.clone()));
+    tokio::spawn(reload_on_sighup(server.clone(), hup));
     if server.options.watch {
         tokio::spawn(watch(server.clone()));
     }
     axum::serve(listener, app)
-        .with_graceful_shutdown(shutdown_signal())
+        .with_graceful_shutdown(shutdown_signal(term, int))
         .await
         .context("the server failed")?;
     // In flight: done. Background hooks of every live session: let them finish, so the audit
@@ -165,14 +171,7 @@ pub async fn serve(options: Options) -> anyhow::Result<std::process::ExitCode> {
     Ok(std::process::ExitCode::SUCCESS)
 }
 
-async fn shutdown_signal() {
-    use tokio::signal::unix::{SignalKind, signal};
-    let (Ok(mut term), Ok(mut int)) = (
-        signal(SignalKind::terminate()),
-        signal(SignalKind::interrupt()),
-    ) else {
-        return std::future::pending().await;
-    };
+async fn shutdown_signal(mut term: Signal, mut int: Signal) {
     let which = tokio::select! {
         _ = term.recv() => "SIGTERM",
         _ = int.recv() => "SIGINT",
@@ -338,12 +337,7 @@ async fn sweep(server: Arc<Server>) {
     }
 }
 
-async fn reload_on_sighup(server: Arc<Server>) {
-    use tokio::signal::unix::{SignalKind, signal};
-    let Ok(mut hup) = signal(SignalKind::hangup()) else {
-        say("cannot listen for SIGHUP: reload with --watch, or restart");
-        return;
-    };
+async fn reload_on_sighup(server: Arc<Server>, mut hup: Signal) {
     while hup.recv().await.is_some() {
         server.reload("SIGHUP").await;
     }
