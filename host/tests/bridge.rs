@@ -1,6 +1,9 @@
 //! `palisade claude-code` and `palisade codex` as the agents run them: one process per event,
 //! the event's JSON (recorded from the real CLIs, under `samples/`) on stdin.
 
+#[path = "support/server.rs"]
+mod server;
+
 use serde_json::{Value, json};
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -38,14 +41,7 @@ fn sample(agent: &str, event: &str) -> String {
 /// A plugin directory with one scripted plugin: `body` is its manifest after `name`/`wasm`.
 fn plugins(body: &str) -> tempfile::TempDir {
     let dir = tempfile::tempdir().unwrap();
-    let folder = dir.path().join("scripted");
-    std::fs::create_dir_all(&folder).unwrap();
-    std::fs::copy(palisade_fixtures::SCRIPTED, folder.join("plugin.wasm")).unwrap();
-    std::fs::write(
-        folder.join("plugin.toml"),
-        format!("name = \"scripted\"\nwasm = \"plugin.wasm\"\n{body}"),
-    )
-    .unwrap();
+    server::scripted(dir.path(), "scripted", body);
     dir
 }
 
@@ -338,4 +334,28 @@ fn install_merges_into_claude_code_settings_and_reinstalls_in_place() {
             "{event}: {twice}"
         );
     }
+}
+
+#[test]
+fn forward_answers_what_palisade_serve_answers_and_fails_like_the_bridge() {
+    let dir = plugins(
+        "[[hooks]]\npoint = \"pre-tool\"\ncapability = \"guard\"\n[config]\npre_tool = \"deny\"\n",
+    );
+    let served = server::Server::start(dir.path(), &[], &[]);
+    let url = format!("{}/claude-code", served.url());
+    let out = palisade(&["forward", &url], &sample("claude", "PreToolUse"));
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    let answer: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(answer["hookSpecificOutput"]["permissionDecision"], "deny");
+    // No server: a guarding event blocks (exit 2), as the command bridge would; elsewhere
+    // the error does not block (exit 1).
+    drop(served);
+    let out = palisade(&["forward", &url], &sample("claude", "PreToolUse"));
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("did not answer"),
+        "{out:?}"
+    );
+    let out = palisade(&["forward", &url], &sample("claude", "SessionStart"));
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
 }

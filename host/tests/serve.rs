@@ -5,7 +5,7 @@
 mod server;
 
 use serde_json::{Value, json};
-use server::{Server, request};
+use server::{Server, request, scripted};
 use std::path::Path;
 use std::time::Duration;
 
@@ -312,17 +312,13 @@ fn watch_reloads_when_the_directory_changes() {
 #[test]
 fn shutdown_finishes_the_requests_in_flight_and_flushes_the_audit_log() {
     let dir = tempfile::tempdir().unwrap();
-    let folder = dir.path().join("slow");
-    std::fs::create_dir_all(&folder).unwrap();
-    std::fs::copy(palisade_fixtures::SCRIPTED, folder.join("plugin.wasm")).unwrap();
     // A guard that takes its whole 1.5 s deadline, then fails open.
-    std::fs::write(
-        folder.join("plugin.toml"),
-        "name = \"slow\"\nwasm = \"plugin.wasm\"\n\n[limits]\ntimeout_ms = 1500\n\n[[hooks]]\n\
-         point = \"pre-tool\"\ncapability = \"guard\"\non_failure = \"allow\"\n\n[config]\n\
-         pre_tool = \"sleep\"\n",
-    )
-    .unwrap();
+    scripted(
+        dir.path(),
+        "slow",
+        "[limits]\ntimeout_ms = 1500\n\n[[hooks]]\npoint = \"pre-tool\"\ncapability = \"guard\"\n\
+         on_failure = \"allow\"\n\n[config]\npre_tool = \"sleep\"\n",
+    );
     let audit = dir.path().join("audit.jsonl");
     let server = Server::start(dir.path(), &["--audit-log", audit.to_str().unwrap()], &[]);
     let address = server.address;
@@ -423,56 +419,14 @@ fn install_serve_writes_http_hooks_that_fail_closed() {
 }
 
 #[test]
-fn forward_answers_what_the_server_answers_and_fails_like_the_bridge() {
-    use std::io::Write;
-    let dir = plugins();
-    let server = Server::start(dir.path(), &[], &[]);
-    let forward = |url: &str, event: &Value| {
-        let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_palisade"))
-            .args(["forward", url])
-            .stdin(std::process::Stdio::piped())
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::piped())
-            .spawn()
-            .unwrap();
-        child
-            .stdin
-            .take()
-            .unwrap()
-            .write_all(event.to_string().as_bytes())
-            .unwrap();
-        child.wait_with_output().unwrap()
-    };
-    let url = format!("{}/claude-code", server.url());
-    let out = forward(&url, &bash("f", "rm -rf /"));
-    assert_eq!(out.status.code(), Some(0));
-    let answer: Value = serde_json::from_slice(&out.stdout).unwrap();
-    assert_eq!(answer["hookSpecificOutput"]["permissionDecision"], "deny");
-    // No server: a guarding event blocks (exit 2), as the command bridge would.
-    drop(server);
-    let out = forward(&url, &bash("f", "ls"));
-    assert_eq!(out.status.code(), Some(2), "{out:?}");
-    assert!(
-        String::from_utf8_lossy(&out.stderr).contains("did not answer"),
-        "{out:?}"
-    );
-    let start = json!({"session_id": "f", "hook_event_name": "SessionStart", "source": "startup"});
-    assert_eq!(forward(&url, &start).status.code(), Some(1));
-}
-
-#[test]
 fn each_dialect_gets_its_own_answer() {
     // A guard that asks: Claude Code can ask its user; Codex cannot, so there it is a deny.
     let dir = tempfile::tempdir().unwrap();
-    let folder = dir.path().join("asker");
-    std::fs::create_dir_all(&folder).unwrap();
-    std::fs::copy(palisade_fixtures::SCRIPTED, folder.join("plugin.wasm")).unwrap();
-    std::fs::write(
-        folder.join("plugin.toml"),
-        "name = \"asker\"\nwasm = \"plugin.wasm\"\n\n[[hooks]]\npoint = \"pre-tool\"\n\
-         capability = \"guard\"\n\n[config]\npre_tool = \"ask\"\n",
-    )
-    .unwrap();
+    scripted(
+        dir.path(),
+        "asker",
+        "[[hooks]]\npoint = \"pre-tool\"\ncapability = \"guard\"\n\n[config]\npre_tool = \"ask\"\n",
+    );
     let server = Server::start(dir.path(), &[], &[]);
     let sample = std::fs::read(
         Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/samples/codex/PreToolUse.json"),

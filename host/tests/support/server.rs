@@ -191,3 +191,16 @@ pub fn request(
         body: body.to_string(),
     }
 }
+
+/// Adds a plugin folder `name` of the scripted test guest to `dir`; `body` is its manifest
+/// after the `name` and `wasm` lines.
+pub fn scripted(dir: &Path, name: &str, body: &str) {
+    let folder = dir.join(name);
+    std::fs::create_dir_all(&folder).unwrap();
+    std::fs::copy(palisade_fixtures::SCRIPTED, folder.join("plugin.wasm")).unwrap();
+    std::fs::write(
+        folder.join("plugin.toml"),
+        format!("name = \"{name}\"\nwasm = \"plugin.wasm\"\n{body}"),
+    )
+    .unwrap();
+}
