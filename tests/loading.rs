@@ -394,7 +394,8 @@ fn folders_without_a_manifest_are_skipped_and_listed() {
         ["real"]
     );
     assert_eq!(plugins.skipped().len(), 1);
-    assert!(plugins.skipped()[0].ends_with("notes"));
+    assert!(plugins.skipped()[0].path.ends_with("notes"));
+    assert_eq!(plugins.skipped()[0].reason, "no plugin.toml");
 }
 
 #[test]
@@ -600,4 +601,253 @@ fn a_plugin_folder_loads_as_a_directory_of_itself() {
     let plugins = Host::new().unwrap().load_dir(&folder).unwrap();
     let names: Vec<&str> = plugins.iter().map(|p| p.name()).collect();
     assert_eq!(names, ["p"]);
+}
+
+// --- hostile folders ------------------------------------------------------------------
+
+/// Loads `dir` on a thread of its own: a load that hangs fails the test instead of hanging it.
+fn load_in_time(dir: &std::path::Path) -> Result<palisade::Plugins, Error> {
+    let (tx, rx) = std::sync::mpsc::channel();
+    let path = dir.to_path_buf();
+    std::thread::spawn(move || {
+        let _ = tx.send(Host::new().unwrap().load_dir(&path));
+    });
+    rx.recv_timeout(std::time::Duration::from_secs(30))
+        .expect("loading hung")
+}
+
+fn problems_of(result: Result<palisade::Plugins, Error>) -> Vec<Problem> {
+    match result {
+        Err(Error::Invalid { problems }) => problems,
+        Err(other) => panic!("expected problems, got {other}"),
+        Ok(_) => panic!("expected problems, the directory loaded"),
+    }
+}
+
+fn mkfifo(path: &std::path::Path) {
+    let status = std::process::Command::new("mkfifo")
+        .arg(path)
+        .status()
+        .expect("mkfifo runs");
+    assert!(status.success());
+}
+
+#[test]
+fn a_fifo_where_a_plugin_file_should_be_is_refused_without_hanging() {
+    let dir = PluginDir::new();
+    let folder = dir.raw("x", &[]);
+    mkfifo(&folder.join("plugin.toml"));
+    let problems = problems_of(load_in_time(dir.path()));
+    assert_eq!(problems.len(), 1, "{problems:#?}");
+    assert!(problems[0].path.ends_with("x/plugin.toml"));
+    assert!(
+        problems[0].message.contains("not a regular file"),
+        "{}",
+        problems[0].message
+    );
+
+    let dir = PluginDir::new();
+    let folder = dir.raw(
+        "y",
+        &[("plugin.toml", manifest("y", PRE_TOOL_GUARD).as_bytes())],
+    );
+    mkfifo(&folder.join("plugin.wasm"));
+    let problems = problems_of(load_in_time(dir.path()));
+    assert_eq!(problems.len(), 1, "{problems:#?}");
+    assert!(
+        problems[0].message.contains("not a regular file"),
+        "{}",
+        problems[0].message
+    );
+}
+
+#[test]
+fn an_oversized_manifest_is_refused_unread() {
+    let dir = PluginDir::new();
+    let mut text = manifest("big", PRE_TOOL_GUARD);
+    text.push_str(&"# padding\n".repeat(200_000));
+    dir.raw(
+        "big",
+        &[
+            ("plugin.toml", text.as_bytes()),
+            ("plugin.wasm", &scripted_wasm()),
+        ],
+    );
+    let problem = only_problem(&dir);
+    assert!(
+        problem.message.contains("over the limit"),
+        "{}",
+        problem.message
+    );
+}
+
+#[test]
+fn a_symlinked_plugin_folder_is_followed_and_said_so() {
+    let guards = PluginDir::new();
+    let real = guards.scripted(
+        "shell-guard",
+        "[[hooks]]\npoint = \"pre-tool\"\ncapability = \"guard\"\n[config]\npre_tool = \"deny\"\n",
+    );
+    let dir = PluginDir::new();
+    std::os::unix::fs::symlink(&real, dir.path().join("shell-guard")).unwrap();
+    std::fs::write(dir.path().join("README.md"), "not a plugin").unwrap();
+    let plugins = load_in_time(dir.path()).unwrap_or_else(|e| panic!("{e}"));
+    let names: Vec<_> = plugins.iter().map(|p| p.name()).collect();
+    assert_eq!(names, ["shell-guard"], "a symlinked plugin was skipped");
+    let plugin = plugins.iter().next().unwrap();
+    assert_eq!(
+        plugin.symlink_target(),
+        Some(real.canonicalize().unwrap().as_path())
+    );
+    // A file beside the plugins is listed, not silently ignored.
+    assert_eq!(plugins.skipped().len(), 1);
+    assert!(plugins.skipped()[0].path.ends_with("README.md"));
+    assert_eq!(plugins.skipped()[0].reason, "a file, not a plugin folder");
+
+    // A symlink that leads nowhere is refused: it is likely a plugin that is meant to be there.
+    std::os::unix::fs::symlink("/no/such/guard", dir.path().join("gone")).unwrap();
+    let problems = problems_of(load_in_time(dir.path()));
+    assert_eq!(problems.len(), 1, "{problems:#?}");
+    assert!(problems[0].path.ends_with("gone"));
+    assert!(problems[0].fix.is_some());
+}
+
+#[test]
+fn manifest_numbers_are_range_checked_before_any_arithmetic() {
+    for (field, value) in [
+        ("memory_mb", "17592186044416"),
+        ("fuel", "18446744073709551615"),
+        ("fuel", "1000000000000001"),
+    ] {
+        let dir = PluginDir::new();
+        dir.scripted(
+            "n",
+            &format!("[limits]\n{field} = {value}\n{PRE_TOOL_GUARD}"),
+        );
+        let problem = only_problem(&dir);
+        assert_eq!(
+            problem.field.as_deref(),
+            Some(format!("limits.{field}").as_str()),
+            "{problem}"
+        );
+        assert!(problem.message.contains("out of range"), "{problem}");
+    }
+}
+
+#[test]
+fn a_matcher_cannot_escape_its_anchors() {
+    let dir = PluginDir::new();
+    dir.scripted(
+        "m",
+        "[[hooks]]\npoint = \"pre-tool\"\ncapability = \"guard\"\nmatcher = \"Bash)|(?:Read\"\n",
+    );
+    let problem = only_problem(&dir);
+    assert_eq!(problem.field.as_deref(), Some("hooks[0].matcher"));
+}
+
+#[test]
+fn an_export_with_the_wrong_function_type_is_refused_at_load() {
+    // Exports `palisade:hooks/pre-tool@0.1.0` with `on-pre-tool: func(call: u32) -> u32`.
+    let component = wat::parse_str(
+        r#"(component
+            (core module $m (func (export "f") (param i32) (result i32) local.get 0))
+            (core instance $i (instantiate $m))
+            (func $f (param "call" u32) (result u32) (canon lift (core func $i "f")))
+            (instance $e (export "on-pre-tool" (func $f)))
+            (export "palisade:hooks/pre-tool@0.1.0" (instance $e))
+        )"#,
+    )
+    .unwrap();
+    let dir = PluginDir::new();
+    dir.raw(
+        "liar",
+        &[
+            ("plugin.toml", manifest("liar", PRE_TOOL_GUARD).as_bytes()),
+            ("plugin.wasm", &component),
+        ],
+    );
+    let problem = only_problem(&dir);
+    assert_eq!(
+        problem.field.as_deref(),
+        Some("hooks[0].point"),
+        "{problem}"
+    );
+    assert!(
+        problem.message.contains(
+            "expected `func(call: tool-call) -> pre-tool-decision`, found `func(call: u32) -> u32`"
+        ),
+        "{problem}"
+    );
+}
+
+#[test]
+fn the_bytes_compiled_are_the_bytes_pinned_even_if_the_file_is_swapped_meanwhile() {
+    let dir = PluginDir::new();
+    let pinned = scripted_wasm();
+    let sha: String = Sha256::digest(&pinned)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    let folder = dir.scripted(
+        "pinned",
+        &format!("sha256 = \"{sha}\"\n[[hooks]]\npoint = \"pre-tool\"\ncapability = \"guard\"\n[config]\npre_tool = \"deny\"\n"),
+    );
+    // When compiling starts (after the digest was checked against the pin), another component
+    // is swapped in under the same name.
+    let other = palisade_examples::get("shell-guard").unwrap();
+    let target = folder.join("plugin.wasm");
+    let swap: palisade::CompileObserver = std::sync::Arc::new(move |progress| {
+        if let palisade::CompileProgress::Started { .. } = progress {
+            let tmp = target.with_extension("swap");
+            std::fs::write(&tmp, other.wasm).unwrap();
+            std::fs::rename(&tmp, &target).unwrap();
+        }
+    });
+    let cache = tempfile::tempdir().unwrap();
+    let host = Host::builder()
+        .cache_dir(cache.path())
+        .on_compile(swap)
+        .build()
+        .unwrap();
+    let plugins = host.load_dir(dir.path()).unwrap();
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    // The scripted guest denies every call; shell-guard would allow `ls`.
+    let call = palisade::ToolCall::new("t", "Bash", serde_json::json!({ "command": "ls" }));
+    let decision = runtime.block_on(plugins.session("s").pre_tool(&call));
+    assert_eq!(
+        decision.denial().map(|d| d.reason_code.as_str()),
+        Some("scripted-deny"),
+        "other code ran under the pinned digest: {decision:?}"
+    );
+    // And what the cache keeps under the pinned digest is the pinned code: with the pinned
+    // file back in place, a new host loads it from the cache, and it still denies.
+    let tmp = folder.join("plugin.back");
+    std::fs::write(&tmp, &pinned).unwrap();
+    std::fs::rename(&tmp, folder.join("plugin.wasm")).unwrap();
+    let host = Host::builder().cache_dir(cache.path()).build().unwrap();
+    let plugins = host.load_dir(dir.path()).unwrap();
+    let decision = runtime.block_on(plugins.session("s").pre_tool(&call));
+    assert_eq!(
+        decision.denial().map(|d| d.reason_code.as_str()),
+        Some("scripted-deny"),
+        "the cache holds other code under the pinned digest: {decision:?}"
+    );
+}
+
+#[test]
+fn a_cache_key_others_can_read_is_refused() {
+    use std::os::unix::fs::PermissionsExt;
+    let cache = tempfile::tempdir().unwrap();
+    Host::builder().cache_dir(cache.path()).build().unwrap();
+    let key = cache.path().join("key");
+    std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let err = Host::builder()
+        .cache_dir(cache.path())
+        .build()
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("can be read by other users"), "{err}");
 }

@@ -316,3 +316,91 @@ async fn nested_calls_carry_the_parent_token_and_defer_their_contexts() {
         "kept through the nested failure"
     );
 }
+
+#[tokio::test]
+async fn a_nested_call_through_the_same_per_session_wrapper_does_not_deadlock() {
+    // The wrapper's per-session instance is mid-call (in `next()`) while the tool makes a
+    // nested call that the same wrapper wraps.
+    let dir = PluginDir::new();
+    wrapper(&dir, "metrics", "passthrough", "instance = \"per-session\"");
+    let plugins = load(&dir);
+    let registry = ToolRegistry::new([
+        Tool::new("outer", |inv| async move {
+            let inner = inv
+                .context
+                .execute(ToolRequest::new("t2", "inner", json!({})))
+                .await;
+            Ok(ToolOutcome::text(format!(
+                "outer saw {:?}",
+                inner.outcome.content_blocks
+            )))
+        }),
+        Tool::new("inner", |_| async { Ok(ToolOutcome::text("inner ran")) }),
+    ]);
+    let session = plugins.session("s");
+    let execution = tokio::time::timeout(
+        Duration::from_secs(20),
+        session.execute(&registry, ToolRequest::new("t1", "outer", json!({}))),
+    )
+    .await
+    .expect("a nested call through the same wrapper deadlocked");
+    assert!(!execution.outcome.is_error, "{:?}", execution.outcome);
+    assert!(
+        format!("{:?}", execution.outcome).contains("inner ran"),
+        "{:?}",
+        execution.outcome
+    );
+    // The session instance is still there for the next call.
+    let again = session
+        .execute(&registry, ToolRequest::new("t3", "inner", json!({})))
+        .await;
+    assert_eq!(again.outcome, ToolOutcome::text("inner ran"));
+}
+
+#[tokio::test]
+async fn a_wrappers_next_calls_are_bounded_in_number() {
+    let dir = PluginDir::new();
+    wrapper(&dir, "looper", "next-loop", "");
+    let plugins = load(&dir);
+    let runs = Arc::new(AtomicU32::new(0));
+    let registry = ToolRegistry::new([counting_tool(runs.clone())]);
+    let execution = plugins
+        .session("s")
+        .execute(
+            &registry,
+            ToolRequest::new("t", "echo", json!({ "text": "hi" })),
+        )
+        .await;
+    assert_eq!(runs.load(Ordering::SeqCst), palisade::MAX_NEXT_CALLS);
+    assert_eq!(
+        execution.outcome,
+        ToolOutcome::text(format!("the tool ran {} times", palisade::MAX_NEXT_CALLS))
+    );
+}
+
+#[tokio::test]
+async fn a_wrapped_execution_has_an_overall_deadline() {
+    let dir = PluginDir::new();
+    wrapper(&dir, "wrap", "passthrough", "");
+    let host = palisade::Host::builder()
+        .wrapped_execution_deadline(Duration::from_millis(300))
+        .build()
+        .unwrap();
+    let plugins = host.load_dir(dir.path()).unwrap();
+    let registry = ToolRegistry::new([Tool::new("slow", |_| async {
+        tokio::time::sleep(Duration::from_secs(30)).await;
+        Ok(ToolOutcome::text("done"))
+    })]);
+    let started = std::time::Instant::now();
+    let execution = plugins
+        .session("s")
+        .execute(&registry, ToolRequest::new("t", "slow", json!({})))
+        .await;
+    assert!(execution.outcome.is_error);
+    assert!(
+        format!("{:?}", execution.outcome).contains("overall deadline"),
+        "{:?}",
+        execution.outcome
+    );
+    assert!(started.elapsed() < Duration::from_secs(10));
+}

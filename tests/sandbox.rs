@@ -295,3 +295,58 @@ async fn lifecycle_events_carry_duration_and_fuel() {
         other => panic!("{other:?}"),
     }
 }
+
+#[tokio::test]
+async fn an_answer_over_payload_max_bytes_is_refused_before_it_is_parsed() {
+    for behaviour in ["huge-payload", "huge-message"] {
+        let dir = PluginDir::new();
+        guard(
+            &dir,
+            "bloat",
+            behaviour,
+            "[limits]\nmemory_mb = 128\nfuel = 10_000_000_000",
+        );
+        let (plugins, recorder) = load_recorded(&dir);
+        let reason = failure_of(plugins.session("s").pre_tool(&call("Bash")).await).await;
+        assert_eq!(reason, FailureReason::InvalidResponse, "{behaviour}");
+        let detail = recorder
+            .events()
+            .into_iter()
+            .find_map(|e| match e.kind {
+                EventKind::HookFailed { detail, .. } => Some(detail),
+                _ => None,
+            })
+            .unwrap();
+        assert!(
+            detail.contains("over payload_max_bytes (131072)"),
+            "{behaviour}: {detail}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn wasi_resources_a_plugin_holds_are_bounded() {
+    let dir = PluginDir::new();
+    guard(
+        &dir,
+        "hoarder",
+        "pollables",
+        "[limits]\nfuel = 100_000_000_000",
+    );
+    let (plugins, recorder) = load_recorded(&dir);
+    let decision = plugins.session("s").pre_tool(&call("Bash")).await;
+    // It never got to hold 100,000 of them: the call that went past the bound trapped.
+    let reason = failure_of(decision).await;
+    assert_eq!(reason, FailureReason::Trap, "{:?}", recorder.events());
+}
+
+#[test]
+fn arbitrary_decisions_of_a_component_are_bounded_refused_or_honoured() {
+    // The deterministic short run of the `decisions` fuzz target (fuzz/): the same checks,
+    // on the same inputs every time.
+    let decisions =
+        palisade::fuzzing::Decisions::new(std::path::Path::new(palisade_fixtures::ARBITRARY));
+    for data in palisade::fuzzing::inputs(4, 300, 64) {
+        decisions.run(&data);
+    }
+}

@@ -763,3 +763,165 @@ async fn the_audit_log_lists_every_invocation_of_a_session() {
     let failed = lines.iter().find(|e| e["event"] == "hook_failed").unwrap();
     assert_eq!(failed["reason"], "trap");
 }
+
+// --- fail closed: every foreground hook, not only a guard ----------------------------
+
+#[tokio::test]
+async fn every_foreground_failure_fails_closed_not_only_a_guards() {
+    // A redaction hook (transform only) that fails must not let the unredacted result through.
+    let dir = PluginDir::new();
+    dir.scripted(
+        "redact",
+        &format!(
+            "{}[config]\npost_tool = \"panic\"\n",
+            hook("post-tool", "\"transform\"", "")
+        ),
+    );
+    let (plugins, recorder) = load_recorded(&dir);
+    let result = plugins
+        .session("s")
+        .post_tool(&bash("cat .env"), &ToolOutcome::text("TOKEN=secret"))
+        .await;
+    let blocked = result
+        .blocked
+        .expect("a failed transform hook blocks the result");
+    assert_eq!(blocked.hook_id, "redact/post-tool");
+    assert_eq!(blocked.failure, Some(FailureReason::Trap));
+    assert!(result.outcome.is_error);
+    let shown = format!("{:?}", result.outcome.content_blocks);
+    assert!(!shown.contains("secret"), "{shown}");
+    assert!(
+        shown.contains("redact/post-tool") && shown.contains("trap"),
+        "{shown}"
+    );
+    assert_eq!(
+        failures(&recorder),
+        [("redact/post-tool".into(), FailureReason::Trap, true)]
+    );
+
+    // A context-adding hook at prompt-submit that fails rejects the step.
+    let dir = PluginDir::new();
+    dir.scripted(
+        "contexts",
+        &format!(
+            "{}[config]\nprompt_submit = \"panic\"\n",
+            hook("prompt-submit", "\"transform\"", "")
+        ),
+    );
+    let plugins = load(&dir);
+    let step = PreStep {
+        messages: vec![Message::user("hi")],
+        turn: 1,
+        step: 1,
+    };
+    assert!(matches!(
+        plugins.session("s").prompt_submit(&step).await,
+        PreStepDecision::Reject(d) if d.failure == Some(FailureReason::Trap)
+    ));
+
+    // session-start and turn-stopping: recorded; the point's safe default applies.
+    let dir = PluginDir::new();
+    dir.scripted(
+        "steer",
+        &format!(
+            "{}[config]\nturn_stopping = \"panic\"\n",
+            hook("turn-stopping", "\"steer\"", "")
+        ),
+    );
+    let (plugins, recorder) = load_recorded(&dir);
+    let stop = StopEvent {
+        turn: 1,
+        step: 1,
+        last_assistant_message: None,
+        continuations: 0,
+    };
+    assert!(plugins.session("s").turn_stopping(&stop).await.is_empty());
+    assert_eq!(
+        failures(&recorder),
+        [("steer/turn-stopping".into(), FailureReason::Trap, false)]
+    );
+
+    // `on_failure = "allow"` is the operator's explicit opt-out.
+    let dir = PluginDir::new();
+    dir.scripted(
+        "lenient",
+        &format!(
+            "{}[config]\npost_tool = \"panic\"\n",
+            hook("post-tool", "\"transform\"", "on_failure = \"allow\"")
+        ),
+    );
+    let plugins = load(&dir);
+    let result = plugins
+        .session("s")
+        .post_tool(&bash("x"), &ToolOutcome::text("1"))
+        .await;
+    assert!(result.blocked.is_none());
+}
+
+#[tokio::test]
+async fn a_post_tool_replacement_over_the_answer_bound_blocks_unparsed() {
+    let dir = PluginDir::new();
+    dir.scripted(
+        "bloat",
+        &format!(
+            "[limits]\nmemory_mb = 128\n{}[config]\npost_tool = \"huge-value\"\nsize_mb = 24\n",
+            hook("post-tool", "\"transform\"", "")
+        ),
+    );
+    let (plugins, recorder) = load_recorded(&dir);
+    let result = plugins
+        .session("s")
+        .post_tool(&bash("x"), &ToolOutcome::text("1"))
+        .await;
+    let blocked = result.blocked.expect("an oversized answer fails closed");
+    assert_eq!(blocked.failure, Some(FailureReason::InvalidResponse));
+    let detail = recorder
+        .events()
+        .into_iter()
+        .find_map(|e| match e.kind {
+            EventKind::HookFailed { detail, .. } => Some(detail),
+            _ => None,
+        })
+        .unwrap();
+    assert!(detail.contains("payload_max_bytes"), "{detail}");
+}
+
+// --- the deadline covers the whole invocation ----------------------------------------
+
+#[tokio::test]
+async fn a_busy_session_instance_fails_a_foreground_hook_at_its_own_deadline() {
+    // One plugin, one per-session instance: a background observer that runs for 6 s, and a
+    // guard with a 200 ms deadline.
+    let dir = PluginDir::new();
+    dir.scripted(
+        "both",
+        "[[hooks]]\npoint = \"message-committed\"\ncapability = \"observe\"\nmode = \"background\"\n\
+         timeout_ms = 6000\nfuel = 1_000_000_000_000\n\
+         [[hooks]]\npoint = \"pre-tool\"\ncapability = \"guard\"\ntimeout_ms = 200\n\
+         [config]\ncommitted = \"loop\"\n",
+    );
+    let plugins = load(&dir);
+    let session = plugins.session("s");
+    session.committed(&observation(
+        "s:1",
+        CommittedFact::Message {
+            message: Message::user("hi"),
+        },
+    ));
+    // Let the observer take the instance.
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let started = Instant::now();
+    let decision = session.pre_tool(&bash("ls")).await;
+    let took = started.elapsed();
+    let denial = decision
+        .denial()
+        .unwrap_or_else(|| panic!("expected a fail-closed denial, got {decision:?}"));
+    assert_eq!(denial.failure, Some(FailureReason::Timeout));
+    assert!(
+        denial.message.contains("per-session instance"),
+        "{}",
+        denial.message
+    );
+    // A correctness bound, not a benchmark: its own 200 ms deadline, not the observer's 6 s.
+    assert!(took < Duration::from_secs(3), "took {took:?}");
+}

@@ -14,7 +14,6 @@
 //! moves ctime on every write and no one can set it back — so it is not hashed again. A
 //! component's sha256 is remembered the same way (`digests/`), keyed by its file's identity.
 
-use sha2::{Digest, Sha256};
 use std::hash::{Hash, Hasher};
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -46,30 +45,33 @@ impl Cache {
         Ok(Cache { dir: entries, key })
     }
 
-    /// The sha256 of the file whose metadata is `meta`: remembered from an earlier load when
-    /// the file is provably unchanged since (same device, inode, size, mtime and ctime — the
-    /// kernel moves ctime on every write, and no one can set it back), else computed by
-    /// `compute` and remembered. The record is sealed like an entry.
-    pub fn digest(
-        &self,
-        meta: &std::fs::Metadata,
-        compute: impl FnOnce() -> std::io::Result<String>,
-    ) -> std::io::Result<String> {
-        let Some(print) = fingerprint(meta) else {
-            return compute();
-        };
+    /// The sha256 remembered for the file whose metadata is `meta`, when the file is
+    /// provably unchanged since it was hashed (same device, inode, size, mtime and ctime —
+    /// the kernel moves ctime on every write, and no one can set it back). The record is
+    /// sealed like an entry.
+    pub fn recall(&self, meta: &std::fs::Metadata) -> Option<String> {
+        let print = fingerprint(meta)?;
         let path = self.dir.join("digests").join(print.identity());
-        if let Some(fields) = self.read_record(&path)
-            && let [recorded, sha256] = fields.as_slice()
-            && *recorded == print.full()
-        {
-            return Ok(sha256.clone());
+        let fields = self.read_record(&path)?;
+        match fields.as_slice() {
+            [recorded, sha256] if *recorded == print.full() => Some(sha256.clone()),
+            _ => None,
         }
-        let sha256 = compute()?;
+    }
+
+    /// Remembers that the file whose metadata was `before` when its bytes were read, and
+    /// `after` once they were, has digest `sha256` — only if nothing changed in between.
+    pub fn remember(&self, before: &std::fs::Metadata, after: &std::fs::Metadata, sha256: &str) {
+        let (Some(print), Some(after)) = (fingerprint(before), fingerprint(after)) else {
+            return;
+        };
+        if print.full() != after.full() {
+            return;
+        }
+        let path = self.dir.join("digests").join(print.identity());
         // Remembering is an optimisation: a failure only costs the next load a hash.
         let _ = private_dir(&self.dir.join("digests"))
-            .and_then(|()| self.write_record(&path, &[&print.full(), &sha256]));
-        Ok(sha256)
+            .and_then(|()| self.write_record(&path, &[&print.full(), sha256]));
     }
 
     /// The component with digest `sha256`: from the cache, or compiled from `bytes()` and
@@ -82,19 +84,10 @@ impl Cache {
     ) -> wasmtime::Result<Component> {
         let code_path = self.dir.join(format!("{sha256}.cwasm"));
         let seal_path = self.dir.join(format!("{sha256}.seal"));
-        if self.verify(&code_path, &seal_path) {
-            // SAFETY: the file is a `Component::serialize` output that this cache wrote and
-            // sealed with its private key, verified just above, for this engine
-            // configuration, in a directory only this user can write to. Mapping it directly
-            // spares copying megabytes of code into fresh pages on every cold start.
-            #[expect(
-                unsafe_code,
-                reason = "loading precompiled code this host wrote and sealed"
-            )]
-            let component = unsafe { Component::deserialize_file(engine, &code_path) };
-            if let Ok(component) = component {
-                return Ok(component);
-            }
+        if let Some(file) = self.verified(&code_path, &seal_path)
+            && let Ok(component) = map(engine, &file)
+        {
+            return Ok(component);
         }
         let component = Component::from_binary(engine, &bytes()?)?;
         if let Ok(code) = component.serialize() {
@@ -108,21 +101,18 @@ impl Cache {
     /// and the file's fingerprint when it was sealed (the record itself MACed): a file with
     /// that fingerprint is the file written then, untouched; any other is hashed in full
     /// (streaming through a small buffer) and checked against the MAC, and its seal renewed.
-    fn verify(&self, code_path: &Path, seal_path: &Path) -> bool {
-        let Some(fields) = self.read_record(seal_path) else {
-            return false;
-        };
+    ///
+    /// Returns the open file that was verified: it is the one to map, so that nothing can be
+    /// swapped in between.
+    fn verified(&self, code_path: &Path, seal_path: &Path) -> Option<std::fs::File> {
+        let fields = self.read_record(seal_path)?;
         let [code_mac, sealed_print] = fields.as_slice() else {
-            return false;
+            return None;
         };
-        let Ok(mut file) = std::fs::File::open(code_path) else {
-            return false;
-        };
-        let Some(print) = file.metadata().ok().as_ref().and_then(fingerprint) else {
-            return false;
-        };
+        let mut file = std::fs::File::open(code_path).ok()?;
+        let print = file.metadata().ok().as_ref().and_then(fingerprint)?;
         if *sealed_print == print.full() {
-            return true;
+            return Some(file);
         }
         let mut hasher = blake3::Hasher::new_keyed(&self.key);
         let mut buf = vec![0u8; 64 * 1024];
@@ -132,18 +122,16 @@ impl Cache {
                 Ok(n) => {
                     hasher.update(&buf[..n]);
                 }
-                Err(_) => return false,
+                Err(_) => return None,
             }
         }
         // Compared as MACs, in constant time (`blake3::Hash`).
-        let Ok(expected) = blake3::Hash::from_hex(code_mac) else {
-            return false;
-        };
+        let expected = blake3::Hash::from_hex(code_mac).ok()?;
         if hasher.finalize() != expected {
-            return false;
+            return None;
         }
         let _ = self.write_record(seal_path, &[code_mac, &print.full()]);
-        true
+        Some(file)
     }
 
     /// Reads a record written by [`Cache::write_record`]: its fields, if its MAC verifies.
@@ -171,6 +159,43 @@ impl Cache {
             .unwrap_or_else(|| "-".into());
         let mac = seal(&self.key, code).to_hex();
         self.write_record(seal_path, &[&mac, &print])
+    }
+}
+
+/// Maps the compiled component in `file`, the open file that was just verified.
+fn map(engine: &Engine, file: &std::fs::File) -> wasmtime::Result<Component> {
+    // Linux: mapped through the open file's own descriptor (`/proc/self/fd/N` opens the very
+    // inode the descriptor holds, whatever the path now names), not copied. Elsewhere, the
+    // verified file's bytes are read and loaded.
+    #[cfg(target_os = "linux")]
+    {
+        use std::os::fd::AsRawFd;
+        let path = format!("/proc/self/fd/{}", file.as_raw_fd());
+        // SAFETY: the file is a `Component::serialize` output that this cache wrote and
+        // sealed with its private key, verified through this very descriptor, for this
+        // engine configuration, in a directory only this user can write to. Mapping it
+        // directly spares copying megabytes of code into fresh pages on every cold start.
+        #[expect(
+            unsafe_code,
+            reason = "loading precompiled code this host wrote and sealed"
+        )]
+        let component = unsafe { Component::deserialize_file(engine, &path) };
+        component
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        use std::io::{Read, Seek};
+        let mut file = file;
+        let mut bytes = Vec::new();
+        file.seek(std::io::SeekFrom::Start(0))?;
+        file.read_to_end(&mut bytes)?;
+        // SAFETY: as above; these are the verified file's bytes.
+        #[expect(
+            unsafe_code,
+            reason = "loading precompiled code this host wrote and sealed"
+        )]
+        let component = unsafe { Component::deserialize(engine, &bytes) };
+        component
     }
 }
 
@@ -259,25 +284,22 @@ fn private_dir(dir: &Path) -> std::io::Result<()> {
     Ok(())
 }
 
-/// The cache's sealing key, created on first use, readable by its owner only.
+/// The cache's sealing key, created on first use from the OS's random source, readable by its
+/// owner only. A key file that is not the user's own, or that others can read, is refused:
+/// whoever knows the key can seal compiled code that this host would then run natively.
 fn key(dir: &Path) -> std::io::Result<[u8; 32]> {
     let path = dir.join(KEY_FILE);
-    if let Ok(bytes) = std::fs::read(&path)
-        && let Ok(key) = <[u8; 32]>::try_from(bytes.as_slice())
-    {
-        return Ok(key);
+    match read_key(&path) {
+        Ok(key) => return Ok(key),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => return Err(e),
     }
-    let mut seed = Sha256::new();
-    seed.update(std::process::id().to_le_bytes());
-    seed.update(format!("{:?}", std::time::SystemTime::now()).as_bytes());
-    let mut entropy = [0u8; 32];
-    // The OS's randomness where there is one; the seed above otherwise.
-    if let Ok(mut random) = std::fs::File::open("/dev/urandom") {
-        use std::io::Read;
-        let _ = random.read_exact(&mut entropy);
-    }
-    seed.update(entropy);
-    let key: [u8; 32] = seed.finalize().into();
+    let mut key = [0u8; 32];
+    getrandom::fill(&mut key).map_err(|e| {
+        std::io::Error::other(format!(
+            "no randomness from the operating system for the cache key: {e}"
+        ))
+    })?;
     // Written whole to a private temporary file, then linked into place: the link is atomic
     // and fails if another process got there first, so no one ever reads half a key.
     let tmp = dir.join(format!("{KEY_FILE}.tmp{}", std::process::id()));
@@ -294,17 +316,45 @@ fn key(dir: &Path) -> std::io::Result<[u8; 32]> {
     match linked {
         Ok(()) => Ok(key),
         // Another process created it first: use theirs.
-        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
-            let bytes = std::fs::read(&path)?;
-            <[u8; 32]>::try_from(bytes.as_slice()).map_err(|_| {
-                std::io::Error::other(format!(
-                    "the cache key file {} is corrupt; delete it",
-                    path.display()
-                ))
-            })
-        }
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => read_key(&path),
         Err(e) => Err(e),
     }
+}
+
+/// Reads the key file, checking on the open file that it is a private file of this user.
+fn read_key(path: &Path) -> std::io::Result<[u8; 32]> {
+    use std::io::Read;
+    let file = std::fs::File::open(path)?;
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::MetadataExt;
+        let meta = file.metadata()?;
+        let me = nix::unistd::geteuid().as_raw();
+        if !meta.is_file() || meta.uid() != me {
+            return Err(std::io::Error::other(format!(
+                "the cache key {} is not a file of yours (uid {}); delete it, and a new key \
+                 is made",
+                path.display(),
+                meta.uid()
+            )));
+        }
+        if meta.mode() & 0o077 != 0 {
+            return Err(std::io::Error::other(format!(
+                "the cache key {} can be read by other users (mode {:o}); delete it (a new \
+                 key is made, and the cache is compiled again), since it may be known",
+                path.display(),
+                meta.mode() & 0o777
+            )));
+        }
+    }
+    let mut bytes = Vec::new();
+    file.take(33).read_to_end(&mut bytes)?;
+    <[u8; 32]>::try_from(bytes.as_slice()).map_err(|_| {
+        std::io::Error::other(format!(
+            "the cache key file {} is corrupt; delete it",
+            path.display()
+        ))
+    })
 }
 
 /// The MAC of `code` under `key`.

@@ -48,7 +48,23 @@ pub(crate) struct HostInner {
     pub background_queue: usize,
     pub cache: Option<crate::cache::Cache>,
     pub on_compile: Option<CompileObserver>,
+    pub wrapped_deadline: Duration,
+    pub limits: LoadLimits,
     stop_ticker: Arc<AtomicBool>,
+}
+
+/// The overall deadline of a tool call wrapped by `tool-execute` hooks, by default: a
+/// wrapper's own deadline stops while the tool runs, so this is what bounds a wrapper that
+/// calls `next()` again and again.
+pub const DEFAULT_WRAPPED_EXECUTION_DEADLINE: Duration = Duration::from_secs(600);
+/// The largest component file loaded, by default (a Python or JavaScript component, which
+/// carries its interpreter, is 12–18 MiB).
+pub const DEFAULT_MAX_COMPONENT_BYTES: u64 = 256 * 1024 * 1024;
+
+/// Bounds on what loading reads.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct LoadLimits {
+    pub max_component_bytes: u64,
 }
 
 impl Drop for HostInner {
@@ -63,6 +79,8 @@ pub struct HostBuilder {
     background_queue: usize,
     cache_dir: Option<std::path::PathBuf>,
     on_compile: Option<CompileObserver>,
+    wrapped_deadline: Duration,
+    max_component_bytes: u64,
 }
 
 /// What the host reports when it compiles a component, that is when the component is not in
@@ -101,6 +119,8 @@ impl Default for HostBuilder {
             background_queue: crate::session::DEFAULT_BACKGROUND_QUEUE,
             cache_dir: None,
             on_compile: None,
+            wrapped_deadline: DEFAULT_WRAPPED_EXECUTION_DEADLINE,
+            max_component_bytes: DEFAULT_MAX_COMPONENT_BYTES,
         }
     }
 }
@@ -138,6 +158,22 @@ impl HostBuilder {
     /// Calls `observer` when a component starts and ends compiling (cache misses only).
     pub fn on_compile(mut self, observer: CompileObserver) -> Self {
         self.on_compile = Some(observer);
+        self
+    }
+
+    /// The overall deadline of a tool call wrapped by `tool-execute` hooks (default
+    /// [`DEFAULT_WRAPPED_EXECUTION_DEADLINE`]); past it the call's outcome is an error and
+    /// the tool is cancelled.
+    pub fn wrapped_execution_deadline(mut self, deadline: Duration) -> Self {
+        self.wrapped_deadline = deadline;
+        self
+    }
+
+    /// The largest component file loaded (default [`DEFAULT_MAX_COMPONENT_BYTES`]); a larger
+    /// one is refused at load, unread. Manifests are capped at
+    /// [`MAX_MANIFEST_BYTES`](crate::manifest::MAX_MANIFEST_BYTES).
+    pub fn max_component_bytes(mut self, bytes: u64) -> Self {
+        self.max_component_bytes = bytes;
         self
     }
 
@@ -187,6 +223,10 @@ impl HostBuilder {
                 background_queue: self.background_queue,
                 cache,
                 on_compile: self.on_compile,
+                wrapped_deadline: self.wrapped_deadline,
+                limits: LoadLimits {
+                    max_component_bytes: self.max_component_bytes,
+                },
                 stop_ticker,
             }),
         })

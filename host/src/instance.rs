@@ -38,7 +38,70 @@ pub(crate) enum Response {
     Observed,
 }
 
+/// What one element of a returned list counts toward the answer's size, besides its text:
+/// so that a list of a million empty strings is as large as it is to the host.
+const ELEMENT_BYTES: usize = 16;
+
+fn texts<'a>(texts: impl IntoIterator<Item = &'a String>) -> usize {
+    texts
+        .into_iter()
+        .map(|t| t.len().saturating_add(ELEMENT_BYTES))
+        .fold(0, usize::saturating_add)
+}
+
+fn deny_bytes(deny: &wit::Deny) -> usize {
+    deny.reason_code.len() + deny.message.len() + deny.payload.as_ref().map_or(0, String::len)
+}
+
+fn blocks_bytes(blocks: &[wit::ContentBlock]) -> usize {
+    blocks
+        .iter()
+        .map(|block| {
+            ELEMENT_BYTES
+                + match block {
+                    wit::ContentBlock::Text(text) | wit::ContentBlock::Json(text) => text.len(),
+                    wit::ContentBlock::Image(image) => image.media_type.len() + image.data.len(),
+                }
+        })
+        .fold(0, usize::saturating_add)
+}
+
+/// The size of a tool outcome, counted as [`Response::answer_bytes`] counts one.
+pub(crate) fn outcome_bytes(outcome: &wit::ToolOutcome) -> usize {
+    blocks_bytes(&outcome.content_blocks)
+        .saturating_add(outcome.value.as_ref().map_or(0, String::len))
+}
+
 impl Response {
+    /// The size of everything the hook handed back (texts, JSON, content, list elements), in
+    /// bytes: what the host may go on to parse, copy and forward. Bounded by the hook's
+    /// `payload_max_bytes` before anything reads it.
+    pub fn answer_bytes(&self) -> usize {
+        match self {
+            Response::SessionStart(contexts) => texts(contexts),
+            Response::PromptSubmit(wit::PreStepDecision::Enter(contexts)) => texts(contexts),
+            Response::PromptSubmit(wit::PreStepDecision::Reject(deny))
+            | Response::PreTool(wit::PreToolDecision::Deny(deny))
+            | Response::ToolGuard(wit::GuardDecision::Deny(deny)) => deny_bytes(deny),
+            Response::PreTool(wit::PreToolDecision::Ask(ask)) => ask.reason.len(),
+            Response::PreTool(wit::PreToolDecision::Allow)
+            | Response::ToolGuard(wit::GuardDecision::Abstain)
+            | Response::Observed => 0,
+            Response::PostTool(decision) => {
+                let action = match &decision.action {
+                    wit::PostToolAction::Accept => 0,
+                    wit::PostToolAction::Block(text) | wit::PostToolAction::ReplaceValue(text) => {
+                        text.len()
+                    }
+                    wit::PostToolAction::ReplaceContent(blocks) => blocks_bytes(blocks),
+                };
+                action.saturating_add(texts(&decision.contexts))
+            }
+            Response::TurnStopping(steering) => steering.as_ref().map_or(0, String::len),
+            Response::ToolExecute(outcome) => outcome_bytes(outcome),
+        }
+    }
+
     /// The decision in short, for lifecycle events.
     pub fn name(&self) -> &'static str {
         match self {
@@ -199,10 +262,39 @@ impl Instance {
                 result
             }
         };
-        let result = result.map_err(|e| classify(e, store.data().limiter.hit, limits, "call"));
+        let result = result
+            .map_err(|e| classify(e, store.data().limiter.hit, limits, "call"))
+            .and_then(|response| {
+                // A hook may hand back as much as it was given: a redaction returns content
+                // the size of the tool's, a wrapper passes on what `next()` returned.
+                let given = match request {
+                    Request::PostTool(_, outcome) => outcome_bytes(outcome),
+                    Request::ToolExecute(..) => store.data().call.next_bytes,
+                    _ => 0,
+                };
+                within_bound(response, limits.payload_max_bytes.max(given))
+            });
         store.data_mut().report_output();
         (result, spent(store, limits))
     }
+}
+
+/// Refuses an answer larger than the hook's `payload_max_bytes`, before anything parses,
+/// copies or forwards it: a hook capped at 64 MiB of memory must not make the host hold
+/// gigabytes of parsed JSON.
+fn within_bound(response: Response, bound: usize) -> Result<Response, Failure> {
+    let bytes = response.answer_bytes();
+    if bytes > bound {
+        return Err(Failure::new(
+            FailureReason::InvalidResponse,
+            format!(
+                "the answer (`{}`) is {bytes} bytes, over payload_max_bytes ({})",
+                response.name(),
+                bound
+            ),
+        ));
+    }
+    Ok(response)
 }
 
 fn missing() -> Failure {

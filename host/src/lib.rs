@@ -36,6 +36,9 @@ mod error;
 pub mod events;
 mod external;
 mod failure;
+#[cfg(any(test, feature = "fuzzing"))]
+#[doc(hidden)]
+pub mod fuzzing;
 mod instance;
 pub mod manifest;
 pub mod pipeline;
@@ -44,9 +47,13 @@ pub mod point;
 mod points;
 mod sandbox;
 mod session;
+mod signatures;
 mod types;
 
-pub use engine::{CompileObserver, CompileProgress, EPOCH_TICK, Host, HostBuilder};
+pub use engine::{
+    CompileObserver, CompileProgress, DEFAULT_MAX_COMPONENT_BYTES,
+    DEFAULT_WRAPPED_EXECUTION_DEADLINE, EPOCH_TICK, Host, HostBuilder,
+};
 pub use error::{Error, Problem};
 pub use events::{Event, EventKind, EventSink, JsonlSink};
 pub use failure::{Failure, FailureReason};
@@ -57,7 +64,8 @@ pub use pipeline::{
 pub use plugin::{Plugin, Plugins};
 pub use point::{Capability, InstanceLifetime, Interface, Mode, OnFailure, Point};
 pub use sandbox::{
-    MAX_LOG_LINE_BYTES, MAX_LOG_LINES_PER_CALL, MAX_OUTPUT_BYTES_PER_CALL, MAX_TABLE_ELEMENTS,
+    MAX_CORE_INSTANCES, MAX_LOG_LINE_BYTES, MAX_LOG_LINES_PER_CALL, MAX_MEMORIES, MAX_NEXT_CALLS,
+    MAX_OUTPUT_BYTES_PER_CALL, MAX_TABLE_ELEMENTS, MAX_TABLES, MAX_WASI_RESOURCES,
 };
 pub use session::{Approver, BoxFuture, DEFAULT_BACKGROUND_QUEUE, Session};
 pub use types::{

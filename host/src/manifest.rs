@@ -59,6 +59,12 @@ pub const DEFAULT_FUEL: u64 = 1_000_000_000;
 pub const DEFAULT_MEMORY_MB: u64 = 64;
 /// Largest memory cap a manifest may set.
 pub const MAX_MEMORY_MB: u64 = 4_096;
+/// Largest fuel budget a manifest may set: hours of a tight loop, far past the longest
+/// deadline (so the deadline is what stops a hook given this much), and far from where the
+/// host's fuel arithmetic could overflow.
+pub const MAX_FUEL: u64 = 1_000_000_000_000_000;
+/// Largest `plugin.toml` read; a larger file is refused unread.
+pub const MAX_MANIFEST_BYTES: u64 = 1024 * 1024;
 /// Default bound of the JSON crossing to and from a command or HTTP hook (seed 2: "Command
 /// and HTTP payloads are bounded by payload_max_bytes (128 KiB by default)").
 pub const DEFAULT_PAYLOAD_MAX_BYTES: usize = 128 * 1024;
@@ -89,8 +95,12 @@ impl Default for Limits {
     }
 }
 
+/// `n` MiB in bytes, saturating: callers range-check `n` first, so this never saturates for a
+/// value that is used.
 fn mb(n: u64) -> usize {
-    usize::try_from(n * 1024 * 1024).unwrap_or(usize::MAX)
+    n.checked_mul(1024 * 1024)
+        .and_then(|bytes| usize::try_from(bytes).ok())
+        .unwrap_or(usize::MAX)
 }
 
 /// A validated manifest.
@@ -177,6 +187,23 @@ impl HookSpec {
     /// Whether the hook holds `capability`.
     pub fn has(&self, capability: Capability) -> bool {
         self.capabilities.contains(&capability)
+    }
+
+    /// Whether the hook's answer can change an outcome: it holds more than `observe`.
+    pub fn can_change_outcome(&self) -> bool {
+        self.capabilities.iter().any(|c| *c != Capability::Observe)
+    }
+
+    /// Whether a runtime failure of this hook fails closed (see [`Point::fails_closed`]): a
+    /// foreground hook that could change the outcome, on a point that has a closed answer,
+    /// unless `on_failure = "allow"`. An observe-only hook's failure is recorded only: its
+    /// answers are never honoured, so its failure lets nothing through (seed 2: "Observe
+    /// hooks never deny").
+    pub fn fails_closed(&self) -> bool {
+        self.mode == Mode::Foreground
+            && self.on_failure == OnFailure::Deny
+            && self.point.fails_closed()
+            && self.can_change_outcome()
     }
 
     /// Whether the hook runs for a tool of this name (always, without a matcher).
@@ -407,7 +434,7 @@ pub(crate) fn parse(path: &Path, text: &str, problems: &mut Vec<Problem>) -> Opt
                 );
                 None
             }
-            Some(pattern) => match Regex::new(&format!("^(?:{pattern})$")) {
+            Some(pattern) => match matcher(pattern) {
                 Ok(re) => Some(re),
                 Err(err) => {
                     problems.push(
@@ -535,28 +562,32 @@ fn limits(
                     .field(format!("{table}.timeout_ms"))
                     .fix(format!("1 to {MAX_TIMEOUT_MS} ms")),
             );
+        } else {
+            limits.timeout = Duration::from_millis(ms);
         }
-        limits.timeout = Duration::from_millis(ms);
     }
     if let Some(fuel) = raw.fuel {
-        if fuel == 0 {
+        if fuel == 0 || fuel > MAX_FUEL {
             problems.push(
-                Problem::new(path, "zero fuel")
+                Problem::new(path, format!("fuel of {fuel} is out of range"))
                     .field(format!("{table}.fuel"))
-                    .fix(format!("a positive budget (default {DEFAULT_FUEL})")),
+                    .fix(format!("1 to {MAX_FUEL} (default {DEFAULT_FUEL})")),
             );
+        } else {
+            limits.fuel = fuel;
         }
-        limits.fuel = fuel;
     }
     if let Some(memory) = raw.memory_mb {
+        // Checked before any arithmetic: `memory_mb * 1 MiB` must not overflow.
         if memory == 0 || memory > MAX_MEMORY_MB {
             problems.push(
                 Problem::new(path, format!("memory cap of {memory} MiB is out of range"))
                     .field(format!("{table}.memory_mb"))
                     .fix(format!("1 to {MAX_MEMORY_MB} MiB")),
             );
+        } else {
+            limits.memory_bytes = mb(memory);
         }
-        limits.memory_bytes = mb(memory);
     }
     if let Some(bytes) = raw.payload_max_bytes {
         if bytes == 0 || bytes > MAX_PAYLOAD_MAX_BYTES {
@@ -570,10 +601,27 @@ fn limits(
                     "1 to {MAX_PAYLOAD_MAX_BYTES} bytes (default {DEFAULT_PAYLOAD_MAX_BYTES})"
                 )),
             );
+        } else {
+            limits.payload_max_bytes = bytes;
         }
-        limits.payload_max_bytes = bytes;
     }
     limits
+}
+
+/// Compiles a tool-name matcher. The pattern is checked alone first, so that it cannot close
+/// the anchoring group around it (`Bash)|(?:Read` would otherwise match `Bashful_tool`): a
+/// match is always of the whole name. The compiled size is bounded, so a manifest cannot make
+/// the host build an enormous automaton.
+fn matcher(pattern: &str) -> Result<Regex, regex::Error> {
+    const SIZE_LIMIT: usize = 1024 * 1024;
+    let build = |p: &str| {
+        regex::RegexBuilder::new(p)
+            .size_limit(SIZE_LIMIT)
+            .dfa_size_limit(SIZE_LIMIT)
+            .build()
+    };
+    build(pattern)?;
+    build(&format!("^(?:{pattern})$"))
 }
 
 /// A TOML error as `line L, column C: message`.

@@ -272,13 +272,18 @@ impl Session {
         let outcome = match &authorization {
             Authorization::Denied(denial) => ToolOutcome::error(denial.message.clone()),
             Authorization::Allowed { .. } => {
+                let wrappers: Vec<_> = self
+                    .matching(Point::ToolExecute, Some(&call.name))
+                    .map(|(hook, _)| hook.clone())
+                    .collect();
                 let context = ToolContext {
-                    session: self.clone(),
+                    // The tool's nested calls run while these wrappers are mid-invocation.
+                    session: self.holding(wrappers.iter().map(|hook| hook.plugin)),
                     registry: registry.clone(),
                     token,
                     deferred: deferred.clone(),
                 };
-                self.wrapped(call.clone(), token, context).await
+                self.wrapped(call.clone(), token, context, wrappers).await
             }
         };
         let outcome = normalize_value(tool, outcome);
@@ -311,17 +316,31 @@ impl Session {
         }
     }
 
-    /// The `tool-execute` wrappers of the call's tool, outermost first, around core dispatch.
+    /// The `tool-execute` wrappers of the call's tool, outermost first, around core
+    /// dispatch. A wrapper's own deadline stops while it waits in `next()` (the tool's time
+    /// is not the wrapper's), so the whole wrapped execution has a deadline of its own
+    /// ([`HostBuilder::wrapped_execution_deadline`](crate::HostBuilder::wrapped_execution_deadline)):
+    /// past it, the outcome is an error and the tool is cancelled.
     async fn wrapped(
         &self,
         call: Arc<ToolCall>,
         token: CallToken,
         context: ToolContext,
+        wrappers: Vec<crate::plugin::HookRef>,
     ) -> ToolOutcome {
-        let wrappers: Vec<_> = self
-            .matching(Point::ToolExecute, Some(&call.name))
-            .map(|(hook, _)| hook.clone())
-            .collect();
+        if wrappers.is_empty() {
+            let chain = Arc::new(Chain {
+                session: self.clone(),
+                wit_call: Arc::new(to_wit_call(&call)),
+                call,
+                token,
+                context,
+                wrappers,
+            });
+            return Chain::layer(chain, 0, None).await;
+        }
+        let deadline = self.shared.plugins.host.inner.wrapped_deadline;
+        let name = call.name.clone();
         let chain = Arc::new(Chain {
             session: self.clone(),
             wit_call: Arc::new(to_wit_call(&call)),
@@ -330,7 +349,14 @@ impl Session {
             context,
             wrappers,
         });
-        Chain::layer(chain, 0, None).await
+        match tokio::time::timeout(deadline, Chain::layer(chain, 0, None)).await {
+            Ok(outcome) => outcome,
+            Err(_) => ToolOutcome::error(format!(
+                "{name} with its tool-execute wrappers passed the overall deadline of a wrapped \
+                 execution ({} s); the tool was cancelled",
+                deadline.as_secs_f64()
+            )),
+        }
     }
 }
 

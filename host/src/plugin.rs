@@ -43,7 +43,7 @@ pub(crate) struct PluginsInner {
     pub plugins: Vec<Plugin>,
     /// Per point, its hooks in dispatch order.
     pub by_point: HashMap<Point, Vec<HookRef>>,
-    pub skipped: Vec<PathBuf>,
+    pub skipped: Vec<Skipped>,
     /// Sessions alive (see [`Plugins::live_sessions`]).
     pub live_sessions: AtomicUsize,
 }
@@ -56,10 +56,22 @@ pub(crate) struct HookRef {
     pub id: Arc<str>,
 }
 
+/// An entry of a plugin directory that was not loaded as a plugin, and why.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Skipped {
+    /// The entry.
+    pub path: PathBuf,
+    /// Why it is not a plugin (`no plugin.toml`, `a file, not a folder`, ...).
+    pub reason: String,
+}
+
 /// One loaded plugin.
 pub struct Plugin {
     manifest: Manifest,
     dir: PathBuf,
+    /// Where the folder's symlink leads, when the plugin's folder is a symlink.
+    link: Option<PathBuf>,
     pub(crate) runtime: Runtime,
     pub(crate) env: Arc<PluginEnv>,
 }
@@ -97,6 +109,11 @@ impl Plugin {
     /// Its folder.
     pub fn dir(&self) -> &Path {
         &self.dir
+    }
+
+    /// Where its folder leads, when the folder is a symlink (which loading follows).
+    pub fn symlink_target(&self) -> Option<&Path> {
+        self.link.as_deref()
     }
 
     fn wasm(&self) -> Option<&Wasm> {
@@ -227,38 +244,77 @@ impl Host {
             if let (Some(parent), Some(name)) = (dir.parent(), dir.file_name()) {
                 let root =
                     Dir::open_ambient_dir(parent, ambient_authority()).map_err(directory_error)?;
-                let names = vec![name.to_string_lossy().into_owned()];
-                return self.load_folders(parent, &root, names, points);
+                let folders = vec![Folder {
+                    name: name.to_string_lossy().into_owned(),
+                    link: None,
+                }];
+                return self.load_folders(parent, &root, folders, points, Vec::new(), Vec::new());
             }
         }
         let root = Dir::open_ambient_dir(dir, ambient_authority()).map_err(directory_error)?;
-        let mut names: Vec<String> = Vec::new();
+        let mut folders: Vec<Folder> = Vec::new();
+        let mut skipped = Vec::new();
+        let mut problems = Vec::new();
         for entry in root.entries().map_err(directory_error)? {
             let entry = entry.map_err(directory_error)?;
             let name = entry.file_name().to_string_lossy().into_owned();
-            if !name.starts_with('.') && entry.file_type().is_ok_and(|t| t.is_dir()) {
-                names.push(name);
+            // Hidden entries (`.git`, editor files) are never plugins.
+            if name.starts_with('.') {
+                continue;
+            }
+            let path = dir.join(&name);
+            let skip = |reason: &str| Skipped {
+                path: path.clone(),
+                reason: reason.to_string(),
+            };
+            match entry.file_type() {
+                Ok(t) if t.is_dir() => folders.push(Folder { name, link: None }),
+                // A symlinked plugin folder (`ln -s ~/guards/shell-guard plugins/`) is the
+                // operator's way to install a plugin: followed, and reported as such.
+                Ok(t) if t.is_symlink() => match std::fs::metadata(&path) {
+                    Ok(meta) if meta.is_dir() => match path.canonicalize() {
+                        Ok(target) => folders.push(Folder {
+                            name,
+                            link: Some(target),
+                        }),
+                        Err(err) => problems.push(broken_link(&path, &err)),
+                    },
+                    Ok(_) => skipped.push(skip("a symlink to a file, not to a plugin folder")),
+                    Err(err) => problems.push(broken_link(&path, &err)),
+                },
+                Ok(t) if t.is_file() => skipped.push(skip("a file, not a plugin folder")),
+                Ok(_) => skipped.push(skip("not a file or a folder (a FIFO, socket or device)")),
+                Err(err) => {
+                    problems.push(Problem::new(&path, format!("cannot read its type: {err}")))
+                }
             }
         }
-        names.sort();
-        self.load_folders(dir, &root, names, points)
+        folders.sort_by(|a, b| a.name.cmp(&b.name));
+        skipped.sort_by(|a: &Skipped, b| a.path.cmp(&b.path));
+        self.load_folders(dir, &root, folders, points, problems, skipped)
     }
 
-    /// Loads the plugin folders `names` of `dir` (opened as `root`).
+    /// Loads the plugin folders of `dir` (opened as `root`), adding to the problems and
+    /// skipped entries already found.
     fn load_folders(
         &self,
         dir: &Path,
         root: &Dir,
-        names: Vec<String>,
+        folders: Vec<Folder>,
         points: Option<&[Point]>,
+        mut problems: Vec<Problem>,
+        mut skipped: Vec<Skipped>,
     ) -> Result<Plugins, Error> {
-        let mut problems = Vec::new();
-        let mut skipped = Vec::new();
         // Manifests first (cheap), in name order.
         let mut pending = Vec::new();
-        for name in names {
+        for Folder { name, link } in folders {
             let folder = dir.join(&name);
-            let plugin_dir = match root.open_dir(&name) {
+            let opened = match &link {
+                // Opened where it leads; inside it, the plugin's files are confined as usual.
+                Some(target) => Dir::open_ambient_dir(target, ambient_authority()),
+                None => root.open_dir(&name),
+            };
+            let plugin_dir = match opened {
                 Ok(d) => d,
                 Err(err) => {
                     problems.push(Problem::new(&folder, format!("cannot open: {err}")));
@@ -266,14 +322,20 @@ impl Host {
                 }
             };
             let manifest_path = folder.join(MANIFEST_FILE);
-            let text = match plugin_dir.read_to_string(MANIFEST_FILE) {
+            let text = match read_manifest(&plugin_dir) {
                 Ok(text) => text,
                 Err(err) if err.kind() == ErrorKind::NotFound => {
-                    skipped.push(folder);
+                    skipped.push(Skipped {
+                        path: folder,
+                        reason: "no plugin.toml".into(),
+                    });
                     continue;
                 }
                 Err(err) => {
-                    problems.push(Problem::new(&manifest_path, format!("cannot read: {err}")));
+                    problems.push(
+                        Problem::new(&manifest_path, format!("cannot read: {err}"))
+                            .fix("make plugin.toml a regular file of the plugin's folder"),
+                    );
                     continue;
                 }
             };
@@ -285,7 +347,13 @@ impl Host {
             {
                 continue;
             }
-            pending.push((plugin_dir, folder, manifest_path, manifest));
+            pending.push(Pending {
+                plugin_dir,
+                folder,
+                link,
+                manifest_path,
+                manifest,
+            });
         }
         // Then the components, in parallel: reading, verifying and compiling (or loading
         // from the cache) is the bulk of a cold start.
@@ -319,10 +387,7 @@ impl Host {
     }
 
     /// Loads each pending plugin on a small pool of threads; results keep their order.
-    fn load_parallel(
-        &self,
-        pending: Vec<(Dir, PathBuf, PathBuf, Manifest)>,
-    ) -> Vec<(Option<Plugin>, Vec<Problem>)> {
+    fn load_parallel(&self, pending: Vec<Pending>) -> Vec<(Option<Plugin>, Vec<Problem>)> {
         let threads = std::thread::available_parallelism()
             .map_or(1, |n| n.get())
             .min(pending.len());
@@ -334,17 +399,11 @@ impl Host {
                 let i = next.fetch_add(1, Ordering::Relaxed);
                 let Some(slot) = work.get(i) else { return };
                 let taken = slot.lock().unwrap_or_else(|e| e.into_inner()).take();
-                let Some((plugin_dir, folder, manifest_path, manifest)) = taken else {
+                let Some(pending) = taken else {
                     continue;
                 };
                 let mut problems = Vec::new();
-                let plugin = self.load_plugin(
-                    &plugin_dir,
-                    &folder,
-                    &manifest_path,
-                    manifest,
-                    &mut problems,
-                );
+                let plugin = self.load_plugin(pending, &mut problems);
                 *results[i].lock().unwrap_or_else(|e| e.into_inner()) = Some((plugin, problems));
             }
         };
@@ -364,14 +423,15 @@ impl Host {
             .collect()
     }
 
-    fn load_plugin(
-        &self,
-        plugin_dir: &Dir,
-        folder: &Path,
-        manifest_path: &Path,
-        manifest: Manifest,
-        problems: &mut Vec<Problem>,
-    ) -> Option<Plugin> {
+    fn load_plugin(&self, pending: Pending, problems: &mut Vec<Problem>) -> Option<Plugin> {
+        let Pending {
+            plugin_dir,
+            folder,
+            link,
+            manifest_path,
+            manifest,
+        } = pending;
+        let (plugin_dir, folder, manifest_path) = (&plugin_dir, &folder, &manifest_path);
         let runtime = match &manifest.runtime {
             RuntimeSpec::Wasm(wasm) => Runtime::Wasm(Box::new(self.load_wasm(
                 plugin_dir,
@@ -385,7 +445,8 @@ impl Host {
                 check_program(plugin_dir, manifest_path, &argv[0], problems)?;
                 Runtime::External(External::Command {
                     argv: argv.clone(),
-                    dir: folder.to_path_buf(),
+                    // The real folder: a symlinked plugin's command runs where it lives.
+                    dir: link.clone().unwrap_or_else(|| folder.to_path_buf()),
                 })
             }
             RuntimeSpec::Http { url } => Runtime::External(External::Http { url: url.clone() }),
@@ -401,6 +462,7 @@ impl Host {
         Some(Plugin {
             manifest,
             dir: folder.to_path_buf(),
+            link,
             runtime,
             env,
         })
@@ -433,25 +495,12 @@ impl Host {
             problems.push(outside());
             return None;
         }
-        // Hashed as it streams through a small buffer: on a cache hit the component is never
-        // held in memory whole.
-        let scanned = plugin_dir.open(wasm_rel).and_then(|file| {
-            let file = file.into_std();
-            let meta = file.metadata()?;
-            let head = read_head(&file)?;
-            let sha256 = match &self.inner.cache {
-                // Remembered while the file is provably unchanged; hashed otherwise.
-                Some(cache) => cache.digest(&meta, || scan(&file))?,
-                None => scan(&file)?,
-            };
-            Ok((
-                sha256,
-                head,
-                usize::try_from(meta.len()).unwrap_or(usize::MAX),
-            ))
-        });
-        let (sha256, head, size) = match scanned {
-            Ok(scanned) => scanned,
+        // What is pinned is what runs: the file is opened once, and its digest, the pin
+        // check, the cache key and (on a cache miss) the compiled bytes all come from that
+        // open file — the bytes hashed are the bytes compiled.
+        let max = self.inner.limits.max_component_bytes;
+        let file = match open_regular(plugin_dir, wasm_rel, max) {
+            Ok(file) => file,
             Err(err) if err.kind() == ErrorKind::NotFound => {
                 problems.push(
                     Problem::new(manifest_path, format!("`{wasm}` does not exist"))
@@ -466,10 +515,36 @@ impl Host {
                 return None;
             }
             Err(err) => {
+                problems.push(Problem::new(&wasm_path, format!("cannot load: {err}")).fix(
+                    format!(
+                        "point `wasm` at the regular file the build produced (components over \
+                         {max} bytes need a host built with a larger `max_component_bytes`)"
+                    ),
+                ));
+                return None;
+            }
+        };
+        let scanned = (|| -> std::io::Result<(String, Option<Vec<u8>>, std::fs::Metadata)> {
+            let meta = file.metadata()?;
+            // Remembered while the file is provably unchanged: no read at all.
+            if let Some(sha256) = self.inner.cache.as_ref().and_then(|c| c.recall(&meta)) {
+                return Ok((sha256, None, meta));
+            }
+            let bytes = read_all(&file, max)?;
+            let sha256 = sha256_hex(&bytes);
+            if let Some(cache) = &self.inner.cache {
+                cache.remember(&meta, &file.metadata()?, &sha256);
+            }
+            Ok((sha256, Some(bytes), meta))
+        })();
+        let (sha256, mut bytes, meta) = match scanned {
+            Ok(scanned) => scanned,
+            Err(err) => {
                 problems.push(Problem::new(&wasm_path, format!("cannot read: {err}")));
                 return None;
             }
         };
+        let size = usize::try_from(meta.len()).unwrap_or(usize::MAX);
         if let Some(pinned) = &manifest.sha256
             && *pinned != sha256
         {
@@ -483,6 +558,17 @@ impl Host {
             );
             return None;
         }
+        let head = match &bytes {
+            Some(bytes) => Ok(bytes[..bytes.len().min(8)].to_vec()),
+            None => read_head(&file),
+        };
+        let head = match head {
+            Ok(head) => head,
+            Err(err) => {
+                problems.push(Problem::new(&wasm_path, format!("cannot read: {err}")));
+                return None;
+            }
+        };
         if let Some(problem) = check_header(&head, &wasm_path) {
             problems.push(problem);
             return None;
@@ -491,7 +577,7 @@ impl Host {
         // The bytes are read only to compile (a cache hit maps the compiled code instead):
         // that is when compiling starts.
         let started = std::cell::Cell::new(None);
-        let read = || {
+        let mut read = || {
             started.set(Some(std::time::Instant::now()));
             if let Some(observer) = &self.inner.on_compile {
                 observer(&CompileProgress::Started {
@@ -499,7 +585,20 @@ impl Host {
                     bytes: size as u64,
                 });
             }
-            plugin_dir.read(wasm_rel)
+            match bytes.take() {
+                Some(bytes) => Ok(bytes),
+                // The digest was remembered, the compiled code was not in the cache: read the
+                // same open file now, and compile it only if it still has that digest.
+                None => {
+                    let bytes = read_all(&file, max)?;
+                    if sha256_hex(&bytes) != sha256 {
+                        return Err(std::io::Error::other(
+                            "the component changed while it was being loaded; load again",
+                        ));
+                    }
+                    Ok(bytes)
+                }
+            }
         };
         let compiled = match &self.inner.cache {
             Some(cache) => cache.load(engine, &sha256, read),
@@ -568,6 +667,21 @@ impl Host {
         if !ok {
             return None;
         }
+        for (i, hook) in manifest.hooks.iter().enumerate() {
+            if let Err(mismatch) =
+                crate::signatures::check(engine, &component, hook.point.interface())
+            {
+                ok = false;
+                problems.push(
+                    Problem::new(&wasm_path, format!("{wasm} {mismatch}"))
+                        .field(format!("hooks[{i}].point"))
+                        .fix("build the plugin against the palisade:hooks@0.1.0 WIT (the SDK, or the `wit/` folder `palisade new` writes)"),
+                );
+            }
+        }
+        if !ok {
+            return None;
+        }
         Some(Wasm {
             size,
             path: wasm_path,
@@ -576,6 +690,63 @@ impl Host {
             exports,
         })
     }
+}
+
+/// A plugin folder to load: its name in the directory, and where it leads if it is a symlink.
+struct Folder {
+    name: String,
+    link: Option<PathBuf>,
+}
+
+/// A plugin whose manifest is read, waiting for its component.
+struct Pending {
+    plugin_dir: Dir,
+    folder: PathBuf,
+    link: Option<PathBuf>,
+    manifest_path: PathBuf,
+    manifest: Manifest,
+}
+
+fn broken_link(path: &Path, err: &std::io::Error) -> Problem {
+    Problem::new(path, format!("a symlink that cannot be followed: {err}"))
+        .fix("point the symlink at the plugin's folder, or remove it")
+}
+
+/// Opens `path` in `dir` for reading, refusing anything but a regular file of at most `max`
+/// bytes. Opened without blocking: a FIFO (or a device) where a plugin's file should be
+/// would otherwise hang the load — and an agent treats a hook that never answers as no
+/// objection. The checks are made on the opened file, so nothing can be swapped in between.
+pub(crate) fn open_regular(dir: &Dir, path: &Path, max: u64) -> std::io::Result<std::fs::File> {
+    let mut options = cap_std::fs::OpenOptions::new();
+    options.read(true);
+    #[cfg(unix)]
+    cap_std::fs::OpenOptionsExt::custom_flags(&mut options, libc::O_NONBLOCK | libc::O_NOCTTY);
+    let file = dir.open_with(path, &options)?.into_std();
+    let meta = file.metadata()?;
+    if !meta.is_file() {
+        return Err(std::io::Error::other(
+            "not a regular file (a FIFO, socket, device or folder cannot be a plugin's file)",
+        ));
+    }
+    if meta.len() > max {
+        return Err(std::io::Error::other(format!(
+            "{} bytes, over the limit of {max} bytes",
+            meta.len()
+        )));
+    }
+    // O_NONBLOCK stays set: it means nothing for a regular file's reads.
+    Ok(file)
+}
+
+/// Reads a plugin's `plugin.toml` (a regular file of at most
+/// [`MAX_MANIFEST_BYTES`](manifest::MAX_MANIFEST_BYTES)).
+fn read_manifest(dir: &Dir) -> std::io::Result<String> {
+    use std::io::Read;
+    let file = open_regular(dir, Path::new(MANIFEST_FILE), manifest::MAX_MANIFEST_BYTES)?;
+    let mut text = String::new();
+    file.take(manifest::MAX_MANIFEST_BYTES)
+        .read_to_string(&mut text)?;
+    Ok(text)
 }
 
 /// A command's program, when it names a file: an absolute path must exist; a relative one
@@ -622,27 +793,42 @@ fn check_program(
 
 /// The first 8 bytes of a file (fewer if it is shorter).
 fn read_head(file: &std::fs::File) -> std::io::Result<Vec<u8>> {
-    use std::io::Read;
-    let mut head = Vec::with_capacity(8);
-    file.take(8).read_to_end(&mut head)?;
+    use std::os::unix::fs::FileExt;
+    let mut head = vec![0u8; 8];
+    let mut filled = 0;
+    while filled < head.len() {
+        match file.read_at(&mut head[filled..], filled as u64)? {
+            0 => break,
+            n => filled += n,
+        }
+    }
+    head.truncate(filled);
     Ok(head)
 }
 
-/// The sha256 of a file, read from its start through a small buffer.
-fn scan(file: &std::fs::File) -> std::io::Result<String> {
+/// The whole file, from its start, refusing more than `max` bytes (it may have grown since
+/// it was opened).
+fn read_all(file: &std::fs::File, max: u64) -> std::io::Result<Vec<u8>> {
     use std::os::unix::fs::FileExt;
-    let mut hasher = Sha256::new();
+    let expected = file.metadata()?.len();
+    let mut bytes = Vec::with_capacity(usize::try_from(expected.min(max)).unwrap_or(0));
     let mut buf = vec![0u8; 64 * 1024];
-    let mut offset = 0u64;
     loop {
-        let n = file.read_at(&mut buf, offset)?;
+        let n = file.read_at(&mut buf, bytes.len() as u64)?;
         if n == 0 {
-            break;
+            return Ok(bytes);
         }
-        hasher.update(&buf[..n]);
-        offset += n as u64;
+        if bytes.len() as u64 + n as u64 > max {
+            return Err(std::io::Error::other(format!(
+                "over the limit of {max} bytes"
+            )));
+        }
+        bytes.extend_from_slice(&buf[..n]);
     }
-    Ok(hex(&hasher.finalize()))
+}
+
+fn sha256_hex(bytes: &[u8]) -> String {
+    hex(&Sha256::digest(bytes))
 }
 
 fn is_escape(err: &std::io::Error) -> bool {
@@ -663,7 +849,10 @@ fn starts_within_limits(
     const PAGE: u64 = 64 * 1024;
     const MIB: u64 = 1024 * 1024;
     let needed = component.resources_required()?;
-    let initial = needed.max_initial_memory_size.unwrap_or(0) * PAGE;
+    let initial = needed
+        .max_initial_memory_size
+        .unwrap_or(0)
+        .saturating_mul(PAGE);
     let (hook, cap) = manifest
         .hooks
         .iter()
@@ -729,7 +918,7 @@ fn hex(bytes: &[u8]) -> String {
 }
 
 impl Plugins {
-    fn new(host: Host, plugins: Vec<Plugin>, skipped: Vec<PathBuf>) -> Plugins {
+    fn new(host: Host, plugins: Vec<Plugin>, skipped: Vec<Skipped>) -> Plugins {
         let mut by_point: HashMap<Point, Vec<(i32, usize, usize)>> = HashMap::new();
         for (p, plugin) in plugins.iter().enumerate() {
             for (h, hook) in plugin.manifest.hooks.iter().enumerate() {
@@ -771,8 +960,10 @@ impl Plugins {
         self.inner.plugins.iter()
     }
 
-    /// Folders of the directory that have no `plugin.toml` and were skipped.
-    pub fn skipped(&self) -> &[PathBuf] {
+    /// Entries of the directory that are not plugins, each with the reason: folders with no
+    /// `plugin.toml`, files, and anything else that is not a folder. Hidden entries (`.git`)
+    /// are not listed.
+    pub fn skipped(&self) -> &[Skipped] {
         &self.inner.skipped
     }
 

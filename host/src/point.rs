@@ -129,6 +129,32 @@ impl Point {
         }
     }
 
+    /// Whether a foreground hook's failure here fails closed (unless the hook says
+    /// `on_failure = "allow"`), and what "closed" is:
+    ///
+    /// | point | closed |
+    /// |---|---|
+    /// | `pre-tool`, `tool-guard` | the call is denied |
+    /// | `prompt-submit` | the step is rejected |
+    /// | `post-tool` | the result is blocked: replaced by an error naming the hook and the failure |
+    /// | `tool-execute` | the call's outcome is an error naming the wrapper and the failure |
+    ///
+    /// At `session-start` and `turn-stopping` a failure is recorded and the point's safe
+    /// default applies: startup goes on without that hook's contexts (seed 1: session-start
+    /// "CANNOT block startup"), and the turn stops as it would have without that hook's
+    /// steering. `tool-result` and the committed facts are observe-only: failures are
+    /// contained there.
+    pub fn fails_closed(self) -> bool {
+        matches!(
+            self,
+            Point::PromptSubmit
+                | Point::PreTool
+                | Point::ToolGuard
+                | Point::ToolExecute
+                | Point::PostTool
+        )
+    }
+
     /// Whether a tool-name matcher means anything on this point.
     pub fn has_tool(self) -> bool {
         matches!(

@@ -13,12 +13,14 @@ use crate::failure::{Failure, FailureReason};
 use crate::instance::{Cost, Instance, Request, Response};
 use crate::manifest::HookSpec;
 use crate::plugin::{HookRef, Plugins, PluginsInner, Runtime, Wasm};
-use crate::point::{Capability, InstanceLifetime, Mode, OnFailure, Point};
-use crate::sandbox::{CallContext, Clock, MAX_LOG_LINES_PER_CALL, State, invocation_id};
+use crate::point::{Capability, InstanceLifetime, Mode, Point};
+use crate::sandbox::{
+    CallContext, Clock, MAX_LOG_LINES_PER_CALL, MAX_NEXT_CALLS, State, invocation_id,
+};
 use crate::types::{Approval, AskRequest, Denial, ToolCall};
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU8, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tokio::task::JoinSet;
@@ -47,6 +49,10 @@ pub trait Approver: Send + Sync {
 pub struct Session {
     pub(crate) shared: Arc<SessionShared>,
     owner: Arc<SessionOwner>,
+    /// Plugins whose per-session instance an invocation up this call chain holds (the
+    /// `tool-execute` wrappers around a tool that makes nested calls): their hooks in this
+    /// chain run in fresh instances instead of waiting for a lock that will not be released.
+    held: Arc<[usize]>,
 }
 
 /// What only the session's handles hold, not its tasks: dropping the last handle drops the
@@ -99,6 +105,7 @@ impl Plugins {
                 background: Mutex::new(JoinSet::new()),
                 approver: std::sync::RwLock::new(None),
             }),
+            held: Arc::new([]),
         }
     }
 
@@ -174,6 +181,25 @@ impl Session {
     /// The session's id.
     pub fn id(&self) -> &str {
         &self.shared.id
+    }
+
+    /// Whether an invocation up this call chain holds `plugin`'s session instance.
+    pub(crate) fn holds(&self, plugin: usize) -> bool {
+        self.held.contains(&plugin)
+    }
+
+    /// This session, for calls nested inside invocations of `plugins`' hooks (which hold
+    /// those plugins' session instances while the nested calls run).
+    pub(crate) fn holding(&self, plugins: impl IntoIterator<Item = usize>) -> Session {
+        let mut held: Vec<usize> = self.held.to_vec();
+        held.extend(plugins);
+        held.sort_unstable();
+        held.dedup();
+        Session {
+            shared: self.shared.clone(),
+            owner: self.owner.clone(),
+            held: held.into(),
+        }
     }
 
     /// Resolves `pre-tool` asks through `approver` (see [`Session::authorize`]).
@@ -298,7 +324,10 @@ impl Session {
         judge: impl FnOnce(&HookRef, &HookSpec, Response) -> Verdict<T>,
     ) -> Judged<T> {
         let spec = self.shared.plugins.spec(hook);
-        let run = self.shared.run(hook, inv, request).await;
+        let run = self
+            .shared
+            .run(hook, inv, request, self.holds(hook.plugin))
+            .await;
         let meter = run.meter;
         let response = match run.result {
             Ok(response) => response,
@@ -374,9 +403,12 @@ impl Session {
         }
         let shared = self.shared.clone();
         let reported = foreground.clone();
+        let held = self.held.clone();
         self.spawn(&reported, inv, async move {
             for hook in &foreground {
-                let run = shared.run(hook, inv, &request).await;
+                let run = shared
+                    .run(hook, inv, &request, held.contains(&hook.plugin))
+                    .await;
                 shared.record(hook, inv, &run);
             }
         });
@@ -385,8 +417,9 @@ impl Session {
     fn spawn_background(&self, hook: &HookRef, inv: Invocation, request: Request) {
         let shared = self.shared.clone();
         let owned = hook.clone();
+        let reentrant = self.holds(hook.plugin);
         self.spawn(std::slice::from_ref(hook), inv, async move {
-            let run = shared.run(&owned, inv, &request).await;
+            let run = shared.run(&owned, inv, &request, reentrant).await;
             shared.record(&owned, inv, &run);
         });
     }
@@ -496,23 +529,28 @@ impl SessionShared {
         }
     }
 
-    /// Records a failed run; returns whether it fails closed: only a foreground hook that
-    /// could have denied (it holds `guard`) and has `on_failure = "deny"` (the default).
+    /// Records a failed run; returns whether it fails closed ([`HookSpec::fails_closed`]):
+    /// a foreground hook that could change the outcome, at a point with a closed answer,
+    /// unless it says `on_failure = "allow"`.
     fn fail(&self, hook: &HookRef, inv: Invocation, meter: Meter, failure: &Failure) -> bool {
-        let spec = self.plugins.spec(hook);
-        let closed = spec.mode == Mode::Foreground
-            && spec.on_failure == OnFailure::Deny
-            && spec.has(Capability::Guard);
+        let closed = self.plugins.spec(hook).fails_closed();
         self.emit(hook, inv, failed(meter, failure, closed));
         closed
     }
 
-    /// Runs one hook: emits `hook_started`, then runs it in its runtime.
-    async fn run(&self, hook: &HookRef, inv: Invocation, request: &Request) -> Run {
+    /// Runs one hook: emits `hook_started`, then runs it in its runtime (`reentrant`: see
+    /// [`SessionShared::run_wasm`]).
+    async fn run(
+        &self,
+        hook: &HookRef,
+        inv: Invocation,
+        request: &Request,
+        reentrant: bool,
+    ) -> Run {
         self.emit(hook, inv, EventKind::HookStarted);
         let plugin = &self.plugins.plugins[hook.plugin];
         match &plugin.runtime {
-            Runtime::Wasm(wasm) => self.run_wasm(hook, inv, request, wasm).await,
+            Runtime::Wasm(wasm) => self.run_wasm(hook, inv, request, wasm, reentrant).await,
             Runtime::External(external) => self.run_external(hook, inv, request, external).await,
         }
     }
@@ -548,14 +586,23 @@ impl SessionShared {
         }
     }
 
-    /// Runs a wasm hook: gets (or makes) the instance, arms its limits, calls it under its
-    /// deadline.
+    /// Runs a wasm hook under its one deadline, which covers the whole invocation: waiting
+    /// for the plugin's per-session instance (busy in another invocation of the same session:
+    /// a background observer, a concurrent call), instantiating (start functions and
+    /// constructors are guest code, and may block in a host call), every host call and the
+    /// call itself. Epochs stop wasm code; the watchdog stops everything else. At the
+    /// deadline the invocation fails with `timeout`, which fails closed like any failure.
+    ///
+    /// `reentrant`: the plugin's session instance is held by an invocation up this call
+    /// chain (a `tool-execute` wrapper whose tool makes a nested call); waiting for it would
+    /// deadlock, so this invocation runs in a fresh instance of its own.
     async fn run_wasm(
         &self,
         hook: &HookRef,
         inv: Invocation,
         request: &Request,
         plugin: &Wasm,
+        reentrant: bool,
     ) -> Run {
         let env = &self.plugins.plugins[hook.plugin].env;
         let lifetime = self.plugins.plugins[hook.plugin].manifest().instance;
@@ -568,70 +615,86 @@ impl SessionShared {
             point: inv.point,
             clock: Clock::new(started + limits.timeout),
             logs_left: MAX_LOG_LINES_PER_CALL,
+            next_left: MAX_NEXT_CALLS,
+            next_bytes: 0,
         };
         let clock = call.clock.clone();
         let host = &self.plugins.host.inner;
+        let phase = AtomicU8::new(PHASE_WAIT);
 
-        let mut slot = match lifetime {
-            InstanceLifetime::PerSession => Some(self.instances[hook.plugin].lock().await),
-            InstanceLifetime::PerCall => None,
-        };
-        let mut fresh_cost = Cost::default();
-        let mut instance = match slot.as_mut().and_then(|s| s.take()) {
-            Some(mut instance) => {
-                instance.begin(call, limits);
-                instance
-            }
-            None => {
-                let state = State::new(env.clone(), host.sink.clone(), call);
-                match Instance::new(&host.engine, plugin, state, limits).await {
-                    Ok((instance, cost)) => {
-                        fresh_cost = cost;
-                        instance
-                    }
-                    Err(failure) => {
-                        return Run {
-                            result: Err(failure),
-                            meter: Meter {
-                                duration: started.elapsed(),
-                                cost: Cost::default(),
-                            },
-                        };
+        let work = async {
+            let mut slot = match lifetime {
+                InstanceLifetime::PerSession if !reentrant => {
+                    Some(self.instances[hook.plugin].lock().await)
+                }
+                _ => None,
+            };
+            let mut fresh_cost = Cost::default();
+            let mut instance = match slot.as_mut().and_then(|s| s.take()) {
+                Some(mut instance) => {
+                    instance.begin(call, limits);
+                    instance
+                }
+                None => {
+                    phase.store(PHASE_INSTANTIATE, Ordering::Relaxed);
+                    let state = State::new(env.clone(), host.sink.clone(), call);
+                    match Instance::new(&host.engine, plugin, state, limits).await {
+                        Ok((instance, cost)) => {
+                            fresh_cost = cost;
+                            instance
+                        }
+                        Err(failure) => return (Err(failure), Cost::default()),
                     }
                 }
+            };
+            phase.store(PHASE_CALL, Ordering::Relaxed);
+            let (result, cost) = instance.call(plugin, request, limits).await;
+            // A failed instance may be dead (a trap) or mid-call: never reuse it.
+            if result.is_ok()
+                && let Some(slot) = slot.as_mut()
+            {
+                **slot = Some(instance);
             }
+            (
+                result,
+                Cost {
+                    fuel: cost.fuel + fresh_cost.fuel,
+                },
+            )
         };
-        // Epochs stop wasm at its deadline; this watchdog bounds the time spent in host calls
-        // (a guest blocked in a WASI poll), which epochs cannot interrupt.
         let (result, cost) = tokio::select! {
             // Biased: a call that completes at its first poll never arms the watchdog's timer.
             biased;
-            done = instance.call(plugin, request, limits) => done,
-            () = watchdog(&clock) => (
-                Err(Failure::new(
-                    FailureReason::Timeout,
-                    format!(
-                        "passed its deadline of {} ms (in a host call)",
-                        limits.timeout.as_millis()
-                    ),
-                )),
-                Cost::default(),
-            ),
+            done = work => done,
+            () = watchdog(&clock) => {
+                let during = match phase.load(Ordering::Relaxed) {
+                    PHASE_WAIT => "while waiting for its per-session instance, busy in another \
+                                   invocation of this session",
+                    PHASE_INSTANTIATE => "during instantiation",
+                    _ => "in a host call",
+                };
+                (
+                    Err(Failure::new(
+                        FailureReason::Timeout,
+                        format!(
+                            "passed its deadline of {} ms {during}",
+                            limits.timeout.as_millis()
+                        ),
+                    )),
+                    Cost::default(),
+                )
+            }
         };
-        // A failed instance may be dead (a trap) or mid-call (a timeout): never reuse it.
-        if result.is_ok()
-            && let Some(slot) = slot.as_mut()
-        {
-            **slot = Some(instance);
-        }
         Run {
             result,
             meter: Meter {
                 duration: started.elapsed(),
-                cost: Cost {
-                    fuel: cost.fuel + fresh_cost.fuel,
-                },
+                cost,
             },
         }
     }
 }
+
+const PHASE_WAIT: u8 = 0;
+const PHASE_INSTANTIATE: u8 = 1;
+const PHASE_CALL: u8 = 2;

@@ -147,17 +147,21 @@ pub async fn test(dir: &Path, cases: &Path) -> anyhow::Result<ExitCode> {
                 continue;
             }
         };
-        let logged: Vec<String> = events
+        let logged: Vec<(&str, &str)> = events
             .iter()
             .filter_map(|e| match &e.kind {
-                EventKind::PluginLog { message, .. } => Some(format!("{}: {message}", e.plugin)),
+                EventKind::PluginLog { message, .. } => Some((e.plugin.as_str(), message.as_str())),
                 _ => None,
             })
             .collect();
         let missing: Vec<&String> = case
             .logs
             .iter()
-            .filter(|want| !logged.iter().any(|line| line.contains(want.as_str())))
+            .filter(|want| !logged.iter().any(|line| log_matches(&plugins, want, *line)))
+            .collect();
+        let logged: Vec<String> = logged
+            .iter()
+            .map(|(plugin, message)| format!("{plugin}: {message}"))
             .collect();
         if !missing.is_empty() {
             failed += 1;
@@ -206,6 +210,19 @@ pub async fn test(dir: &Path, cases: &Path) -> anyhow::Result<ExitCode> {
     } else {
         ExitCode::FAILURE
     })
+}
+
+/// Whether the line `message` that `plugin` logged is the one `want` asks for: `want` written
+/// `plugin: text` names the plugin that must have logged it (a plugin cannot log a line that
+/// passes for another's); plain `text` may come from any plugin. Either way `text` is part of
+/// the message.
+fn log_matches(plugins: &palisade::Plugins, want: &str, (plugin, message): (&str, &str)) -> bool {
+    match want.split_once(": ") {
+        Some((named, text)) if plugins.iter().any(|p| p.name() == named) => {
+            plugin == named && message.contains(text)
+        }
+        _ => message.contains(want),
+    }
 }
 
 /// The decision in a few words.

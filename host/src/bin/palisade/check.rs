@@ -17,7 +17,7 @@ pub fn check(dir: &Path) -> anyhow::Result<ExitCode> {
                 dir.display()
             );
             for problem in &problems {
-                eprintln!("  - {problem}");
+                eprintln!("  - {}", palisade::events::printable(&problem.to_string()));
             }
             return Ok(ExitCode::FAILURE);
         }
@@ -50,8 +50,12 @@ pub fn check(dir: &Path) -> anyhow::Result<ExitCode> {
                 hook.mode.as_str().to_string(),
                 hook.priority.to_string(),
                 hook.matcher.clone().unwrap_or_else(|| "*".into()),
-                // Only a hook that can deny can fail closed; others' failures are recorded.
-                if hook.has(Capability::Guard) && hook.mode == Mode::Foreground {
+                // Only a hook that can change the outcome, at a point with a closed answer,
+                // fails closed; others' failures are recorded.
+                if hook.mode == Mode::Foreground
+                    && hook.point.fails_closed()
+                    && hook.can_change_outcome()
+                {
                     hook.on_failure.as_str().to_string()
                 } else {
                     "record".to_string()
@@ -113,7 +117,39 @@ pub fn check(dir: &Path) -> anyhow::Result<ExitCode> {
     }
     print!("{}", table(&rows));
     for skipped in plugins.skipped() {
-        println!("skipped {} (no plugin.toml)", skipped.display());
+        println!(
+            "skipped {} ({})",
+            palisade::events::printable(&skipped.path.display().to_string()),
+            skipped.reason
+        );
+    }
+    for plugin in plugins.iter() {
+        if let Some(target) = plugin.symlink_target() {
+            println!(
+                "{} is a symlink to {}: followed",
+                palisade::events::printable(&plugin.dir().display().to_string()),
+                palisade::events::printable(&target.display().to_string())
+            );
+        }
+    }
+    for plugin in plugins.iter() {
+        for hook in &plugin.manifest().hooks {
+            if hook.on_failure == palisade::OnFailure::Allow
+                && (hook.has(Capability::Guard) || hook.has(Capability::Transform))
+            {
+                println!(
+                    "warning: {}/{} holds `{}` and says on_failure = \"allow\": when it fails \
+                     (times out, traps, answers garbage), what it guards goes through unchecked",
+                    plugin.name(),
+                    hook.point,
+                    if hook.has(Capability::Guard) {
+                        "guard"
+                    } else {
+                        "transform"
+                    }
+                );
+            }
+        }
     }
     let points: std::collections::BTreeSet<Point> = plugins
         .iter()

@@ -1,7 +1,17 @@
 //! Plain-text tables for the terminal.
 
-/// Renders rows as columns separated by two spaces, the first row a header.
+/// Renders rows as columns separated by two spaces, the first row a header. Every cell is
+/// made [`printable`](palisade::events::printable): a cell can hold text a plugin chose.
 pub fn table(rows: &[Vec<String>]) -> String {
+    let rows: Vec<Vec<String>> = rows
+        .iter()
+        .map(|row| {
+            row.iter()
+                .map(|cell| palisade::events::printable(cell).into_owned())
+                .collect()
+        })
+        .collect();
+    let rows = rows.as_slice();
     let columns = rows.iter().map(Vec::len).max().unwrap_or(0);
     let widths: Vec<usize> = (0..columns)
         .map(|c| {
@@ -34,8 +44,11 @@ pub fn table(rows: &[Vec<String>]) -> String {
     out
 }
 
-/// Cuts `text` to `max` characters, marking the cut.
+/// Cuts `text` to `max` characters, marking the cut; made
+/// [`printable`](palisade::events::printable) first.
 pub fn clip(text: &str, max: usize) -> String {
+    let text = palisade::events::printable(text);
+    let text = text.as_ref();
     match text.char_indices().nth(max) {
         Some((i, _)) => format!("{}…", &text[..i]),
         None => text.to_string(),

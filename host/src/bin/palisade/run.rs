@@ -32,8 +32,12 @@ impl EventSink for TextSink {
     }
 }
 
-/// One event as a readable line.
+/// One event as a readable line: exactly one, whatever a plugin put in its messages.
 pub fn describe(event: &Event) -> String {
+    palisade::events::printable(&describe_raw(event)).into_owned()
+}
+
+fn describe_raw(event: &Event) -> String {
     let head = format!("{:<15} {}", event.kind.name(), event.hook_id);
     match &event.kind {
         EventKind::HookStarted => format!("{head} ({})", event.invocation_id),

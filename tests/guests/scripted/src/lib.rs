@@ -3,7 +3,8 @@
 //! panic, ...). `tag` is logged on every call so tests can see the order hooks ran in.
 //!
 //! `[config] pre_tool` is one of: `allow`, `deny`, `ask`, `loop`, `membomb`, `panic`,
-//! `bad-payload`, `probe` (try files, env and network), `deny-after:N` (deny from the N+1-th call of this instance on).
+//! `bad-payload`, `probe` (try files, env and network), `deny-after:N` (deny from the N+1-th call of this instance on),
+//! `huge-payload` / `huge-message` (`size_mb` MiB), `pollables` (hoard WASI resources).
 //! `[config] tool_result` is one of: `ok`, `panic`, `loop`.
 //! `[config] panic_on_call = N` panics on the N-th `pre-tool` call of the instance.
 //! The other points read `session_start`, `prompt_submit`, `tool_guard`, `post_tool`,
@@ -13,7 +14,7 @@ use palisade_sdk::{
     Committed, CommittedFact, ContentBlock, Deny, GuardDecision, Observation, PostTool,
     PostToolAction, PostToolDecision, PreStep, PreStepDecision, PreTool, PreToolDecision,
     PromptSubmit, SessionSource, SessionStart, StopEvent, ToolCall, ToolExecute, ToolGuard,
-    ToolOutcome, ToolResult, TurnStopping, export, log,
+    ToolOutcome, ToolResult, TurnStopping, export, log, next,
 };
 use std::hint::black_box;
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -102,6 +103,33 @@ fn tcp_connect(_port: u16) -> bool {
     false
 }
 
+/// `[config] size_mb` in bytes (default 24 MiB).
+fn size() -> usize {
+    palisade_sdk::config::<usize>("size_mb").unwrap_or(24) * 1024 * 1024
+}
+
+/// A JSON array of about `bytes` bytes: `[1,1,1,…]`.
+fn json_array(bytes: usize) -> String {
+    let mut text = String::with_capacity(bytes + 2);
+    text.push('[');
+    text.push_str(&"1,".repeat(bytes / 2));
+    text.push('1');
+    text.push(']');
+    text
+}
+
+/// Holds on to WASI pollables, which live in the host's memory, not the guest's; denies if
+/// the host let it hold 100,000 of them.
+fn hoard_pollables() -> PreToolDecision {
+    #[cfg(target_arch = "wasm32")]
+    for _ in 0..100_000 {
+        std::mem::forget(wasi::clocks::monotonic_clock::subscribe_duration(
+            1_000_000_000,
+        ));
+    }
+    PreToolDecision::deny("hoarded", "held 100000 pollables")
+}
+
 struct Scripted;
 
 impl PreTool for Scripted {
@@ -136,6 +164,14 @@ impl PreTool for Scripted {
                 std::thread::sleep(std::time::Duration::from_secs(30));
                 PreToolDecision::Allow
             }
+            // Hostile answers, `size_mb` MiB each: the host must refuse them unparsed.
+            "huge-payload" => PreToolDecision::Deny(Deny {
+                reason_code: "huge".into(),
+                message: "a huge payload".into(),
+                payload: Some(json_array(size())),
+            }),
+            "huge-message" => PreToolDecision::Deny(Deny::new("huge", "x".repeat(size()))),
+            "pollables" => hoard_pollables(),
             "bad-payload" => PreToolDecision::Deny(Deny {
                 reason_code: "bad".into(),
                 message: "bad payload".into(),
@@ -232,6 +268,7 @@ impl PostTool for Scripted {
             ))]),
             "replace-value" => PostToolAction::ReplaceValue(behaviour("value", "{\"ok\":true}")),
             "bad-value" => PostToolAction::ReplaceValue("{not json".into()),
+            "huge-value" => PostToolAction::ReplaceValue(json_array(size())),
             "panic" => panic!("scripted panic"),
             "upper" => PostToolAction::ReplaceContent(vec![ContentBlock::Text(
                 outcome.joined_text().to_uppercase(),
@@ -288,16 +325,27 @@ impl ToolExecute for Scripted {
                 value: Some("{not json".into()),
             },
             "panic" => panic!("scripted panic"),
+            // Calls next() until it stops running the tool; says how often the tool ran.
+            "next-loop" => {
+                let mut ran = 0;
+                for _ in 0..1000 {
+                    if next(None).is_error {
+                        break;
+                    }
+                    ran += 1;
+                }
+                ToolOutcome::text(format!("the tool ran {ran} times"))
+            }
             "twice" => {
-                let first = palisade_sdk::next(None);
-                let second = palisade_sdk::next(None);
+                let first = next(None);
+                let second = next(None);
                 ToolOutcome::text(format!(
                     "{} | {}",
                     first.joined_text(),
                     second.joined_text()
                 ))
             }
-            _ => palisade_sdk::next(None),
+            _ => next(None),
         }
     }
 }
