@@ -621,3 +621,124 @@ fn manifests_of_external_hooks_are_checked() {
         assert!(err.contains(needle), "`{needle}` missing from:\n{err}");
     }
 }
+
+/// A command plugin `name` running the shell line `line` in its folder.
+fn shell_plugin(dir: &PluginDir, name: &str, line: &str, body: &str) -> std::path::PathBuf {
+    let manifest = format!("name = \"{name}\"\ncommand = {line:?}\n{body}");
+    dir.raw(name, &[("plugin.toml", manifest.as_bytes())])
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_command_hook_gets_only_the_environment_it_was_given() {
+    const GIVEN: [&str; 6] = [
+        "PATH",
+        "HOME",
+        "LANG",
+        "PALISADE_HOOK_ID",
+        "PALISADE_SESSION_ID",
+        "PALISADE_POINT",
+    ];
+    // The shell sets these itself.
+    const SHELL: [&str; 4] = ["PWD", "OLDPWD", "SHLVL", "_"];
+    // One of this process's own variables is listed; the others must not reach the hook.
+    let mine: Vec<String> = std::env::vars()
+        .map(|(name, _)| name)
+        .filter(|name| !GIVEN.contains(&name.as_str()) && !SHELL.contains(&name.as_str()))
+        .filter(|name| name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_'))
+        .collect();
+    let listed = mine
+        .first()
+        .cloned()
+        .expect("the test process has some environment");
+    let dir = PluginDir::new();
+    let folder = shell_plugin(
+        &dir,
+        "envy",
+        "env > seen.txt",
+        &format!(
+            "env = [\"{listed}\"]\n{}",
+            hook("pre-tool", "\"guard\"", None)
+        ),
+    );
+    let plugins = load(&dir);
+    assert_eq!(
+        plugins.session("s").pre_tool(&call("Bash")).await,
+        PreToolDecision::Allow
+    );
+    let seen: Vec<String> = std::fs::read_to_string(folder.join("seen.txt"))
+        .unwrap()
+        .lines()
+        .filter_map(|l| l.split_once('=').map(|(n, _)| n.to_string()))
+        .collect();
+    assert!(seen.contains(&listed), "{listed} was listed: {seen:?}");
+    for name in mine.iter().skip(1) {
+        assert!(
+            !seen.contains(name),
+            "{name} leaked into the hook: {seen:?}"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_guards_log_line_before_its_json_fails_closed() {
+    let dir = PluginDir::new();
+    shell_plugin(
+        &dir,
+        "chatty",
+        r#"echo 'checking the command...'; echo '{"hookSpecificOutput":{"hookEventName":"PreToolUse","permissionDecision":"deny","permissionDecisionReason":"no"}}'"#,
+        &hook("pre-tool", "\"guard\"", None),
+    );
+    let plugins = load(&dir);
+    let d = denial(plugins.session("s").pre_tool(&call("Bash")).await);
+    assert_eq!(d.failure, Some(FailureReason::InvalidResponse), "{d:?}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_cancelled_command_hook_takes_its_process_group_with_it() {
+    let dir = PluginDir::new();
+    let folder = shell_plugin(
+        &dir,
+        "slow",
+        "sleep 30 & echo $! > child.pid; wait",
+        &hook("pre-tool", "\"guard\"", None),
+    );
+    let plugins = load(&dir);
+    let session = plugins.session("s");
+    // The embedder stops waiting (its own timeout, a cancelled turn): the future is dropped.
+    let cancelled =
+        tokio::time::timeout(Duration::from_millis(500), session.pre_tool(&call("Bash"))).await;
+    assert!(cancelled.is_err());
+    let pid = std::fs::read_to_string(folder.join("child.pid")).unwrap();
+    let pid = pid.trim();
+    let gone = (0..100).any(|_| {
+        std::thread::sleep(Duration::from_millis(20));
+        !alive(pid)
+    });
+    assert!(
+        gone,
+        "the hook's child {pid} outlived its cancelled invocation"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_child_that_escapes_the_group_cannot_hold_the_answer_back() {
+    let dir = PluginDir::new();
+    shell_plugin(
+        &dir,
+        "escaper",
+        r#"setsid sleep 30 & echo '{"hookSpecificOutput":{"hookEventName":"PreToolUse","permissionDecision":"deny","permissionDecisionReason":"no"}}'"#,
+        &format!(
+            "{}timeout_ms = 10000\n",
+            hook("pre-tool", "\"guard\"", None)
+        ),
+    );
+    let plugins = load(&dir);
+    let started = Instant::now();
+    let d = denial(plugins.session("s").pre_tool(&call("Bash")).await);
+    assert_eq!(d.message, "no", "{d:?}");
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "the escaped child held the answer back for {:?}",
+        started.elapsed()
+    );
+}

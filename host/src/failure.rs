@@ -31,6 +31,9 @@ pub enum FailureReason {
     Unavailable,
     /// A background hook was dropped because its session's queue was full.
     DroppedSaturated,
+    /// Background (or committed-fact) work was cut off before it finished: its session was
+    /// dropped, or the process serving the event stopped waiting for it (a bridge's budget).
+    Dropped,
     /// An external hook reported an error: a command exited with a status other than 0 or 2
     /// (or was killed by a signal), an HTTP endpoint answered a status other than 2xx.
     HookError,
@@ -49,6 +52,7 @@ impl FailureReason {
             FailureReason::NotGranted => "not-granted",
             FailureReason::Unavailable => "unavailable",
             FailureReason::DroppedSaturated => "dropped-saturated",
+            FailureReason::Dropped => "dropped",
             FailureReason::HookError => "hook-error",
         }
     }

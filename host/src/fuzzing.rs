@@ -129,7 +129,16 @@ pub fn answer(data: &[u8]) {
     let output = answer_text(&mut u).unwrap_or_else(|_| rest.to_vec());
     let stderr: &[u8] = b"a reason";
     let request = request_for(point);
-    if let Ok((response, _)) = wire::decode(point, &request, "fuzz/hook", exit, &output, stderr) {
+    let guarding = first & 0x40 != 0;
+    if let Ok((response, _)) = wire::decode(
+        point,
+        &request,
+        "fuzz/hook",
+        exit,
+        &output,
+        stderr,
+        guarding,
+    ) {
         assert!(response.answer_bytes() <= output.len() + stderr.len() + 64);
     }
 }

@@ -31,6 +31,7 @@
 //! ```toml
 //! command = "./guard.sh --strict"      # run by `sh -c` in the plugin folder; or an argv list:
 //! # command = ["python3", "guard.py"]
+//! env = ["GITHUB_TOKEN"]               # host variables it gets besides PATH, HOME, LANG
 //! # url = "http://127.0.0.1:8080/hook" # or: POST the same JSON to a URL
 //! [limits]
 //! timeout_ms = 5000                    # default 5000
@@ -120,6 +121,9 @@ pub struct Manifest {
     pub hooks: Vec<HookSpec>,
     /// The `[config]` table, as JSON.
     pub config: serde_json::Map<String, serde_json::Value>,
+    /// Environment variables of the host a command hook is given (besides `PATH`, `HOME` and
+    /// `LANG`); it gets no others.
+    pub env: Vec<String>,
 }
 
 /// How a plugin's hooks run (its runtime family).
@@ -228,6 +232,7 @@ struct RawManifest {
     hooks: Vec<RawHook>,
     #[serde(default)]
     config: toml::Table,
+    env: Option<Vec<String>>,
 }
 
 #[derive(Deserialize, Default)]
@@ -324,6 +329,13 @@ pub(crate) fn parse(path: &Path, text: &str, problems: &mut Vec<Problem>) -> Opt
             wasm_only(&format!("hooks[{i}].fuel"), hook.fuel.is_some());
             wasm_only(&format!("hooks[{i}].memory_mb"), hook.memory_mb.is_some());
         }
+    }
+    if matches!(runtime, Some(RuntimeSpec::Http { .. })) && raw.env.is_some() {
+        problems.push(
+            Problem::new(path, "`env` applies to command hooks only")
+                .field("env")
+                .fix("remove it: an HTTP hook runs in its own server's environment"),
+        );
     }
     let base = limits(path, "limits", &raw.limits, Limits::default(), problems);
     if raw.hooks.is_empty() {
@@ -477,6 +489,32 @@ pub(crate) fn parse(path: &Path, text: &str, problems: &mut Vec<Problem>) -> Opt
         }
     };
 
+    let env = raw.env.clone().unwrap_or_default();
+    if wasm && !env.is_empty() {
+        problems.push(
+            Problem::new(path, "`env` applies to command hooks only")
+                .field("env")
+                .fix("remove it: a component has no environment"),
+        );
+    }
+    for name in &env {
+        let valid = name
+            .chars()
+            .next()
+            .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+            && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+        if !valid {
+            problems.push(
+                Problem::new(
+                    path,
+                    format!("`{name}` is not an environment variable name"),
+                )
+                .field("env")
+                .fix("letters, digits and `_`, not starting with a digit (`GITHUB_TOKEN`)"),
+            );
+        }
+    }
+
     let runtime = runtime?;
     (problems.len() == before).then(|| Manifest {
         name: raw.name,
@@ -486,6 +524,7 @@ pub(crate) fn parse(path: &Path, text: &str, problems: &mut Vec<Problem>) -> Opt
         instance: raw.instance.unwrap_or_default(),
         hooks,
         config,
+        env,
     })
 }
 

@@ -445,6 +445,7 @@ impl Host {
                 check_program(plugin_dir, manifest_path, &argv[0], problems)?;
                 Runtime::External(External::Command {
                     argv: argv.clone(),
+                    env: manifest.env.clone(),
                     // The real folder: a symlinked plugin's command runs where it lives.
                     dir: link.clone().unwrap_or_else(|| folder.to_path_buf()),
                 })

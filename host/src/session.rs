@@ -241,16 +241,43 @@ impl Session {
         set
     }
 
+    /// Waits at most `limit` for the session's background work to finish, then cuts off what
+    /// is still running; each hook cut off is reported as a `hook_failed` event with reason
+    /// `dropped`. Returns how many tasks were cut off. For a process that must exit in time
+    /// (a bridge answering one event): observers get a bounded drain, never the answer's time.
+    pub async fn drain_background_for(&self, limit: Duration) -> usize {
+        let mut set = self.take_tasks();
+        let deadline = tokio::time::Instant::now() + limit;
+        while !set.is_empty() {
+            match tokio::time::timeout_at(deadline, set.join_next()).await {
+                Ok(Some(_)) => {}
+                Ok(None) => break,
+                Err(_) => {
+                    let cut = set.len();
+                    // Aborted tasks drop their futures, which report their hooks as dropped.
+                    set.shutdown().await;
+                    return cut;
+                }
+            }
+        }
+        0
+    }
+
     /// Waits for the session's background work to finish.
     pub async fn drain_background(&self) {
-        let mut set = std::mem::take(
+        let mut set = self.take_tasks();
+        while set.join_next().await.is_some() {}
+    }
+
+    /// The session's tasks, taken out of it (new work goes to a fresh set).
+    fn take_tasks(&self) -> JoinSet<()> {
+        std::mem::take(
             &mut *self
                 .owner
                 .background
                 .lock()
                 .unwrap_or_else(|e| e.into_inner()),
-        );
-        while set.join_next().await.is_some() {}
+        )
     }
 
     pub(crate) fn begin(&self, point: Point) -> Invocation {
@@ -458,7 +485,52 @@ impl Session {
             }
             return;
         }
-        set.spawn(task);
+        let unfinished = Unfinished {
+            shared: self.shared.clone(),
+            hooks: hooks.to_vec(),
+            inv,
+            started: Instant::now(),
+            done: false,
+        };
+        set.spawn(async move {
+            let mut unfinished = unfinished;
+            task.await;
+            unfinished.done = true;
+        });
+    }
+}
+
+/// Background work in flight: if its task is dropped before it finishes (aborted with its
+/// session, or cut off at the end of a bridge's budget), its hooks are reported as dropped,
+/// so the audit log shows the observer work that never completed.
+struct Unfinished {
+    shared: Arc<SessionShared>,
+    hooks: Vec<HookRef>,
+    inv: Invocation,
+    started: Instant,
+    done: bool,
+}
+
+impl Drop for Unfinished {
+    fn drop(&mut self) {
+        if self.done {
+            return;
+        }
+        for hook in &self.hooks {
+            self.shared.emit(
+                hook,
+                self.inv,
+                EventKind::HookFailed {
+                    duration_us: micros(self.started.elapsed()),
+                    fuel_consumed: 0,
+                    reason: FailureReason::Dropped,
+                    detail: "cut off before it finished: its session ended, or the process \
+                             serving the event stopped waiting for observers"
+                        .into(),
+                    failed_closed: false,
+                },
+            );
+        }
     }
 }
 
@@ -572,6 +644,7 @@ impl SessionShared {
             invocation_id: &invocation,
             point: inv.point,
             config: &self.plugins.plugins[hook.plugin].manifest().config,
+            guarding: self.plugins.spec(hook).has(Capability::Guard),
         };
         let called = external.call(&caller, request, limits).await;
         for (level, message) in called.logs {

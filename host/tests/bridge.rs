@@ -359,3 +359,72 @@ fn forward_answers_what_palisade_serve_answers_and_fails_like_the_bridge() {
     let out = palisade(&["forward", &url], &sample("claude", "SessionStart"));
     assert_eq!(out.status.code(), Some(1), "{out:?}");
 }
+
+#[test]
+fn the_answer_goes_out_before_observers_and_the_process_exits_in_time() {
+    // A guard that denies, and a background observer of the same event that runs for 8 s.
+    let dir = tempfile::tempdir().unwrap();
+    server::scripted(
+        dir.path(),
+        "guard",
+        "[[hooks]]\npoint = \"pre-tool\"\ncapability = \"guard\"\n[config]\npre_tool = \"deny\"\n",
+    );
+    server::scripted(
+        dir.path(),
+        "watcher",
+        "[[hooks]]\npoint = \"pre-tool\"\ncapability = \"observe\"\nmode = \"background\"\n\
+         priority = -1\ntimeout_ms = 8000\n[config]\npre_tool = \"sleep\"\n",
+    );
+    let audit = dir.path().join("audit.jsonl");
+    let started = std::time::Instant::now();
+    let out = palisade(
+        &[
+            "claude-code",
+            dir.path().to_str().unwrap(),
+            "--audit-log",
+            audit.to_str().unwrap(),
+        ],
+        &sample("claude", "PreToolUse"),
+    );
+    let took = started.elapsed();
+    let json = answer(&out);
+    assert_eq!(
+        json["hookSpecificOutput"]["permissionDecision"], "deny",
+        "{json}"
+    );
+    // The observer's 8 s did not delay the answer nor the exit (a bounded drain: 2 s).
+    assert!(took < std::time::Duration::from_secs(6), "took {took:?}");
+    let log = std::fs::read_to_string(&audit).unwrap();
+    assert!(
+        log.lines().any(|l| l.contains("\"hook_failed\"")
+            && l.contains("\"dropped\"")
+            && l.contains("watcher/pre-tool")),
+        "the cut-off observer is not recorded as dropped:\n{log}"
+    );
+}
+
+#[test]
+fn an_event_whose_budget_runs_out_gets_its_fail_closed_answer_naming_what_overran() {
+    let dir = plugins(
+        "[[hooks]]\npoint = \"pre-tool\"\ncapability = \"guard\"\ntimeout_ms = 20000\n\
+         [config]\npre_tool = \"sleep\"\n",
+    );
+    let started = std::time::Instant::now();
+    let out = palisade(
+        &[
+            "claude-code",
+            dir.path().to_str().unwrap(),
+            "--budget-ms",
+            "700",
+        ],
+        &sample("claude", "PreToolUse"),
+    );
+    let took = started.elapsed();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("budget of 700 ms ran out while running the hook `scripted/pre-tool`"),
+        "{stderr}"
+    );
+    assert!(took < std::time::Duration::from_secs(5), "took {took:?}");
+}

@@ -447,3 +447,53 @@ fn each_dialect_gets_its_own_answer() {
         "{codex}"
     );
 }
+
+#[test]
+fn a_client_that_vanishes_mid_request_always_releases_its_session() {
+    let dir = tempfile::tempdir().unwrap();
+    // A guard that takes 300 ms: long enough for every client to hang up while it runs.
+    scripted(
+        dir.path(),
+        "slow",
+        "[limits]\ntimeout_ms = 300\n\n[[hooks]]\npoint = \"pre-tool\"\ncapability = \"guard\"\n\
+         on_failure = \"allow\"\n\n[config]\npre_tool = \"sleep\"\n",
+    );
+    let server = Server::start(dir.path(), &["--max-sessions", "20"], &[]);
+    let address = server.address;
+    // 1,000 requests on 25 session ids, each closing its socket while the hook runs.
+    let clients: Vec<_> = (0..25)
+        .map(|c| {
+            std::thread::spawn(move || {
+                for _ in 0..40 {
+                    use std::io::Write;
+                    let mut stream = std::net::TcpStream::connect(address).unwrap();
+                    let body = bash(&format!("vanishing-{c}"), "ls").to_string();
+                    let head = format!(
+                        "POST /claude-code HTTP/1.1\r\nHost: {address}\r\nContent-Type: \
+                         application/json\r\nContent-Length: {}\r\n\r\n{body}",
+                        body.len()
+                    );
+                    stream.write_all(head.as_bytes()).unwrap();
+                    std::thread::sleep(Duration::from_millis(10));
+                    drop(stream);
+                }
+            })
+        })
+        .collect();
+    for client in clients {
+        client.join().unwrap();
+    }
+    // Every session is released (the cancelled hooks end at their deadline at the latest)...
+    let mut health = Value::Null;
+    for _ in 0..100 {
+        health = request(address, "GET", "/health", b"", &[]).json();
+        if health["busy"] == 0 {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert_eq!(health["busy"], 0, "{health}");
+    // ...and a new session is served.
+    let answer = server.event(bash("fresh", "ls"));
+    assert_eq!(answer.status, 200, "{answer:?}");
+}

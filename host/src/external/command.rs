@@ -1,9 +1,13 @@
 //! The command runtime: one process per invocation, JSON on stdin, the answer on stdout.
 //!
-//! The process runs in its plugin's folder, in a process group of its own. Its deadline holds
-//! whatever it does — never read stdin, ignore SIGTERM, fork children that keep the pipes
-//! open: at the deadline the whole group is killed (SIGKILL). When the process exits, any
-//! children it left behind are killed too: a hook's processes do not outlive its invocation.
+//! The process runs in its plugin's folder, in a process group of its own, with an environment
+//! of only `PATH`, `HOME`, `LANG`, the `PALISADE_*` variables of the invocation and the names
+//! its manifest lists under `env` — nothing else of the host's (no tokens, no keys). Its
+//! deadline holds whatever it does — never read stdin, ignore SIGTERM, fork children that keep
+//! the pipes open: at the deadline the whole group is killed (SIGKILL), and so it is when the
+//! invocation is cancelled (its future dropped). When the process exits, any children it left
+//! behind are killed too; one that escaped the group (`setsid`) and holds the pipes open gets
+//! a short grace to let the answer through, and is then no longer waited for.
 
 use super::Raw;
 use crate::failure::{Failure, FailureReason};
@@ -15,19 +19,44 @@ use tokio::process::Command;
 
 /// Most of stderr kept (the reason of a blocking exit, log lines).
 const STDERR_MAX_BYTES: usize = 16 * 1024;
+/// How long the answer may still be read once the process has exited: what it wrote is in the
+/// pipe already; a child that escaped its group and holds the pipe open is not waited for.
+const EXIT_GRACE: Duration = Duration::from_millis(100);
+/// The host's variables every command hook gets (when the host has them).
+pub(crate) const INHERITED_ENV: [&str; 3] = ["PATH", "HOME", "LANG"];
+
+/// Kills a process group when dropped: on the deadline, on cancellation, after the exit.
+struct Group(Option<u32>);
+
+impl Drop for Group {
+    fn drop(&mut self) {
+        kill_group(self.0);
+    }
+}
 
 /// Runs `argv` in `dir` with `input` on stdin, under `timeout`; stdout bounded by
-/// `max_output`.
+/// `max_output`. The environment is `env` and the host's values of `inherit`, nothing else.
 pub(crate) async fn run(
     argv: &[String],
     dir: &Path,
     env: &[(&str, &str)],
+    inherit: &[String],
     input: &[u8],
     timeout: Duration,
     max_output: usize,
 ) -> Result<Raw, Failure> {
     let (program, args) = argv.split_first().expect("validated: a non-empty argv");
     let mut command = Command::new(program);
+    command.env_clear();
+    for name in INHERITED_ENV
+        .iter()
+        .copied()
+        .chain(inherit.iter().map(String::as_str))
+    {
+        if let Some(value) = std::env::var_os(name) {
+            command.env(name, value);
+        }
+    }
     command
         .args(args)
         .current_dir(dir)
@@ -44,7 +73,7 @@ pub(crate) async fn run(
             format!("cannot start `{program}` in {}: {e}", dir.display()),
         )
     })?;
-    let group = child.id();
+    let group = Group(child.id());
     let mut stdin = child.stdin.take().expect("piped");
     let stdout = child.stdout.take().expect("piped");
     let stderr = child.stderr.take().expect("piped");
@@ -54,24 +83,36 @@ pub(crate) async fn run(
         let _ = stdin.write_all(input).await;
         drop(stdin);
     };
-    let exited = async {
-        let status = child.wait().await;
+    let (mut out, mut out_overflow) = (Vec::new(), false);
+    let (mut err, mut err_overflow) = (Vec::new(), false);
+    let everything = async {
+        let mut readers = std::pin::pin!(async {
+            tokio::join!(
+                write,
+                read_bounded(stdout, max_output, &mut out, &mut out_overflow),
+                read_bounded(stderr, STDERR_MAX_BYTES, &mut err, &mut err_overflow)
+            )
+        });
+        let mut read = false;
+        let status = loop {
+            tokio::select! {
+                status = child.wait() => break status,
+                _ = &mut readers, if !read => read = true,
+            }
+        };
         // Children left behind would keep the pipes open: they go with their parent.
-        kill_group(group);
+        kill_group(group.0);
+        if !read {
+            // One that escaped the group may still hold them: what the process wrote is in
+            // the pipes already; it gets a moment to arrive, and no more.
+            let _ = tokio::time::timeout(EXIT_GRACE, &mut readers).await;
+        }
         status
     };
-    let everything = async {
-        tokio::join!(
-            exited,
-            write,
-            read_bounded(stdout, max_output),
-            read_bounded(stderr, STDERR_MAX_BYTES)
-        )
-    };
-    let (status, (), stdout, stderr) = match tokio::time::timeout(timeout, everything).await {
-        Ok(done) => done,
+    let status = match tokio::time::timeout(timeout, everything).await {
+        Ok(status) => status,
         Err(_) => {
-            kill_group(group);
+            kill_group(group.0);
             return Err(Failure::new(
                 FailureReason::Timeout,
                 format!(
@@ -81,39 +122,45 @@ pub(crate) async fn run(
             ));
         }
     };
+    drop(group);
     let status = status
         .map_err(|e| Failure::new(FailureReason::Unavailable, format!("lost the process: {e}")))?;
-    let (stdout, stdout_overflow) = stdout;
-    let (stderr, _) = stderr;
-    if stdout_overflow {
+    if out_overflow {
         return Err(Failure::new(
             FailureReason::InvalidResponse,
             format!("the answer is larger than payload_max_bytes ({max_output} bytes)"),
         ));
     }
+    let _ = err_overflow;
     Ok(Raw {
         status: match status.code() {
             Some(code) => Ok(code),
             None => Err(describe_signal(&status)),
         },
-        output: stdout,
-        stderr,
+        output: out,
+        stderr: err,
     })
 }
 
-/// Reads `reader` to its end, keeping at most `max` bytes; says whether there was more.
-/// Stops reading at the bound: the writer then gets a broken pipe.
-async fn read_bounded(mut reader: impl AsyncRead + Unpin, max: usize) -> (Vec<u8>, bool) {
-    let mut kept = Vec::new();
+/// Reads `reader` to its end into `kept`, keeping at most `max` bytes; sets `overflow` when
+/// there was more. Stops reading at the bound: the writer then gets a broken pipe. What was
+/// read stays in `kept` if the read is cancelled.
+async fn read_bounded(
+    mut reader: impl AsyncRead + Unpin,
+    max: usize,
+    kept: &mut Vec<u8>,
+    overflow: &mut bool,
+) {
     let mut buf = [0u8; 8192];
     loop {
         match reader.read(&mut buf).await {
-            Ok(0) | Err(_) => return (kept, false),
+            Ok(0) | Err(_) => return,
             Ok(n) => {
                 if kept.len() + n > max {
                     let room = max - kept.len();
                     kept.extend_from_slice(&buf[..room]);
-                    return (kept, true);
+                    *overflow = true;
+                    return;
                 }
                 kept.extend_from_slice(&buf[..n]);
             }

@@ -18,8 +18,13 @@ pub(crate) use wire::Caller;
 /// A loaded external hook target.
 #[derive(Debug)]
 pub(crate) enum External {
-    /// A program, run in `dir` (the plugin folder).
-    Command { argv: Vec<String>, dir: PathBuf },
+    /// A program, run in `dir` (the plugin folder), with the host's values of `env` (and
+    /// `PATH`, `HOME`, `LANG`) as its only inherited environment.
+    Command {
+        argv: Vec<String>,
+        dir: PathBuf,
+        env: Vec<String>,
+    },
     /// An endpoint.
     Http { url: String },
 }
@@ -68,7 +73,11 @@ impl External {
             ));
         }
         let raw = match self {
-            External::Command { argv, dir } => {
+            External::Command {
+                argv,
+                dir,
+                env: inherit,
+            } => {
                 let env = [
                     ("PALISADE_HOOK_ID", caller.hook_id),
                     ("PALISADE_SESSION_ID", caller.session_id),
@@ -78,6 +87,7 @@ impl External {
                     argv,
                     dir,
                     &env,
+                    inherit,
                     &input,
                     limits.timeout,
                     limits.payload_max_bytes,
@@ -140,6 +150,7 @@ impl External {
             exit,
             &raw.output,
             &raw.stderr,
+            caller.guarding,
         )?;
         if let Some(message) = notes.system_message {
             logs.push(("system-message", message));

@@ -43,6 +43,9 @@ pub(crate) struct Caller<'a> {
     pub point: Point,
     /// The plugin's `[config]` table.
     pub config: &'a Map<String, Value>,
+    /// Whether the hook holds `guard` here: its output must then be exactly one JSON object
+    /// (or nothing), see [`decode`].
+    pub guarding: bool,
 }
 
 /// The JSON a command or HTTP hook receives for `request`.
@@ -320,6 +323,11 @@ fn invalid(detail: impl Into<String>) -> Failure {
 
 /// Reads a hook's answer: `exit`, its output (stdout, or the HTTP body) and, for a blocking
 /// exit, its stderr.
+///
+/// `guarding`: the hook holds `guard` at this point. Its output must then be nothing or exactly
+/// one JSON object: plain text — a log line printed before the JSON, say — would otherwise be
+/// read as no objection, and a block would become an allow. So it is `invalid-response`, which
+/// fails closed.
 pub(crate) fn decode(
     point: Point,
     request: &Request,
@@ -327,6 +335,7 @@ pub(crate) fn decode(
     exit: Exit,
     output: &[u8],
     stderr: &[u8],
+    guarding: bool,
 ) -> Result<(Response, Notes), Failure> {
     let text = std::str::from_utf8(output)
         .map_err(|_| invalid("the answer is not UTF-8"))?
@@ -342,6 +351,13 @@ pub(crate) fn decode(
             reason
         };
         return Ok((blocking(request, reason, "exit-2"), notes));
+    }
+    if guarding && !text.is_empty() && !text.starts_with('{') {
+        return Err(invalid(format!(
+            "a guard's answer must be exactly one JSON object (or nothing), and this starts \
+             with `{}`",
+            text.chars().take(40).collect::<String>()
+        )));
     }
     // Plain text is context where Claude Code makes it context, and ignored elsewhere.
     if !text.starts_with('{') {
@@ -519,6 +535,7 @@ mod tests {
             Exit::Success,
             answer.as_bytes(),
             b"",
+            false,
         )
         .map(|(r, _)| r)
     }
@@ -569,5 +586,44 @@ mod tests {
                 Response::PreTool(wit::PreToolDecision::Allow)
             ));
         }
+    }
+}
+
+#[cfg(test)]
+mod guarding_tests {
+    use super::*;
+    use std::sync::Arc;
+
+    #[test]
+    fn a_guards_output_is_one_json_object_or_nothing() {
+        let request = Request::PreTool(Arc::new(wit::ToolCall {
+            tool_use_id: "t1".into(),
+            name: "Bash".into(),
+            arguments: "{}".into(),
+            provenance: None,
+        }));
+        let deny = r#"{"hookSpecificOutput":{"hookEventName":"PreToolUse","permissionDecision":"deny","permissionDecisionReason":"no"}}"#;
+        let decode_as = |output: &str, guarding| {
+            decode(
+                Point::PreTool,
+                &request,
+                "p/pre-tool",
+                Exit::Success,
+                output.as_bytes(),
+                b"",
+                guarding,
+            )
+        };
+        // A log line before the JSON: a block must not become an allow.
+        let logged = format!("checking the command...\n{deny}");
+        let failure = decode_as(&logged, true).err().expect("refused");
+        assert_eq!(failure.reason, FailureReason::InvalidResponse);
+        assert!(matches!(
+            decode_as(deny, true).unwrap().0,
+            Response::PreTool(wit::PreToolDecision::Deny(_))
+        ));
+        assert!(decode_as("  ", true).is_ok());
+        // An observer's plain text is still "nothing to say", as in Claude Code.
+        assert!(decode_as(&logged, false).is_ok());
     }
 }

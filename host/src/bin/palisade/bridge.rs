@@ -6,91 +6,210 @@ use serde_json::Value;
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
-use std::sync::Arc;
-use std::time::Instant;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 /// The largest hook event read from stdin.
 const MAX_INPUT_BYTES: u64 = 16 * 1024 * 1024;
+/// The default budget of one bridged event: well under the agents' hook timeouts (Claude
+/// Code's is 60 s or more), so a slow or stuck plugin is answered for, not waited out.
+pub const DEFAULT_BUDGET_MS: u64 = 10_000;
+/// What the budget keeps back for writing the answer.
+const ANSWER_MARGIN: Duration = Duration::from_millis(50);
+/// The longest the process waits for observers once it has answered.
+const MAX_DRAIN: Duration = Duration::from_secs(2);
 
 pub struct Options {
     pub dir: PathBuf,
     pub audit_log: Option<PathBuf>,
     pub timings: bool,
+    pub budget: Duration,
 }
 
-pub async fn bridge(dialect: Dialect, options: Options) -> anyhow::Result<ExitCode> {
-    let started = Instant::now();
-    let mut raw = Vec::new();
-    let read = std::io::stdin().take(MAX_INPUT_BYTES).read_to_end(&mut raw);
-    let input: Value = match read
-        .map_err(|e| e.to_string())
-        .and_then(|_| serde_json::from_slice(&raw).map_err(|e| e.to_string()))
-    {
-        Ok(input) => input,
-        Err(e) => {
-            // Without the event name, nothing says whether blocking is safe: block, since
-            // the most likely caller of a guard is a tool call.
-            answer(bridge::failure(
-                "PreToolUse",
-                &format!("cannot read the hook event on stdin: {e}"),
-            ));
+/// Records what the bridge is doing, so that a budget that runs out can name it.
+#[derive(Default)]
+struct Doing(Mutex<String>);
+
+impl Doing {
+    fn set(&self, what: impl Into<String>) {
+        *self.0.lock().unwrap_or_else(|e| e.into_inner()) = what.into();
+    }
+
+    fn get(&self) -> String {
+        self.0.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+}
+
+/// Passes events on, and remembers the hook that started last.
+struct Watch {
+    doing: Arc<Doing>,
+    inner: Option<Arc<dyn EventSink>>,
+}
+
+impl EventSink for Watch {
+    fn emit(&self, event: &palisade::Event) {
+        if let palisade::EventKind::HookStarted = event.kind {
+            self.doing
+                .set(format!("running the hook `{}`", event.hook_id));
         }
-    };
-    let event = input
-        .get("hook_event_name")
-        .and_then(Value::as_str)
-        .unwrap_or("")
-        .to_string();
-    let mut builder = crate::quiet_host_builder();
-    if let Some(path) = &options.audit_log {
-        match JsonlSink::open(path) {
-            Ok(sink) => builder = builder.event_sink(Arc::new(sink) as Arc<dyn EventSink>),
-            Err(e) => {
-                answer(bridge::failure(
-                    &event,
-                    &format!("cannot open the audit log {}: {e}", path.display()),
-                ));
-            }
+        if let Some(inner) = &self.inner {
+            inner.emit(event);
         }
     }
-    let plugins = match builder
-        .build()
-        .map_err(anyhow::Error::from)
-        .and_then(|host| Ok(host.load_dir_for(&options.dir, bridge::points_for(&event))?))
-    {
-        Ok(plugins) => plugins,
-        Err(e) => {
+}
+
+/// One bridged event, answered within `options.budget`: reading it, loading (and compiling)
+/// the plugins and every foreground hook all count. When the budget runs out, the event's
+/// fail-closed answer goes out, naming what overran. The answer is written and flushed
+/// before observers are awaited; they get what is left of the budget (at most
+/// [`MAX_DRAIN`]), and what they have not finished then is cut off and recorded as dropped.
+/// The process exits within the budget whatever the plugins do: an agent waits for the hook
+/// process to exit, not only for its output.
+pub async fn bridge(dialect: Dialect, options: Options) -> anyhow::Result<ExitCode> {
+    let started = Instant::now();
+    let budget = options.budget;
+    let deadline = started + budget;
+    let doing = Arc::new(Doing::default());
+    doing.set("reading the hook event on stdin");
+    let event = Arc::new(Mutex::new(String::new()));
+    let work = {
+        let doing = doing.clone();
+        let event = event.clone();
+        async move {
+            let raw = tokio::task::spawn_blocking(|| {
+                let mut raw = Vec::new();
+                std::io::stdin()
+                    .take(MAX_INPUT_BYTES)
+                    .read_to_end(&mut raw)
+                    .map(|_| raw)
+            })
+            .await
+            .map_err(|e| e.to_string())
+            .and_then(|read| read.map_err(|e| e.to_string()));
+            let input: Value =
+                match raw.and_then(|raw| serde_json::from_slice(&raw).map_err(|e| e.to_string())) {
+                    Ok(input) => input,
+                    // Without the event name, nothing says whether blocking is safe: block, since
+                    // the most likely caller of a guard is a tool call.
+                    Err(e) => {
+                        return Err(bridge::failure(
+                            "PreToolUse",
+                            &format!("cannot read the hook event on stdin: {e}"),
+                        ));
+                    }
+                };
+            let name = input
+                .get("hook_event_name")
+                .and_then(Value::as_str)
+                .unwrap_or("")
+                .to_string();
+            *event.lock().unwrap_or_else(|e| e.into_inner()) = name.clone();
+            let mut sink: Option<Arc<dyn EventSink>> = None;
+            if let Some(path) = &options.audit_log {
+                match JsonlSink::open(path) {
+                    Ok(audit) => sink = Some(Arc::new(audit)),
+                    Err(e) => {
+                        return Err(bridge::failure(
+                            &name,
+                            &format!("cannot open the audit log {}: {e}", path.display()),
+                        ));
+                    }
+                }
+            }
+            let watch = Arc::new(Watch {
+                doing: doing.clone(),
+                inner: sink,
+            });
+            doing.set(format!(
+                "loading the plugins of {} (compiling any not in the cache)",
+                options.dir.display()
+            ));
+            let dir = options.dir.clone();
+            let points = bridge::points_for(&name);
+            // Loading blocks (it may compile): on a thread of its own, so the budget can
+            // still answer.
+            let loaded = tokio::task::spawn_blocking(move || {
+                crate::quiet_host_builder()
+                    .event_sink(watch)
+                    .build()
+                    .map_err(anyhow::Error::from)
+                    .and_then(|host| Ok(host.load_dir_for(&dir, points)?))
+            })
+            .await
+            .map_err(anyhow::Error::from)
+            .and_then(|loaded| loaded);
+            let plugins = match loaded {
+                Ok(plugins) => plugins,
+                Err(e) => {
+                    return Err(bridge::failure(
+                        &name,
+                        &format!(
+                            "cannot load the plugins of {}: {e:#}",
+                            options.dir.display()
+                        ),
+                    ));
+                }
+            };
+            let loaded = started.elapsed();
+            let session_id = input
+                .get("session_id")
+                .and_then(Value::as_str)
+                .unwrap_or("unknown-session")
+                .to_string();
+            let session = plugins.session(session_id);
+            let reply = bridge::handle_in(&session, dialect, &input).await;
+            if options.timings {
+                eprintln!(
+                    "palisade: {name}: read and loaded {} plugins in {:.2} ms, ran {} in {:.2} ms",
+                    plugins.iter().count(),
+                    loaded.as_secs_f64() * 1e3,
+                    if reply.points.is_empty() {
+                        "nothing".to_string()
+                    } else {
+                        reply.points.join(", ")
+                    },
+                    (started.elapsed() - loaded).as_secs_f64() * 1e3,
+                );
+            }
+            Ok((reply, session))
+        }
+    };
+    let answer_by = deadline
+        .checked_sub(ANSWER_MARGIN)
+        .unwrap_or(deadline)
+        .into();
+    match tokio::time::timeout_at(answer_by, work).await {
+        Ok(Ok((reply, session))) => {
+            write(&reply);
+            // Observers get what is left of the budget, and no more than MAX_DRAIN.
+            let left = deadline.saturating_duration_since(Instant::now());
+            session.drain_background_for(left.min(MAX_DRAIN)).await;
+            std::process::exit(reply.exit_code)
+        }
+        Ok(Err(early)) => answer(early),
+        Err(_) => {
+            let event = event.lock().unwrap_or_else(|e| e.into_inner()).clone();
+            let event = if event.is_empty() {
+                "PreToolUse".to_string()
+            } else {
+                event
+            };
             answer(bridge::failure(
                 &event,
                 &format!(
-                    "cannot load the plugins of {}: {e:#}",
-                    options.dir.display()
+                    "the event's budget of {} ms ran out while {}; refused, since what \
+                     the plugins decide could not be known in time (raise --budget-ms, or \
+                     the hook's timeout_ms)",
+                    budget.as_millis(),
+                    doing.get()
                 ),
-            ));
+            ))
         }
-    };
-    let loaded = started.elapsed();
-    let reply = bridge::handle(&plugins, dialect, &input).await;
-    if options.timings {
-        eprintln!(
-            "palisade: {event}: read and loaded {} plugins in {:.2} ms, ran {} in {:.2} ms",
-            plugins.iter().count(),
-            loaded.as_secs_f64() * 1e3,
-            if reply.points.is_empty() {
-                "nothing".to_string()
-            } else {
-                reply.points.join(", ")
-            },
-            (started.elapsed() - loaded).as_secs_f64() * 1e3,
-        );
     }
-    answer(reply)
 }
 
-/// Writes the reply and exits at once: the observers are drained and the audit log is
-/// flushed line by line, so tearing the engine and its compiled code down would only add to
-/// the agent's wait.
-fn answer(reply: Reply) -> ! {
+/// Writes the reply: the JSON on stdout, flushed, and the message on stderr.
+fn write(reply: &Reply) {
     if let Some(json) = &reply.stdout {
         let mut out = std::io::stdout().lock();
         let _ = serde_json::to_writer(&mut out, json);
@@ -100,6 +219,13 @@ fn answer(reply: Reply) -> ! {
     if let Some(message) = &reply.stderr {
         eprintln!("{message}");
     }
+}
+
+/// Writes the reply and exits at once: the observers are drained and the audit log is
+/// flushed line by line, so tearing the engine and its compiled code down would only add to
+/// the agent's wait.
+fn answer(reply: Reply) -> ! {
+    write(&reply);
     std::process::exit(reply.exit_code)
 }
 
@@ -157,7 +283,13 @@ pub fn install_claude_code(
     let command = hook_command("claude-code", dir, audit_log)?;
     let mut hooks = serde_json::Map::new();
     for event in events_for(&plugins) {
-        let mut entry = serde_json::json!({ "hooks": [{ "type": "command", "command": command }] });
+        // The agent's own timeout for the hook process: the bridge's budget and a margin, so
+        // the bridge's fail-closed answer arrives before the agent gives up (and allows).
+        let mut entry = serde_json::json!({ "hooks": [{
+            "type": "command",
+            "command": command,
+            "timeout": install_timeout_secs(),
+        }] });
         if matches!(event, "PreToolUse" | "PostToolUse") {
             entry["matcher"] = "*".into();
         }
@@ -168,6 +300,11 @@ pub fn install_claude_code(
         println!("{}", precompiled(&plugins));
     }
     Ok(code)
+}
+
+/// The `timeout` (seconds) that `install` writes for each hook: the default budget plus 5 s.
+fn install_timeout_secs() -> u64 {
+    DEFAULT_BUDGET_MS.div_ceil(1000) + 5
 }
 
 /// Prints the hooks snippet, or merges it into the settings file `settings`: Palisade's own
@@ -339,7 +476,7 @@ pub async fn forward(url: &str, token_env: Option<&str>) -> anyhow::Result<ExitC
     let fail = |why: String| -> ! { answer(bridge::failure(&event, &why)) };
     let client = reqwest::Client::builder()
         .no_proxy()
-        .timeout(std::time::Duration::from_secs(30))
+        .timeout(Duration::from_secs(30))
         .build()
         .unwrap_or_else(|e| fail(format!("cannot make an HTTP client: {e}")));
     let mut request = client

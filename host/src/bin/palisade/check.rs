@@ -132,6 +132,24 @@ pub fn check(dir: &Path) -> anyhow::Result<ExitCode> {
             );
         }
     }
+    // A bridged event runs its points' foreground hooks one after another, within one budget.
+    for event in palisade::bridge::EVENTS {
+        let points = palisade::bridge::points_for(event);
+        let total: u128 = points
+            .iter()
+            .flat_map(|point| plugins.hooks(*point))
+            .filter(|(_, hook)| hook.mode == Mode::Foreground && !hook.point.is_committed_fact())
+            .map(|(_, hook)| hook.limits.timeout.as_millis())
+            .sum();
+        if total > u128::from(crate::bridge::DEFAULT_BUDGET_MS) {
+            println!(
+                "warning: the foreground hooks of `{event}` may take {total} ms in all, past a \
+                 bridge's budget of {} ms: past it the event is refused (fail closed); lower \
+                 their timeout_ms, or raise the bridge's --budget-ms",
+                crate::bridge::DEFAULT_BUDGET_MS
+            );
+        }
+    }
     for plugin in plugins.iter() {
         for hook in &plugin.manifest().hooks {
             if hook.on_failure == palisade::OnFailure::Allow

@@ -119,6 +119,10 @@ struct BridgeArgs {
     /// Print the time spent loading and dispatching on stderr.
     #[arg(long)]
     timings: bool,
+    /// The event's budget in milliseconds: reading it, loading the plugins and every
+    /// foreground hook. When it runs out, the event gets its fail-closed answer.
+    #[arg(long, default_value_t = bridge::DEFAULT_BUDGET_MS, value_parser = clap::value_parser!(u64).range(1..=3_600_000))]
+    budget_ms: u64,
 }
 
 #[derive(Args)]
@@ -254,6 +258,7 @@ impl From<BridgeArgs> for bridge::Options {
             dir: args.dir,
             audit_log: args.audit_log,
             timings: args.timings,
+            budget: std::time::Duration::from_millis(args.budget_ms),
         }
     }
 }
@@ -328,7 +333,7 @@ fn main() -> ExitCode {
     match result {
         Ok(code) => code,
         Err(err) => {
-            eprintln!("error: {err:#}");
+            eprintln!("error: {}", output::indented(&format!("{err:#}")));
             ExitCode::FAILURE
         }
     }

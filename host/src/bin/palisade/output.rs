@@ -54,3 +54,15 @@ pub fn clip(text: &str, max: usize) -> String {
         None => text.to_string(),
     }
 }
+
+/// Multi-line text for a line-oriented log: each line made
+/// [`printable`](palisade::events::printable), continuation lines indented, so text from a
+/// plugin or a client (a session id, a problem naming a file) cannot start a line that passes
+/// for one of ours.
+pub fn indented(text: &str) -> String {
+    let lines: Vec<String> = text
+        .lines()
+        .map(|line| palisade::events::printable(line).into_owned())
+        .collect();
+    lines.join("\n    ")
+}

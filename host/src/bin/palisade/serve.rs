@@ -88,7 +88,7 @@ fn say(line: impl AsRef<str>) {
         .duration_since(SystemTime::UNIX_EPOCH)
         .map(|d| d.as_secs_f64())
         .unwrap_or_default();
-    eprintln!("[{at:.3}] {}", line.as_ref());
+    eprintln!("[{at:.3}] {}", crate::output::indented(line.as_ref()));
 }
 
 fn load(plugins_dir: &Path, sink: Option<Arc<dyn EventSink>>) -> anyhow::Result<Plugins> {
@@ -290,6 +290,19 @@ impl Generation {
             say(format!("session {id} ended"));
             close(live.session);
         }
+    }
+}
+
+/// A request in flight on a session: dropping it releases the session.
+struct Busy {
+    generation: Arc<Generation>,
+    id: String,
+    ended: bool,
+}
+
+impl Drop for Busy {
+    fn drop(&mut self) {
+        self.generation.release(&self.id, self.ended);
     }
 }
 
@@ -498,9 +511,16 @@ async fn answer(
             ),
         );
     };
+    // Released however the request ends — answered, failed, or dropped because its client
+    // went away mid-request (hyper then drops this future): a session never stays busy.
+    let busy = Busy {
+        generation: generation.clone(),
+        id: session_id,
+        ended: event == "SessionEnd",
+    };
     let reply = bridge::handle_in(&session, dialect, &input).await;
     drop(session);
-    generation.release(&session_id, event == "SessionEnd");
+    drop(busy);
     let (status, body) = reply.http(&event);
     let status = StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
     match body {
@@ -514,16 +534,19 @@ async fn health(State(server): State<Arc<Server>>, headers: HeaderMap) -> Respon
         return problem(StatusCode::UNAUTHORIZED, "missing or wrong bearer token");
     }
     let generation = server.current();
-    let sessions = generation
-        .sessions
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .map
-        .len();
+    let (sessions, busy) = {
+        let sessions = generation
+            .sessions
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        let busy = sessions.map.values().filter(|live| live.busy > 0).count();
+        (sessions.map.len(), busy)
+    };
     axum::Json(json!({
         "generation": generation.number,
         "plugins": generation.plugins.iter().map(|p| p.name().to_string()).collect::<Vec<_>>(),
         "sessions": sessions,
+        "busy": busy,
     }))
     .into_response()
 }
