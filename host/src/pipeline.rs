@@ -278,7 +278,11 @@ impl Session {
                     .collect();
                 let context = ToolContext {
                     // The tool's nested calls run while these wrappers are mid-invocation.
-                    session: self.holding(wrappers.iter().map(|hook| hook.plugin)),
+                    session: if wrappers.is_empty() {
+                        self.clone()
+                    } else {
+                        self.holding(wrappers.iter().map(|hook| hook.plugin))
+                    },
                     registry: registry.clone(),
                     token,
                     deferred: deferred.clone(),
