@@ -57,7 +57,13 @@ fn serve(plugins: &std::path::Path, cache: &std::path::Path) -> Served {
 }
 
 async fn post(client: reqwest::Client, url: String, body: String) -> String {
-    let response = client.post(&url).body(body).send().await.unwrap();
+    let response = client
+        .post(&url)
+        .header("content-type", "application/json")
+        .body(body)
+        .send()
+        .await
+        .unwrap();
     assert!(response.status().is_success(), "{response:?}");
     response.text().await.unwrap()
 }

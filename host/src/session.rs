@@ -220,6 +220,15 @@ impl Session {
             .clone()
     }
 
+    /// Whether the session holds plugin state: a per-session instance is alive (or in use),
+    /// so dropping the session would reset what its plugins remember (a budget, a count).
+    pub fn holds_state(&self) -> bool {
+        self.shared
+            .instances
+            .iter()
+            .any(|slot| slot.try_lock().map_or(true, |instance| instance.is_some()))
+    }
+
     /// Background invocations dropped so far because the session's queue was full.
     pub fn dropped_background(&self) -> u64 {
         self.shared.dropped.load(Ordering::Relaxed)

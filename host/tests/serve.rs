@@ -82,7 +82,7 @@ fn per_session_state_lasts_across_events_and_sessions_are_independent() {
 }
 
 #[test]
-fn sessions_are_evicted_oldest_first_when_idle_and_at_session_end() {
+fn sessions_go_when_idle_or_ended_never_for_capacity_while_they_hold_state() {
     let dir = plugins();
     let server = Server::start(
         dir.path(),
@@ -97,24 +97,19 @@ fn sessions_are_evicted_oldest_first_when_idle_and_at_session_end() {
         "a's budget is spent"
     );
     server.event(bash("b", "ls"));
-    // A third session: `a`, the least recently used, goes.
-    server.event(bash("c", "ls"));
+    // A third session while both hold plugin state: refused, and nobody's state is lost.
+    let refused = server.event(bash("c", "ls"));
+    assert_eq!(refused.status, 503, "{refused:?}");
+    assert!(refused.body.contains("holding plugin state"), "{refused:?}");
     assert!(
-        server.wait_for("evicted session a", Duration::from_secs(5)),
-        "{}",
-        server.said()
+        denied(&server.event(bash("a", "ls"))).is_some(),
+        "a's budget must survive a new session's arrival"
     );
-    assert!(
-        server.wait_for("2 sessions live, the limit", Duration::from_secs(5)),
-        "{}",
-        server.said()
-    );
-    // `a` starts over with a fresh instance: its budget is back.
-    assert_eq!(denied(&server.event(bash("a", "ls"))), None);
-    // SessionEnd closes a session at once.
-    let end = json!({"session_id": "c", "hook_event_name": "SessionEnd", "reason": "exit"});
+    // SessionEnd closes a session at once, which makes room.
+    let end = json!({"session_id": "b", "hook_event_name": "SessionEnd", "reason": "exit"});
     assert_eq!(server.event(end).status, 200);
-    assert!(server.wait_for("session c ended", Duration::from_secs(5)));
+    assert!(server.wait_for("session b ended", Duration::from_secs(5)));
+    assert_eq!(denied(&server.event(bash("c", "ls"))), None);
     // Idle sessions go after the timeout.
     assert!(
         server.wait_for("(idle", Duration::from_secs(10))
@@ -127,20 +122,95 @@ fn sessions_are_evicted_oldest_first_when_idle_and_at_session_end() {
 }
 
 #[test]
-fn a_flood_of_new_sessions_stays_bounded() {
+fn a_flood_of_new_sessions_cannot_evict_a_live_sessions_state() {
     let dir = plugins();
     let server = Server::start(dir.path(), &["--max-sessions", "20"], &[]);
+    for _ in 0..3 {
+        server.event(bash("victim", "ls"));
+    }
+    assert!(denied(&server.event(bash("victim", "ls"))).is_some());
+    let mut served = 0;
     for i in 0..200 {
         let answer = server.event(bash(&format!("flood-{i}"), "ls"));
-        assert_eq!(answer.status, 200, "{answer:?}");
+        match answer.status {
+            200 => served += 1,
+            503 => assert!(answer.body.contains("--max-sessions"), "{answer:?}"),
+            other => panic!("{other}: {answer:?}"),
+        }
     }
+    assert_eq!(served, 19, "the table had room for 19 more");
     let health = request(server.address, "GET", "/health", b"", &[]).json();
     assert_eq!(health["sessions"], 20, "{health}");
-    assert!(
-        server.wait_for("evicted session flood-179", Duration::from_secs(10)),
-        "{}",
-        server.said()
+    // The victim's budget is still spent: the flood evicted nothing.
+    assert!(denied(&server.event(bash("victim", "ls"))).is_some());
+}
+
+#[test]
+fn requests_from_web_pages_and_rebound_names_are_refused() {
+    let dir = plugins();
+    let server = Server::start(dir.path(), &[], &[]);
+    let event = bash("s", "ls").to_string();
+    // DNS rebinding: a page's own name in Host.
+    let host = server.address.to_string();
+    let answer = raw_post(
+        server.address,
+        "evil.example:8719",
+        "application/json",
+        event.as_bytes(),
     );
+    assert_eq!(answer.status, 403, "{answer:?}");
+    // A browser's request carries an Origin.
+    let answer = request(
+        server.address,
+        "POST",
+        "/claude-code",
+        event.as_bytes(),
+        &[("Origin", "http://evil.example")],
+    );
+    assert_eq!(answer.status, 403, "{answer:?}");
+    // A "simple" cross-site POST cannot declare JSON.
+    let answer = raw_post(server.address, &host, "text/plain", event.as_bytes());
+    assert_eq!(answer.status, 415, "{answer:?}");
+    // The agent's own request is served, also as `localhost`.
+    let local = format!("localhost:{}", server.address.port());
+    assert_eq!(
+        raw_post(server.address, &local, "application/json", event.as_bytes()).status,
+        200
+    );
+    assert_eq!(server.event(bash("s", "ls")).status, 200);
+}
+
+/// A POST of `body` to /claude-code with `host` as its Host header and `content_type`.
+fn raw_post(
+    address: std::net::SocketAddr,
+    host: &str,
+    content_type: &str,
+    body: &[u8],
+) -> server::Response {
+    use std::io::{Read, Write};
+    let mut stream = std::net::TcpStream::connect(address).unwrap();
+    let head = format!(
+        "POST /claude-code HTTP/1.1\r\nHost: {host}\r\nContent-Type: {content_type}\r\n\
+         Content-Length: {}\r\nConnection: close\r\n\r\n",
+        body.len()
+    );
+    stream.write_all(head.as_bytes()).unwrap();
+    stream.write_all(body).unwrap();
+    let mut raw = Vec::new();
+    let _ = stream.read_to_end(&mut raw);
+    let text = String::from_utf8_lossy(&raw).into_owned();
+    let status = text
+        .split_whitespace()
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| panic!("no HTTP status in {text:?}"));
+    server::Response {
+        status,
+        body: text
+            .split_once("\r\n\r\n")
+            .map_or("", |(_, b)| b)
+            .to_string(),
+    }
 }
 
 #[test]

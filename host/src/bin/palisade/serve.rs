@@ -77,6 +77,8 @@ struct Server {
     /// Held by a reload, so two never interleave.
     reloading: tokio::sync::Mutex<()>,
     sink: Option<Arc<dyn EventSink>>,
+    /// The `Host` values requests may carry.
+    hosts: Vec<AllowedHost>,
 }
 
 /// How long a request waits for a free slot before it is refused with 503.
@@ -138,6 +140,7 @@ pub async fn serve(options: Options) -> anyhow::Result<std::process::ExitCode> {
         permits: Semaphore::new(options.max_concurrency.max(1)),
         reloading: tokio::sync::Mutex::new(()),
         sink,
+        hosts: AllowedHost::of(address),
         options,
     });
     say(format!(
@@ -240,8 +243,11 @@ impl Generation {
     }
 
     /// The session of `id`, opened if new; marks it busy. When the table is full, the least
-    /// recently used idle session is evicted first; if every session is busy, none is opened.
-    fn acquire(&self, id: &str, max: usize) -> Option<Session> {
+    /// recently used idle session that holds no plugin state (or has been idle past
+    /// `idle_timeout`) is evicted; if there is none, no session is opened: a flood of new
+    /// session ids can never evict a live session's state (a stateful guard's budget would
+    /// start over).
+    fn acquire(&self, id: &str, max: usize, idle_timeout: Duration) -> Option<Session> {
         let mut sessions = self.sessions.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(live) = sessions.map.get_mut(id) {
             live.busy += 1;
@@ -252,12 +258,16 @@ impl Generation {
             let oldest = sessions
                 .map
                 .iter()
-                .filter(|(_, live)| live.busy == 0)
+                .filter(|(_, live)| {
+                    live.busy == 0
+                        && (live.last_used.elapsed() >= idle_timeout || !live.session.holds_state())
+                })
                 .min_by_key(|(_, live)| live.last_used)
                 .map(|(id, _)| id.clone())?;
             if let Some(live) = sessions.map.remove(&oldest) {
                 say(format!(
-                    "evicted session {oldest} (idle {:.1} s): {max} sessions live, the limit",
+                    "evicted session {oldest} (idle {:.1} s, no plugin state kept): {max} \
+                     sessions live, the limit",
                     live.last_used.elapsed().as_secs_f64()
                 ));
                 close(live.session);
@@ -403,6 +413,78 @@ async fn watch(server: Arc<Server>) {
     }
 }
 
+/// Whether a request may be served at all, before its token is checked: its `Host` must be
+/// the address the server listens on (a web page whose name was rebound to 127.0.0.1 sends its
+/// own name), it must carry no `Origin` (agents do not; browsers do), and a POST must declare
+/// a JSON body (a browser's "simple" cross-site POST cannot). `Err` is the refusal.
+fn admitted(server: &Server, headers: &HeaderMap, post: bool) -> Result<(), Response> {
+    let host = headers
+        .get(header::HOST)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("");
+    if !server.hosts.iter().any(|allowed| allowed.accepts(host)) {
+        return Err(problem(
+            StatusCode::FORBIDDEN,
+            format!(
+                "the Host header `{}` is not the address this server listens on",
+                palisade::events::printable(host)
+            ),
+        ));
+    }
+    if headers.contains_key(header::ORIGIN) {
+        return Err(problem(
+            StatusCode::FORBIDDEN,
+            "a request with an Origin header (from a web page) is refused",
+        ));
+    }
+    if post {
+        let json = headers
+            .get(header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.split(';').next())
+            .is_some_and(|v| v.trim().eq_ignore_ascii_case("application/json"));
+        if !json {
+            return Err(problem(
+                StatusCode::UNSUPPORTED_MEDIA_TYPE,
+                "the body must be declared `Content-Type: application/json`",
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// A `Host` header this server answers to.
+#[derive(Debug, Clone)]
+enum AllowedHost {
+    /// Exactly this `host:port`.
+    Exact(String),
+    /// Any host on this port (a server listening on every address, behind its token).
+    Port(u16),
+}
+
+impl AllowedHost {
+    fn accepts(&self, host: &str) -> bool {
+        match self {
+            AllowedHost::Exact(exact) => host.eq_ignore_ascii_case(exact),
+            AllowedHost::Port(port) => host
+                .rsplit_once(':')
+                .is_some_and(|(_, p)| p == port.to_string()),
+        }
+    }
+
+    /// The `Host` values of a server listening on `address`.
+    fn of(address: SocketAddr) -> Vec<AllowedHost> {
+        if address.ip().is_unspecified() {
+            return vec![AllowedHost::Port(address.port())];
+        }
+        let mut hosts = vec![AllowedHost::Exact(address.to_string())];
+        if address.ip().is_loopback() {
+            hosts.push(AllowedHost::Exact(format!("localhost:{}", address.port())));
+        }
+        hosts
+    }
+}
+
 fn authorized(server: &Server, headers: &HeaderMap) -> bool {
     let Some(token) = &server.options.token else {
         return true;
@@ -443,6 +525,9 @@ async fn answer(
     headers: &HeaderMap,
     body: &[u8],
 ) -> Response {
+    if let Err(refused) = admitted(server, headers, true) {
+        return refused;
+    }
     if !authorized(server, headers) {
         return problem(
             StatusCode::UNAUTHORIZED,
@@ -502,11 +587,16 @@ async fn answer(
     };
     // The generation current now serves this request to its end, even across a reload.
     let generation = server.current();
-    let Some(session) = generation.acquire(&session_id, server.options.max_sessions) else {
+    let Some(session) = generation.acquire(
+        &session_id,
+        server.options.max_sessions,
+        server.options.idle_timeout,
+    ) else {
         return problem(
             StatusCode::SERVICE_UNAVAILABLE,
             format!(
-                "{} sessions live, all with a request in flight (--max-sessions)",
+                "{} sessions live (--max-sessions), each busy or holding plugin state: no new \
+                 session until one ends or idles past --idle-timeout",
                 server.options.max_sessions
             ),
         );
@@ -530,6 +620,9 @@ async fn answer(
 }
 
 async fn health(State(server): State<Arc<Server>>, headers: HeaderMap) -> Response {
+    if let Err(refused) = admitted(&server, &headers, false) {
+        return refused;
+    }
     if !authorized(&server, &headers) {
         return problem(StatusCode::UNAUTHORIZED, "missing or wrong bearer token");
     }
