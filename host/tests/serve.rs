@@ -567,3 +567,40 @@ fn a_client_that_vanishes_mid_request_always_releases_its_session() {
     let answer = server.event(bash("fresh", "ls"));
     assert_eq!(answer.status, 200, "{answer:?}");
 }
+
+#[test]
+fn slow_clients_and_connection_floods_cannot_hold_the_server() {
+    use std::io::{Read, Write};
+    let dir = plugins();
+    let server = Server::start(
+        dir.path(),
+        &["--max-connections", "20", "--read-timeout", "0.5"],
+        &[],
+    );
+    // 30 clients that send half a request line and then nothing (slow-loris).
+    let mut slow: Vec<std::net::TcpStream> = (0..30)
+        .map(|_| {
+            let mut stream = std::net::TcpStream::connect(server.address).unwrap();
+            stream.write_all(b"POST /claude-code HT").unwrap();
+            stream
+                .set_read_timeout(Some(Duration::from_secs(10)))
+                .unwrap();
+            stream
+        })
+        .collect();
+    // Every one of them is closed by the server: those past the cap at once, the others at
+    // the read timeout — none is held for the 10 s this test waits at most.
+    let started = std::time::Instant::now();
+    for stream in &mut slow {
+        let mut buf = [0u8; 512];
+        // EOF, a 408 or a reset: the server let go of it.
+        let _ = stream.read(&mut buf);
+    }
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "slow clients were held for {:?}",
+        started.elapsed()
+    );
+    // The server still answers.
+    assert_eq!(server.event(bash("after", "ls")).status, 200);
+}

@@ -149,6 +149,13 @@ struct ServeArgs {
     /// Largest request body, in bytes (a hook event); larger gets 413.
     #[arg(long, default_value_t = palisade::DEFAULT_PAYLOAD_MAX_BYTES)]
     payload_max_bytes: usize,
+    /// Open connections at most; more are closed as they arrive.
+    #[arg(long, default_value_t = 256)]
+    max_connections: usize,
+    /// Seconds a client may take to send a request's headers, and then its body (and a
+    /// kept-alive connection may sit idle): a slow client cannot hold a connection.
+    #[arg(long, default_value_t = 10.0)]
+    read_timeout: f64,
     /// Reload when the plugin directory changes (as on SIGHUP).
     #[arg(long)]
     watch: bool,
@@ -177,14 +184,22 @@ impl ServeArgs {
         if !(self.idle_timeout > 0.0 && self.idle_timeout.is_finite()) {
             anyhow::bail!("--idle-timeout must be a positive number of seconds");
         }
+        let read_timeout = std::time::Duration::try_from_secs_f64(self.read_timeout)
+            .ok()
+            .filter(|t| !t.is_zero())
+            .ok_or_else(|| {
+                anyhow::anyhow!("--read-timeout must be a positive number of seconds")
+            })?;
         Ok(serve::Options {
             plugins: self.plugins,
             listen: self.listen,
             token,
-            idle_timeout: std::time::Duration::from_secs_f64(self.idle_timeout),
+            idle_timeout: std::time::Duration::try_from_secs_f64(self.idle_timeout)?,
+            read_timeout,
             max_sessions: self.max_sessions.max(1),
             max_concurrency: self.max_concurrency.max(1),
             payload_max_bytes: self.payload_max_bytes.max(1),
+            max_connections: self.max_connections.max(1),
             watch: self.watch,
             audit_log: self.audit_log,
         })

@@ -17,7 +17,7 @@
 
 use anyhow::{Context, bail};
 use axum::Router;
-use axum::body::Bytes;
+use axum::body::{Body, Bytes};
 use axum::extract::{DefaultBodyLimit, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
@@ -45,6 +45,11 @@ pub struct Options {
     pub max_sessions: usize,
     pub max_concurrency: usize,
     pub payload_max_bytes: usize,
+    /// Open connections at most; more are closed as they arrive.
+    pub max_connections: usize,
+    /// How long a client may take to send a request's headers, and then its body; also how
+    /// long a kept-alive connection may sit idle.
+    pub read_timeout: Duration,
     pub watch: bool,
     pub audit_log: Option<PathBuf>,
 }
@@ -161,10 +166,7 @@ pub async fn serve(options: Options) -> anyhow::Result<std::process::ExitCode> {
     if server.options.watch {
         tokio::spawn(watch(server.clone()));
     }
-    axum::serve(listener, app)
-        .with_graceful_shutdown(shutdown_signal(term, int))
-        .await
-        .context("the server failed")?;
+    serve_connections(listener, app, &server.options, shutdown_signal(term, int)).await;
     // In flight: done. Background hooks of every live session: let them finish, so the audit
     // log has them.
     let closed = server.current().close_all().await;
@@ -172,6 +174,82 @@ pub async fn serve(options: Options) -> anyhow::Result<std::process::ExitCode> {
         "palisade serve: stopped; {closed} session(s) closed"
     ));
     Ok(std::process::ExitCode::SUCCESS)
+}
+
+/// How long shutdown waits for open connections to finish their requests.
+const SHUTDOWN_GRACE: Duration = Duration::from_secs(30);
+
+/// Accepts connections until `stop` resolves: at most `--max-connections` at once (more are
+/// closed at once: a flood of connections cannot take the server's memory), each with a
+/// header read timeout, so a slow client (slow-loris) cannot hold a connection for long. On
+/// `stop`, the connections finish their requests in flight and close.
+async fn serve_connections(
+    listener: tokio::net::TcpListener,
+    app: Router,
+    options: &Options,
+    stop: impl Future<Output = ()>,
+) {
+    use hyper_util::rt::{TokioIo, TokioTimer};
+    let slots = Arc::new(Semaphore::new(options.max_connections.max(1)));
+    let (closing, closed) = tokio::sync::watch::channel(false);
+    let mut connections = tokio::task::JoinSet::new();
+    let mut refused = 0u64;
+    let mut stop = std::pin::pin!(stop);
+    let read_timeout = options.read_timeout;
+    loop {
+        let (stream, _) = tokio::select! {
+            () = &mut stop => break,
+            accepted = listener.accept() => match accepted {
+                Ok(accepted) => accepted,
+                // Out of file descriptors and the like: breathe, then go on accepting.
+                Err(_) => {
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    continue;
+                }
+            },
+        };
+        while connections.try_join_next().is_some() {}
+        let Ok(slot) = slots.clone().try_acquire_owned() else {
+            refused += 1;
+            if refused.is_power_of_two() {
+                say(format!(
+                    "refused a connection: {} open, the limit (--max-connections); {refused} \
+                     refused so far",
+                    options.max_connections
+                ));
+            }
+            drop(stream);
+            continue;
+        };
+        let service = hyper_util::service::TowerToHyperService::new(app.clone());
+        let mut closed = closed.clone();
+        connections.spawn(async move {
+            let _slot = slot;
+            let mut builder = hyper::server::conn::http1::Builder::new();
+            builder
+                .timer(TokioTimer::new())
+                .header_read_timeout(read_timeout)
+                .max_buf_size(64 * 1024);
+            let connection = builder.serve_connection(TokioIo::new(stream), service);
+            let mut connection = std::pin::pin!(connection);
+            tokio::select! {
+                _ = connection.as_mut() => {}
+                _ = async { let _ = closed.wait_for(|closing| *closing).await; } => {
+                    connection.as_mut().graceful_shutdown();
+                    let _ = connection.await;
+                }
+            }
+        });
+    }
+    drop(listener);
+    let _ = closing.send(true);
+    let drained = tokio::time::timeout(SHUTDOWN_GRACE, async {
+        while connections.join_next().await.is_some() {}
+    })
+    .await;
+    if drained.is_err() {
+        say("palisade serve: connections still open after the shutdown grace; closing them");
+    }
 }
 
 async fn shutdown_signal(mut term: Signal, mut int: Signal) {
@@ -417,25 +495,25 @@ async fn watch(server: Arc<Server>) {
 /// the address the server listens on (a web page whose name was rebound to 127.0.0.1 sends its
 /// own name), it must carry no `Origin` (agents do not; browsers do), and a POST must declare
 /// a JSON body (a browser's "simple" cross-site POST cannot). `Err` is the refusal.
-fn admitted(server: &Server, headers: &HeaderMap, post: bool) -> Result<(), Response> {
+fn admitted(server: &Server, headers: &HeaderMap, post: bool) -> Result<(), Box<Response>> {
     let host = headers
         .get(header::HOST)
         .and_then(|v| v.to_str().ok())
         .unwrap_or("");
     if !server.hosts.iter().any(|allowed| allowed.accepts(host)) {
-        return Err(problem(
+        return Err(Box::new(problem(
             StatusCode::FORBIDDEN,
             format!(
                 "the Host header `{}` is not the address this server listens on",
                 palisade::events::printable(host)
             ),
-        ));
+        )));
     }
     if headers.contains_key(header::ORIGIN) {
-        return Err(problem(
+        return Err(Box::new(problem(
             StatusCode::FORBIDDEN,
             "a request with an Origin header (from a web page) is refused",
-        ));
+        )));
     }
     if post {
         let json = headers
@@ -444,10 +522,10 @@ fn admitted(server: &Server, headers: &HeaderMap, post: bool) -> Result<(), Resp
             .and_then(|v| v.split(';').next())
             .is_some_and(|v| v.trim().eq_ignore_ascii_case("application/json"));
         if !json {
-            return Err(problem(
+            return Err(Box::new(problem(
                 StatusCode::UNSUPPORTED_MEDIA_TYPE,
                 "the body must be declared `Content-Type: application/json`",
-            ));
+            )));
         }
     }
     Ok(())
@@ -510,13 +588,39 @@ fn problem(status: StatusCode, message: impl Into<String>) -> Response {
 async fn claude_code(
     State(server): State<Arc<Server>>,
     headers: HeaderMap,
-    body: Bytes,
+    body: Body,
 ) -> Response {
-    answer(&server, Dialect::ClaudeCode, &headers, &body).await
+    match read_body(&server, body).await {
+        Ok(body) => answer(&server, Dialect::ClaudeCode, &headers, &body).await,
+        Err(refused) => *refused,
+    }
 }
 
-async fn codex(State(server): State<Arc<Server>>, headers: HeaderMap, body: Bytes) -> Response {
-    answer(&server, Dialect::Codex, &headers, &body).await
+async fn codex(State(server): State<Arc<Server>>, headers: HeaderMap, body: Body) -> Response {
+    match read_body(&server, body).await {
+        Ok(body) => answer(&server, Dialect::Codex, &headers, &body).await,
+        Err(refused) => *refused,
+    }
+}
+
+/// The request body, read within `--read-timeout` and `--payload-max-bytes`.
+async fn read_body(server: &Server, body: Body) -> Result<Bytes, Box<Response>> {
+    let limit = server.options.payload_max_bytes;
+    let within = server.options.read_timeout;
+    match tokio::time::timeout(within, axum::body::to_bytes(body, limit)).await {
+        Ok(Ok(bytes)) => Ok(bytes),
+        Ok(Err(_)) => Err(Box::new(problem(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            format!("the body is over --payload-max-bytes ({limit} bytes), or broke off"),
+        ))),
+        Err(_) => Err(Box::new(problem(
+            StatusCode::REQUEST_TIMEOUT,
+            format!(
+                "the body did not arrive within {:.1} s",
+                within.as_secs_f64()
+            ),
+        ))),
+    }
 }
 
 async fn answer(
@@ -526,7 +630,7 @@ async fn answer(
     body: &[u8],
 ) -> Response {
     if let Err(refused) = admitted(server, headers, true) {
-        return refused;
+        return *refused;
     }
     if !authorized(server, headers) {
         return problem(
@@ -621,7 +725,7 @@ async fn answer(
 
 async fn health(State(server): State<Arc<Server>>, headers: HeaderMap) -> Response {
     if let Err(refused) = admitted(&server, &headers, false) {
-        return refused;
+        return *refused;
     }
     if !authorized(&server, &headers) {
         return problem(StatusCode::UNAUTHORIZED, "missing or wrong bearer token");
