@@ -280,16 +280,12 @@ pub fn bridge_event(data: &[u8]) {
 
 fn event_json(u: &mut Unstructured<'_>) -> arbitrary::Result<serde_json::Value> {
     use serde_json::{Value, json};
-    const EVENTS: &[&str] = &[
-        "SessionStart",
-        "UserPromptSubmit",
-        "PreToolUse",
-        "PostToolUse",
-        "Stop",
-        "SubagentStop",
-        "SessionEnd",
-        "Notification",
-    ];
+    // Every event the bridge maps, and one it does not.
+    let events: Vec<&str> = crate::bridge::EVENTS
+        .iter()
+        .copied()
+        .chain(["Notification"])
+        .collect();
     let value = |u: &mut Unstructured<'_>| -> arbitrary::Result<Value> {
         Ok(match u.int_in_range(0..=4)? {
             0 => Value::Null,
@@ -300,7 +296,7 @@ fn event_json(u: &mut Unstructured<'_>) -> arbitrary::Result<serde_json::Value> 
         })
     };
     let mut event = serde_json::Map::new();
-    event.insert("hook_event_name".into(), json!(u.choose(EVENTS)?));
+    event.insert("hook_event_name".into(), json!(u.choose(&events)?));
     for field in [
         "session_id",
         "tool_name",

@@ -332,19 +332,7 @@ impl Session {
         context: ToolContext,
         wrappers: Vec<crate::plugin::HookRef>,
     ) -> ToolOutcome {
-        if wrappers.is_empty() {
-            let chain = Arc::new(Chain {
-                session: self.clone(),
-                wit_call: Arc::new(to_wit_call(&call)),
-                call,
-                token,
-                context,
-                wrappers,
-            });
-            return Chain::layer(chain, 0, None).await;
-        }
-        let deadline = self.shared.plugins.host.inner.wrapped_deadline;
-        let name = call.name.clone();
+        let wrapped = !wrappers.is_empty();
         let chain = Arc::new(Chain {
             session: self.clone(),
             wit_call: Arc::new(to_wit_call(&call)),
@@ -353,6 +341,11 @@ impl Session {
             context,
             wrappers,
         });
+        if !wrapped {
+            return Chain::layer(chain, 0, None).await;
+        }
+        let deadline = self.shared.plugins.host.inner.wrapped_deadline;
+        let name = chain.call.name.clone();
         match tokio::time::timeout(deadline, Chain::layer(chain, 0, None)).await {
             Ok(outcome) => outcome,
             Err(_) => ToolOutcome::error(format!(
