@@ -309,14 +309,7 @@ async fn an_answer_over_payload_max_bytes_is_refused_before_it_is_parsed() {
         let (plugins, recorder) = load_recorded(&dir);
         let reason = failure_of(plugins.session("s").pre_tool(&call("Bash")).await).await;
         assert_eq!(reason, FailureReason::InvalidResponse, "{behaviour}");
-        let detail = recorder
-            .events()
-            .into_iter()
-            .find_map(|e| match e.kind {
-                EventKind::HookFailed { detail, .. } => Some(detail),
-                _ => None,
-            })
-            .unwrap();
+        let detail = recorder.first_failure_detail().unwrap();
         assert!(
             detail.contains("over payload_max_bytes (131072)"),
             "{behaviour}: {detail}"

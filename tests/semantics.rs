@@ -875,14 +875,7 @@ async fn a_post_tool_replacement_over_the_answer_bound_blocks_unparsed() {
         .await;
     let blocked = result.blocked.expect("an oversized answer fails closed");
     assert_eq!(blocked.failure, Some(FailureReason::InvalidResponse));
-    let detail = recorder
-        .events()
-        .into_iter()
-        .find_map(|e| match e.kind {
-            EventKind::HookFailed { detail, .. } => Some(detail),
-            _ => None,
-        })
-        .unwrap();
+    let detail = recorder.first_failure_detail().unwrap();
     assert!(detail.contains("payload_max_bytes"), "{detail}");
 }
 

@@ -1,5 +1,8 @@
 //! The `palisade` command line: check, run and demo, as a user runs them.
 
+#[path = "support/server.rs"]
+mod server;
+
 use std::path::Path;
 use std::process::{Command, Output};
 
@@ -502,14 +505,7 @@ fn test_reports_each_case_and_fails_on_a_wrong_expectation() {
 fn scripted(plugins: &[(&str, &str)]) -> tempfile::TempDir {
     let dir = tempfile::tempdir().unwrap();
     for (name, body) in plugins {
-        let folder = dir.path().join(name);
-        std::fs::create_dir_all(&folder).unwrap();
-        std::fs::copy(palisade_fixtures::SCRIPTED, folder.join("plugin.wasm")).unwrap();
-        std::fs::write(
-            folder.join("plugin.toml"),
-            format!("name = \"{name}\"\nwasm = \"plugin.wasm\"\n{body}"),
-        )
-        .unwrap();
+        server::scripted(dir.path(), name, body);
     }
     dir
 }

@@ -108,6 +108,14 @@ impl Recorder {
             .collect()
     }
 
+    /// The detail of the first `hook_failed` event, if any.
+    pub fn first_failure_detail(&self) -> Option<String> {
+        self.events().into_iter().find_map(|e| match e.kind {
+            EventKind::HookFailed { detail, .. } => Some(detail),
+            _ => None,
+        })
+    }
+
     /// Forgets every event so far.
     pub fn clear(&self) {
         self.events.lock().unwrap().clear();
