@@ -409,6 +409,17 @@ fn an_event_whose_budget_runs_out_gets_its_fail_closed_answer_naming_what_overra
         "[[hooks]]\npoint = \"pre-tool\"\ncapability = \"guard\"\ntimeout_ms = 20000\n\
          [config]\npre_tool = \"sleep\"\n",
     );
+    // Compile the component into the cache first (a cold compile on a slow machine can take
+    // longer than the budget below, which would then run out while loading, not in the hook).
+    let warm = palisade(
+        &["claude-code", dir.path().to_str().unwrap()],
+        &sample("claude", "SessionStart"),
+    );
+    assert!(
+        warm.status.success(),
+        "{}",
+        String::from_utf8_lossy(&warm.stderr)
+    );
     let started = std::time::Instant::now();
     let out = palisade(
         &[
