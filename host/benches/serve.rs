@@ -10,49 +10,41 @@
 #[path = "support/plugin_sets.rs"]
 mod plugin_sets;
 
+#[path = "../tests/support/server.rs"]
+mod server;
+
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use plugin_sets::{EVENT, plugin_sets};
-use std::io::{BufRead, BufReader};
-use std::process::{Child, Command, Stdio};
 
+/// A server of `plugins`, and its endpoint.
 struct Served {
-    child: Child,
+    server: server::Server,
     url: String,
 }
 
-impl Drop for Served {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
+fn serve(plugins: &std::path::Path, cache: &std::path::Path) -> Served {
+    let server = server::Server::start(
+        plugins,
+        &["--max-concurrency", "64"],
+        &[("PALISADE_CACHE_DIR", cache.to_str().unwrap())],
+    );
+    let url = format!("{}/claude-code", server.url());
+    Served { server, url }
 }
 
-fn serve(plugins: &std::path::Path, cache: &std::path::Path) -> Served {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_palisade"))
-        .arg("serve")
-        .arg("--plugins")
-        .arg(plugins)
-        .args(["--listen", "127.0.0.1:0", "--max-concurrency", "64"])
-        .env("PALISADE_CACHE_DIR", cache)
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
-    let address = loop {
-        let line = lines
-            .next()
-            .expect("palisade serve says where it listens")
-            .unwrap();
-        if let Some(rest) = line.split("listening on ").nth(1) {
-            break rest.split_whitespace().next().unwrap().to_string();
-        }
-    };
-    // Keep draining its stderr (evictions, reloads) so it never blocks on a full pipe.
-    std::thread::spawn(move || lines.for_each(drop));
-    Served {
-        child,
-        url: format!("{address}/claude-code"),
+impl Served {
+    /// A client that sends the server's token with every request.
+    fn client(&self) -> reqwest::Client {
+        let mut headers = reqwest::header::HeaderMap::new();
+        headers.insert(
+            reqwest::header::AUTHORIZATION,
+            format!("Bearer {}", self.server.token).parse().unwrap(),
+        );
+        reqwest::Client::builder()
+            .no_proxy()
+            .default_headers(headers)
+            .build()
+            .unwrap()
     }
 }
 
@@ -76,7 +68,7 @@ fn bench(c: &mut Criterion) {
     let mut group = c.benchmark_group("serve");
     for (name, plugins) in &sets {
         let served = serve(plugins, &cache);
-        let client = reqwest::Client::builder().no_proxy().build().unwrap();
+        let client = served.client();
         // The plugins really run: a deny comes back.
         let denied = runtime.block_on(post(
             client.clone(),
@@ -93,7 +85,7 @@ fn bench(c: &mut Criterion) {
         let clients: Vec<(reqwest::Client, String)> = (0..16)
             .map(|i| {
                 (
-                    reqwest::Client::builder().no_proxy().build().unwrap(),
+                    served.client(),
                     EVENT.replace("\"bench\"", &format!("\"bench-{i}\"")),
                 )
             })

@@ -226,7 +226,7 @@ fn run_claude(world: &World) -> (Output, MockModel) {
     claude(world)
 }
 
-/// Claude Code with http hooks against `palisade serve` (installed by `install --serve`).
+/// Claude Code with hooks that forward to `palisade serve` (installed by `install --serve`).
 fn run_claude_served(world: &World) -> (Output, MockModel, server::Server) {
     let server = server::Server::start(
         &world.plugins,
@@ -239,6 +239,8 @@ fn run_claude_served(world: &World) -> (Output, MockModel, server::Server) {
         "claude-code",
         "--serve",
         &server.url(),
+        "--token-file",
+        server.token_file.to_str().unwrap(),
         "--settings",
         settings.to_str().unwrap(),
     ]);
@@ -312,7 +314,7 @@ fn claude_code_runs_an_allowed_tool_and_the_model_sees_the_contexts() {
 }
 
 #[test]
-fn claude_code_over_http_hooks_obeys_a_deny_from_palisade_serve() {
+fn claude_code_through_palisade_serve_obeys_a_deny() {
     let world = World::new(true);
     let (out, mock, server) = run_claude_served(&world);
     let report = format!(
@@ -324,7 +326,7 @@ fn claude_code_over_http_hooks_obeys_a_deny_from_palisade_serve() {
 }
 
 #[test]
-fn claude_code_over_http_hooks_runs_an_allowed_tool_with_the_contexts() {
+fn claude_code_through_palisade_serve_runs_an_allowed_tool_with_the_contexts() {
     let world = World::new(false);
     let (out, mock, server) = run_claude_served(&world);
     assert_allowed_with_contexts(&world, &out, &mock);
@@ -348,6 +350,9 @@ fn run_codex(world: &World) -> (Output, MockModel) {
         "--audit-log",
         world.audit.to_str().unwrap(),
     ]);
+    // Past the bridge's budget, so the bridge's fail-closed answer comes before Codex gives up.
+    let snippet = String::from_utf8_lossy(&hooks.stdout);
+    assert!(snippet.contains("timeout = 15"), "{snippet}");
     let mock = MockModel::start(Api::Responses, &world.command());
     let codex_home = world.root.join("codex-home");
     std::fs::create_dir_all(&codex_home).unwrap();

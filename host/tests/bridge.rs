@@ -343,21 +343,59 @@ fn forward_answers_what_palisade_serve_answers_and_fails_like_the_bridge() {
     );
     let served = server::Server::start(dir.path(), &[], &[]);
     let url = format!("{}/claude-code", served.url());
-    let out = palisade(&["forward", &url], &sample("claude", "PreToolUse"));
+    let token_file = served.token_file.to_str().unwrap().to_string();
+    let forward = ["forward", &url, "--token-file", &token_file];
+    let out = palisade(&forward, &sample("claude", "PreToolUse"));
     assert_eq!(out.status.code(), Some(0), "{out:?}");
     let answer: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(answer["hookSpecificOutput"]["permissionDecision"], "deny");
     // No server: a guarding event blocks (exit 2), as the command bridge would; elsewhere
     // the error does not block (exit 1).
+    let kept = tempfile::tempdir().unwrap();
+    let token_copy = kept.path().join("token");
+    std::fs::copy(&served.token_file, &token_copy).unwrap();
     drop(served);
-    let out = palisade(&["forward", &url], &sample("claude", "PreToolUse"));
+    let forward = [
+        "forward",
+        &url,
+        "--token-file",
+        token_copy.to_str().unwrap(),
+    ];
+    let out = palisade(&forward, &sample("claude", "PreToolUse"));
     assert_eq!(out.status.code(), Some(2), "{out:?}");
     assert!(
         String::from_utf8_lossy(&out.stderr).contains("did not answer"),
         "{out:?}"
     );
-    let out = palisade(&["forward", &url], &sample("claude", "SessionStart"));
+    let out = palisade(&forward, &sample("claude", "SessionStart"));
     assert_eq!(out.status.code(), Some(1), "{out:?}");
+}
+
+#[test]
+fn forward_answers_within_its_budget_when_the_server_is_slow() {
+    let dir = plugins(
+        "[[hooks]]\npoint = \"pre-tool\"\ncapability = \"guard\"\ntimeout_ms = 20000\n\
+         [config]\npre_tool = \"sleep\"\n",
+    );
+    let served = server::Server::start(dir.path(), &[], &[]);
+    let url = format!("{}/claude-code", served.url());
+    let started = std::time::Instant::now();
+    let out = palisade(
+        &[
+            "forward",
+            &url,
+            "--token-file",
+            served.token_file.to_str().unwrap(),
+            "--budget-ms",
+            "700",
+        ],
+        &sample("claude", "PreToolUse"),
+    );
+    let took = started.elapsed();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("700 ms"), "{stderr}");
+    assert!(took < std::time::Duration::from_secs(5), "took {took:?}");
 }
 
 #[test]

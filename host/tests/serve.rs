@@ -77,7 +77,7 @@ fn per_session_state_lasts_across_events_and_sessions_are_independent() {
     // And the stateless guard still judges every call.
     let reason = denied(&server.event(bash("session-b", "rm -rf /"))).expect("a deny");
     assert!(reason.contains("rm -rf"), "{reason}");
-    let health = request(server.address, "GET", "/health", b"", &[]).json();
+    let health = server.request("GET", "/health", b"", &[]).json();
     assert_eq!(health["sessions"], 2, "{health}");
 }
 
@@ -117,7 +117,7 @@ fn sessions_go_when_idle_or_ended_never_for_capacity_while_they_hold_state() {
         "{}",
         server.said()
     );
-    let health = request(server.address, "GET", "/health", b"", &[]).json();
+    let health = server.request("GET", "/health", b"", &[]).json();
     assert!(health["sessions"].as_u64().unwrap() <= 1, "{health}");
 }
 
@@ -139,7 +139,7 @@ fn a_flood_of_new_sessions_cannot_evict_a_live_sessions_state() {
         }
     }
     assert_eq!(served, 19, "the table had room for 19 more");
-    let health = request(server.address, "GET", "/health", b"", &[]).json();
+    let health = server.request("GET", "/health", b"", &[]).json();
     assert_eq!(health["sessions"], 20, "{health}");
     // The victim's budget is still spent: the flood evicted nothing.
     assert!(denied(&server.event(bash("victim", "ls"))).is_some());
@@ -153,15 +153,14 @@ fn requests_from_web_pages_and_rebound_names_are_refused() {
     // DNS rebinding: a page's own name in Host.
     let host = server.address.to_string();
     let answer = raw_post(
-        server.address,
+        &server,
         "evil.example:8719",
         "application/json",
         event.as_bytes(),
     );
     assert_eq!(answer.status, 403, "{answer:?}");
     // A browser's request carries an Origin.
-    let answer = request(
-        server.address,
+    let answer = server.request(
         "POST",
         "/claude-code",
         event.as_bytes(),
@@ -169,29 +168,26 @@ fn requests_from_web_pages_and_rebound_names_are_refused() {
     );
     assert_eq!(answer.status, 403, "{answer:?}");
     // A "simple" cross-site POST cannot declare JSON.
-    let answer = raw_post(server.address, &host, "text/plain", event.as_bytes());
+    let answer = raw_post(&server, &host, "text/plain", event.as_bytes());
     assert_eq!(answer.status, 415, "{answer:?}");
     // The agent's own request is served, also as `localhost`.
     let local = format!("localhost:{}", server.address.port());
     assert_eq!(
-        raw_post(server.address, &local, "application/json", event.as_bytes()).status,
+        raw_post(&server, &local, "application/json", event.as_bytes()).status,
         200
     );
     assert_eq!(server.event(bash("s", "ls")).status, 200);
 }
 
-/// A POST of `body` to /claude-code with `host` as its Host header and `content_type`.
-fn raw_post(
-    address: std::net::SocketAddr,
-    host: &str,
-    content_type: &str,
-    body: &[u8],
-) -> server::Response {
+/// A POST of `body` to /claude-code with `host` as its Host header and `content_type` (and
+/// the server's token).
+fn raw_post(server: &Server, host: &str, content_type: &str, body: &[u8]) -> server::Response {
     use std::io::{Read, Write};
-    let mut stream = std::net::TcpStream::connect(address).unwrap();
+    let mut stream = std::net::TcpStream::connect(server.address).unwrap();
     let head = format!(
         "POST /claude-code HTTP/1.1\r\nHost: {host}\r\nContent-Type: {content_type}\r\n\
-         Content-Length: {}\r\nConnection: close\r\n\r\n",
+         Authorization: Bearer {}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+        server.token,
         body.len()
     );
     stream.write_all(head.as_bytes()).unwrap();
@@ -214,44 +210,93 @@ fn raw_post(
 }
 
 #[test]
-fn off_loopback_needs_a_token_and_every_request_must_carry_it() {
+fn every_request_must_carry_the_token_on_loopback_too() {
     let dir = plugins();
-    let refused = Server::try_start(dir.path(), "0.0.0.0:0", &[], &[])
-        .err()
-        .expect("no token: refused");
-    assert!(
-        refused.contains("not a loopback address, without a bearer token"),
-        "{refused}"
-    );
-    let token = "s3cret-token-0123456789";
-    let server = Server::try_start(
-        dir.path(),
-        "0.0.0.0:0",
-        &[],
-        &[("PALISADE_SERVE_TOKEN", token)],
-    )
-    .unwrap_or_else(|e| panic!("{e}"));
-    let address = std::net::SocketAddr::from(([127, 0, 0, 1], server.address.port()));
+    let server = Server::start(dir.path(), &[], &[]);
+    // The server made its token file: a long random token only its owner can read.
+    use std::os::unix::fs::PermissionsExt;
+    let mode = std::fs::metadata(&server.token_file)
+        .unwrap()
+        .permissions()
+        .mode();
+    assert_eq!(mode & 0o777, 0o600, "{mode:o}");
+    assert!(server.token.len() >= 64, "{}", server.token);
+    assert!(server.said().contains("bearer token:"), "{}", server.said());
     let body = bash("s", "ls").to_string();
-    let none = request(address, "POST", "/claude-code", body.as_bytes(), &[]);
+    let none = request(server.address, "POST", "/claude-code", body.as_bytes(), &[]);
     assert_eq!(none.status, 401, "{none:?}");
+    assert!(
+        none.body.contains(&*server.token_file.to_string_lossy()),
+        "{none:?}"
+    );
+    let mut wrong_token = server.token.clone();
+    wrong_token.pop();
+    wrong_token.push('x');
     let wrong = request(
-        address,
+        server.address,
         "POST",
         "/claude-code",
         body.as_bytes(),
-        &[("Authorization", "Bearer s3cret-token-0123456780")],
+        &[("Authorization", &format!("Bearer {wrong_token}"))],
     );
     assert_eq!(wrong.status, 401, "{wrong:?}");
-    let right = request(
-        address,
+    assert_eq!(server.post("/claude-code", body.as_bytes()).status, 200);
+    assert_eq!(
+        request(server.address, "GET", "/health", b"", &[]).status,
+        401
+    );
+    // The token is checked before the body is read: an unauthorized client cannot make the
+    // server read (or wait for) a body.
+    let unread = request(
+        server.address,
         "POST",
         "/claude-code",
-        body.as_bytes(),
-        &[("Authorization", &format!("Bearer {token}"))],
+        &vec![b' '; 10_000_000],
+        &[],
     );
-    assert_eq!(right.status, 200, "{right:?}");
-    assert_eq!(request(address, "GET", "/health", b"", &[]).status, 401);
+    assert_eq!(unread.status, 401, "{unread:?}");
+    // Off loopback the same rule holds.
+    let wide =
+        Server::try_start(dir.path(), "0.0.0.0:0", &[], &[]).unwrap_or_else(|e| panic!("{e}"));
+    let address = std::net::SocketAddr::from(([127, 0, 0, 1], wide.address.port()));
+    let none = request(address, "POST", "/claude-code", body.as_bytes(), &[]);
+    assert_eq!(none.status, 401, "{none:?}");
+}
+
+#[test]
+fn a_token_file_others_can_read_or_that_is_no_token_is_refused() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = plugins();
+    let folder = tempfile::tempdir().unwrap();
+    let file = folder.path().join("token");
+    std::fs::write(&file, format!("{}\n", "a".repeat(64))).unwrap();
+    std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let args = ["--token-file", file.to_str().unwrap()];
+    let refused = Server::try_start(dir.path(), "127.0.0.1:0", &args, &[])
+        .err()
+        .expect("a token others can read is refused");
+    assert!(
+        refused.contains(&format!("chmod 600 {}", file.display())),
+        "{refused}"
+    );
+    std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o600)).unwrap();
+    std::fs::write(&file, "short\n").unwrap();
+    let refused = Server::try_start(dir.path(), "127.0.0.1:0", &args, &[])
+        .err()
+        .expect("a short token is refused");
+    assert!(refused.contains("is not a token"), "{refused}");
+    // A forward with no readable token fails closed without sending anything.
+    let forward = std::process::Command::new(env!("CARGO_BIN_EXE_palisade"))
+        .args(["forward", "http://127.0.0.1:9/claude-code", "--token-file"])
+        .arg(folder.path().join("missing"))
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    assert_eq!(forward.status.code(), Some(2), "{forward:?}");
+    assert!(
+        String::from_utf8_lossy(&forward.stderr).contains("cannot read the token file"),
+        "{forward:?}"
+    );
 }
 
 #[test]
@@ -292,7 +337,7 @@ fn bad_requests_get_a_clear_4xx_and_the_server_stays_up() {
         ("GET", "/claude-code", Vec::new(), 405, ""),
     ];
     for (method, path, body, status, says) in cases {
-        let answer = request(server.address, method, path, &body, &[]);
+        let answer = server.request(method, path, &body, &[]);
         assert_eq!(answer.status, status, "{method} {path}: {answer:?}");
         assert!(answer.body.contains(says), "{method} {path}: {answer:?}");
     }
@@ -314,7 +359,7 @@ fn reload_swaps_in_a_good_directory_and_refuses_a_bad_one() {
     let guard = palisade_examples::get("shell-guard").unwrap();
     palisade_examples::install_one(guard, dir.path()).unwrap();
     let server = Server::start(dir.path(), &[], &[]);
-    let plugins = |server: &Server| request(server.address, "GET", "/health", b"", &[]).json();
+    let plugins = |server: &Server| server.request("GET", "/health", b"", &[]).json();
     assert_eq!(plugins(&server)["plugins"], json!(["shell-guard"]));
 
     // A good directory: the new set answers new requests.
@@ -392,13 +437,14 @@ fn shutdown_finishes_the_requests_in_flight_and_flushes_the_audit_log() {
     let audit = dir.path().join("audit.jsonl");
     let server = Server::start(dir.path(), &["--audit-log", audit.to_str().unwrap()], &[]);
     let address = server.address;
+    let bearer = format!("Bearer {}", server.token);
     let in_flight = std::thread::spawn(move || {
         request(
             address,
             "POST",
             "/claude-code",
             bash("s", "ls").to_string().as_bytes(),
-            &[],
+            &[("Authorization", &bearer)],
         )
     });
     std::thread::sleep(Duration::from_millis(400));
@@ -430,11 +476,13 @@ fn shutdown_finishes_the_requests_in_flight_and_flushes_the_audit_log() {
 }
 
 #[test]
-fn install_serve_writes_http_hooks_that_fail_closed() {
+fn install_serve_writes_forwarding_hooks_that_read_the_token_from_its_file() {
     let dir = tempfile::tempdir().unwrap();
     let settings = dir.path().join(".claude/settings.json");
+    let token_file = dir.path().join("config/palisade/serve-token");
     std::fs::create_dir_all(settings.parent().unwrap()).unwrap();
-    std::fs::write(&settings, r#"{"model": "x", "hooks": {"Stop": [{"hooks": [{"type": "command", "command": "mine"}]}]}}"#).unwrap();
+    std::fs::write(&settings, r#"{"model": "x", "hooks": {"Stop": [{"hooks": [{"type": "command", "command": "mine"}]}], "PreToolUse": [{"hooks": [{"type": "http", "url": "http://127.0.0.1:8719/claude-code"}]}]}}"#).unwrap();
+    let mut tokens = Vec::new();
     for _ in 0..2 {
         let out = std::process::Command::new(env!("CARGO_BIN_EXE_palisade"))
             .args([
@@ -442,11 +490,11 @@ fn install_serve_writes_http_hooks_that_fail_closed() {
                 "claude-code",
                 "--serve",
                 "http://127.0.0.1:8719",
-                "--token-env",
-                "PALISADE_SERVE_TOKEN",
                 "--settings",
                 settings.to_str().unwrap(),
             ])
+            // The default token file: under XDG_CONFIG_HOME.
+            .env("XDG_CONFIG_HOME", dir.path().join("config"))
             .output()
             .unwrap();
         assert!(
@@ -454,7 +502,12 @@ fn install_serve_writes_http_hooks_that_fail_closed() {
             "{}",
             String::from_utf8_lossy(&out.stderr)
         );
+        tokens.push(std::fs::read_to_string(&token_file).unwrap());
     }
+    assert_eq!(tokens[0], tokens[1], "re-installing keeps the token");
+    use std::os::unix::fs::PermissionsExt;
+    let mode = std::fs::metadata(&token_file).unwrap().permissions().mode();
+    assert_eq!(mode & 0o777, 0o600, "{mode:o}");
     let written: Value =
         serde_json::from_str(&std::fs::read_to_string(&settings).unwrap()).unwrap();
     assert_eq!(written["model"], "x");
@@ -462,28 +515,33 @@ fn install_serve_writes_http_hooks_that_fail_closed() {
     assert_eq!(
         pre.as_array().unwrap().len(),
         1,
-        "re-installing replaces: {pre}"
+        "re-installing replaces, an earlier http hook too: {pre}"
     );
     let hook = &pre[0]["hooks"][0];
-    assert_eq!(hook["type"], "http");
-    assert_eq!(hook["url"], "http://127.0.0.1:8719/claude-code");
-    assert_eq!(hook["onFailure"], "block");
-    assert_eq!(
-        hook["headers"]["Authorization"],
-        "Bearer $PALISADE_SERVE_TOKEN"
-    );
-    assert_eq!(hook["allowedEnvVars"], json!(["PALISADE_SERVE_TOKEN"]));
-    assert!(written["hooks"]["SessionEnd"][0]["hooks"][0]["onFailure"].is_null());
-    // Claude Code sends SessionStart to command hooks only: a command forwards it.
-    let start = &written["hooks"]["SessionStart"];
-    assert_eq!(start.as_array().unwrap().len(), 1, "{start}");
-    let command = start[0]["hooks"][0]["command"].as_str().unwrap();
+    assert_eq!(hook["type"], "command");
+    assert_eq!(hook["timeout"], 15);
+    let command = hook["command"].as_str().unwrap();
     assert!(
-        command.contains(
-            " forward http://127.0.0.1:8719/claude-code --token-env PALISADE_SERVE_TOKEN"
-        ),
+        command.contains(&format!(
+            " forward http://127.0.0.1:8719/claude-code --token-file {}",
+            token_file.display()
+        )),
         "{command}"
     );
+    // The token itself is nowhere in the settings.
+    let text = std::fs::read_to_string(&settings).unwrap();
+    assert!(!text.contains(tokens[0].trim()), "{text}");
+    for event in [
+        "SessionStart",
+        "UserPromptSubmit",
+        "PostToolUse",
+        "SessionEnd",
+    ] {
+        assert_eq!(
+            written["hooks"][event][0]["hooks"][0]["command"], command,
+            "{event}: {written}"
+        );
+    }
     let stop = written["hooks"]["Stop"].as_array().unwrap();
     assert_eq!(stop.len(), 2, "the user's own Stop hook is kept: {stop:?}");
 }
@@ -533,6 +591,7 @@ fn a_client_that_vanishes_mid_request_always_releases_its_session() {
     // 1,000 requests on 25 session ids, each closing its socket while the hook runs.
     let clients: Vec<_> = (0..25)
         .map(|c| {
+            let token = server.token.clone();
             std::thread::spawn(move || {
                 for _ in 0..40 {
                     use std::io::Write;
@@ -540,7 +599,8 @@ fn a_client_that_vanishes_mid_request_always_releases_its_session() {
                     let body = bash(&format!("vanishing-{c}"), "ls").to_string();
                     let head = format!(
                         "POST /claude-code HTTP/1.1\r\nHost: {address}\r\nContent-Type: \
-                         application/json\r\nContent-Length: {}\r\n\r\n{body}",
+                         application/json\r\nAuthorization: Bearer {token}\r\n\
+                         Content-Length: {}\r\n\r\n{body}",
                         body.len()
                     );
                     stream.write_all(head.as_bytes()).unwrap();
@@ -556,7 +616,7 @@ fn a_client_that_vanishes_mid_request_always_releases_its_session() {
     // Every session is released (the cancelled hooks end at their deadline at the latest)...
     let mut health = Value::Null;
     for _ in 0..100 {
-        health = request(address, "GET", "/health", b"", &[]).json();
+        health = server.request("GET", "/health", b"", &[]).json();
         if health["busy"] == 0 {
             break;
         }

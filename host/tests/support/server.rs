@@ -13,6 +13,11 @@ use std::time::{Duration, Instant};
 pub struct Server {
     pub child: Child,
     pub address: SocketAddr,
+    /// The bearer token file it reads (in a temporary folder of its own unless the test named
+    /// one with `--token-file`), and the token.
+    pub token_file: std::path::PathBuf,
+    pub token: String,
+    _token_dir: tempfile::TempDir,
     /// Every line it wrote to stderr so far.
     lines: Arc<(Mutex<Vec<String>>, Condvar)>,
 }
@@ -32,6 +37,11 @@ impl Server {
         args: &[&str],
         envs: &[(&str, &str)],
     ) -> Result<Server, String> {
+        let token_dir = tempfile::tempdir().unwrap();
+        let token_file = match args.iter().position(|a| *a == "--token-file") {
+            Some(i) => std::path::PathBuf::from(args[i + 1]),
+            None => token_dir.path().join("serve-token"),
+        };
         let mut command = Command::new(env!("CARGO_BIN_EXE_palisade"));
         command
             .arg("serve")
@@ -39,10 +49,12 @@ impl Server {
             .arg(plugins)
             .args(["--listen", listen])
             .args(args)
-            .env_remove("PALISADE_SERVE_TOKEN")
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::piped());
+        if !args.contains(&"--token-file") {
+            command.arg("--token-file").arg(&token_file);
+        }
         for (k, v) in envs {
             command.env(k, v);
         }
@@ -68,9 +80,16 @@ impl Server {
                 .and_then(|rest| rest.split_whitespace().next())
                 .and_then(|a| a.parse().ok());
             if let Some(address) = found {
+                let token = std::fs::read_to_string(&token_file)
+                    .expect("the server made its token file")
+                    .trim()
+                    .to_string();
                 return Ok(Server {
                     child,
                     address,
+                    token_file,
+                    token,
+                    _token_dir: token_dir,
                     lines,
                 });
             }
@@ -121,9 +140,23 @@ impl Server {
         assert!(status.success());
     }
 
-    /// POSTs `body` to `path`.
+    /// POSTs `body` to `path`, with the token.
     pub fn post(&self, path: &str, body: &[u8]) -> Response {
-        request(self.address, "POST", path, body, &[])
+        self.request("POST", path, body, &[])
+    }
+
+    /// A request with the token and `headers`.
+    pub fn request(
+        &self,
+        method: &str,
+        path: &str,
+        body: &[u8],
+        headers: &[(&str, &str)],
+    ) -> Response {
+        let bearer = format!("Bearer {}", self.token);
+        let mut all = vec![("Authorization", bearer.as_str())];
+        all.extend_from_slice(headers);
+        request(self.address, method, path, body, &all)
     }
 
     /// A Claude Code hook event.
@@ -153,7 +186,7 @@ impl Response {
     }
 }
 
-/// One HTTP/1.1 request on a fresh connection.
+/// One HTTP/1.1 request on a fresh connection (with no token unless `headers` has one).
 pub fn request(
     address: SocketAddr,
     method: &str,

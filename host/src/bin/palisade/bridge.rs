@@ -392,53 +392,50 @@ fn is_palisade_entry(entry: &Value, dialect: &str) -> bool {
     })
 }
 
-/// `palisade install claude-code --serve URL`: http hooks that POST every event to
-/// `palisade serve`. The events that guard (`PreToolUse`, `UserPromptSubmit`) say
-/// `"onFailure": "block"`, so a server that is down or answers an error blocks them instead
-/// of letting them through.
+/// `palisade install claude-code --serve URL`: a command hook per event, `palisade forward
+/// URL --token-file FILE`, that POSTs the event to `palisade serve` with the server's bearer
+/// token. Command hooks, not http hooks: an http hook can only send a token written into the
+/// settings or taken from an environment variable (which the agent's own shell tool inherits
+/// and can print); a forward reads it from the owner-only file the server reads. The token file
+/// is created when missing.
 pub fn install_claude_code_serve(
     base: &str,
     settings: Option<&Path>,
-    token_env: Option<&str>,
+    token_file: Option<&Path>,
 ) -> anyhow::Result<ExitCode> {
     if !(base.starts_with("http://") || base.starts_with("https://")) {
         anyhow::bail!("--serve takes the server's base URL, such as http://127.0.0.1:8719");
     }
     let url = format!("{}/claude-code", base.trim_end_matches('/'));
+    let token_file = crate::token::path_or_default(token_file)?;
+    let (_, created) = crate::token::ensure(&token_file)?;
+    let exe = std::env::current_exe()?;
+    let command = format!(
+        "{} forward {} --token-file {}",
+        shell_quote(&exe.to_string_lossy()),
+        shell_quote(&url),
+        shell_quote(&token_file.to_string_lossy())
+    );
     let mut hooks = serde_json::Map::new();
     for event in bridge::EVENTS {
-        let mut hook = serde_json::json!({ "type": "http", "url": url, "timeout": 30 });
-        if event == "SessionStart" {
-            // Claude Code runs no http hook at SessionStart: a command forwards that event.
-            let exe = std::env::current_exe()?;
-            let mut command = format!(
-                "{} forward {}",
-                shell_quote(&exe.to_string_lossy()),
-                shell_quote(&url)
-            );
-            if let Some(var) = token_env {
-                command.push_str(&format!(" --token-env {}", shell_quote(var)));
-            }
-            hooks.insert(
-                event.to_string(),
-                serde_json::json!([{ "hooks": [{ "type": "command", "command": command }] }]),
-            );
-            continue;
-        }
-        if bridge::fails_closed(event) {
-            hook["onFailure"] = "block".into();
-        }
-        if let Some(var) = token_env {
-            hook["headers"] = serde_json::json!({ "Authorization": format!("Bearer ${var}") });
-            hook["allowedEnvVars"] = serde_json::json!([var]);
-        }
-        let mut entry = serde_json::json!({ "hooks": [hook] });
+        let mut entry = serde_json::json!({ "hooks": [{
+            "type": "command",
+            "command": command,
+            "timeout": install_timeout_secs(),
+        }] });
         if matches!(event, "PreToolUse" | "PostToolUse") {
             entry["matcher"] = "*".into();
         }
         hooks.insert(event.to_string(), Value::Array(vec![entry]));
     }
-    merge_settings(hooks, settings, &format!("POST {url}"))
+    let code = merge_settings(hooks, settings, &format!("forwarded to {url}"))?;
+    eprintln!(
+        "the server's bearer token is in {}{}: start the server with --token-file {0} if \
+         that is not its default",
+        token_file.display(),
+        if created { " (created now)" } else { "" }
+    );
+    Ok(code)
 }
 
 /// `palisade install codex DIR`: the `config.toml` snippet.
@@ -449,7 +446,11 @@ pub fn install_codex(dir: &Path, audit_log: Option<&Path>) -> anyhow::Result<Exi
     for event in events_for(&plugins) {
         // No matcher: every tool (Palisade's own matchers decide).
         println!("[[hooks.{event}]]");
-        println!("[[hooks.{event}.hooks]]\ntype = \"command\"\ncommand = {quoted}\n");
+        // A timeout past the bridge's budget: its fail-closed answer arrives first.
+        println!(
+            "[[hooks.{event}.hooks]]\ntype = \"command\"\ncommand = {quoted}\ntimeout = {}\n",
+            install_timeout_secs()
+        );
     }
     eprintln!(
         "add this to $CODEX_HOME/config.toml; Codex runs only trusted hooks: trust them when it asks"
@@ -461,57 +462,114 @@ pub fn install_codex(dir: &Path, audit_log: Option<&Path>) -> anyhow::Result<Exi
 /// `palisade forward URL`: POSTs the hook event on stdin to `palisade serve` and answers what
 /// it answered, as a command hook. For the events an agent sends only to command hooks
 /// (Claude Code's `SessionStart`).
-pub async fn forward(url: &str, token_env: Option<&str>) -> anyhow::Result<ExitCode> {
-    let mut input = String::new();
-    let event = match std::io::stdin().read_to_string(&mut input) {
-        Ok(_) => serde_json::from_str::<Value>(&input)
-            .ok()
-            .and_then(|v| v["hook_event_name"].as_str().map(str::to_string))
-            .unwrap_or_default(),
-        Err(e) => answer(bridge::failure(
-            "",
-            &format!("cannot read the hook input: {e}"),
-        )),
+pub async fn forward(
+    url: &str,
+    token_file: Option<&Path>,
+    budget: Duration,
+) -> anyhow::Result<ExitCode> {
+    let event = Arc::new(Mutex::new(String::new()));
+    let work = forward_within(url, token_file, budget, event.clone());
+    let reply = match tokio::time::timeout(budget, work).await {
+        Ok(reply) => reply,
+        Err(_) => {
+            let event = event.lock().unwrap_or_else(|e| e.into_inner()).clone();
+            bridge::failure(
+                &event,
+                &format!(
+                    "the event's budget of {} ms ran out {} (raise --budget-ms, or the hooks' \
+                     timeout_ms)",
+                    budget.as_millis(),
+                    if event.is_empty() {
+                        "while reading the hook event on stdin".to_string()
+                    } else {
+                        format!("waiting for palisade serve at {url}")
+                    }
+                ),
+            )
+        }
     };
-    let fail = |why: String| -> ! { answer(bridge::failure(&event, &why)) };
-    let client = reqwest::Client::builder()
+    answer(reply)
+}
+
+/// The work of [`forward`]; `event` is set to the event's name as soon as it is known.
+async fn forward_within(
+    url: &str,
+    token_file: Option<&Path>,
+    budget: Duration,
+    event: Arc<Mutex<String>>,
+) -> Reply {
+    let raw = tokio::task::spawn_blocking(|| {
+        let mut raw = Vec::new();
+        std::io::stdin()
+            .take(MAX_INPUT_BYTES)
+            .read_to_end(&mut raw)
+            .map(|_| raw)
+    })
+    .await;
+    let input = match raw {
+        Ok(Ok(raw)) => raw,
+        Ok(Err(e)) => {
+            return bridge::failure(
+                "PreToolUse",
+                &format!("cannot read the hook event on stdin: {e}"),
+            );
+        }
+        Err(e) => return bridge::failure("PreToolUse", &format!("reading stdin: {e}")),
+    };
+    // Without the event's name nothing says blocking is safe: block, as the bridge does.
+    let name = serde_json::from_slice::<Value>(&input)
+        .ok()
+        .and_then(|v| v["hook_event_name"].as_str().map(str::to_string))
+        .unwrap_or_else(|| "PreToolUse".to_string());
+    *event.lock().unwrap_or_else(|e| e.into_inner()) = name.clone();
+    let fail = |why: String| bridge::failure(&name, &why);
+    let token = match crate::token::path_or_default(token_file)
+        .and_then(|file| crate::token::read(&file))
+    {
+        Ok(token) => token,
+        Err(e) => return fail(format!("{e:#}")),
+    };
+    let client = match reqwest::Client::builder()
         .no_proxy()
-        .timeout(Duration::from_secs(30))
+        .timeout(budget)
         .build()
-        .unwrap_or_else(|e| fail(format!("cannot make an HTTP client: {e}")));
-    let mut request = client
+    {
+        Ok(client) => client,
+        Err(e) => return fail(format!("cannot make an HTTP client: {e}")),
+    };
+    let sent = client
         .post(url)
         .header("content-type", "application/json")
-        .body(input);
-    if let Some(var) = token_env {
-        match std::env::var(var) {
-            Ok(token) => request = request.bearer_auth(token.trim()),
-            Err(_) => fail(format!("{var} (the server's token) is not set")),
-        }
-    }
-    let response = request
+        .bearer_auth(token)
+        .body(input)
         .send()
-        .await
-        .unwrap_or_else(|e| fail(format!("palisade serve at {url} did not answer: {e}")));
+        .await;
+    let response = match sent {
+        Ok(response) => response,
+        Err(e) => return fail(format!("palisade serve at {url} did not answer: {e}")),
+    };
     let status = response.status();
-    let body = response
-        .text()
-        .await
-        .unwrap_or_else(|e| fail(format!("reading the answer of {url}: {e}")));
+    let body = match response.text().await {
+        Ok(body) => body,
+        Err(e) => return fail(format!("reading the answer of {url}: {e}")),
+    };
     if !status.is_success() {
-        fail(format!("palisade serve answered {status}: {body}"));
+        return fail(format!(
+            "palisade serve answered {status}: {}",
+            palisade::events::printable(body.trim())
+        ));
     }
-    let stdout =
-        match body.trim() {
-            "" => None,
-            text => Some(serde_json::from_str(text).unwrap_or_else(|e| {
-                fail(format!("palisade serve answered something not JSON: {e}"))
-            })),
-        };
-    answer(Reply {
+    let stdout = match body.trim() {
+        "" => None,
+        text => match serde_json::from_str(text) {
+            Ok(json) => Some(json),
+            Err(e) => return fail(format!("palisade serve answered something not JSON: {e}")),
+        },
+    };
+    Reply {
         stdout,
         stderr: None,
         exit_code: 0,
         points: Vec::new(),
-    })
+    }
 }

@@ -10,6 +10,7 @@ mod progress;
 mod replay;
 mod run;
 mod serve;
+mod token;
 
 use clap::{Args, Parser, Subcommand};
 use std::path::PathBuf;
@@ -100,9 +101,13 @@ enum Command {
     Forward {
         /// The server's endpoint, e.g. http://127.0.0.1:8719/claude-code.
         url: String,
-        /// The environment variable that holds the server's bearer token.
-        #[arg(long, value_name = "VAR")]
-        token_env: Option<String>,
+        /// The file holding the server's bearer token [default: the one `palisade serve`
+        /// uses, ~/.config/palisade/serve-token].
+        #[arg(long, value_name = "FILE")]
+        token_file: Option<PathBuf>,
+        /// The event's budget in milliseconds: past it, the event gets its fail-closed answer.
+        #[arg(long, default_value_t = bridge::DEFAULT_BUDGET_MS, value_parser = clap::value_parser!(u64).range(1..=3_600_000))]
+        budget_ms: u64,
     },
     /// Register Palisade as an agent's hook command.
     #[command(subcommand)]
@@ -130,11 +135,12 @@ struct ServeArgs {
     /// The plugin directory.
     #[arg(long)]
     plugins: PathBuf,
-    /// The address to listen on. Loopback unless a bearer token is configured.
+    /// The address to listen on.
     #[arg(long, default_value = "127.0.0.1:8719")]
     listen: std::net::SocketAddr,
-    /// A file holding the bearer token every request must send (`Authorization: Bearer ...`);
-    /// the environment variable PALISADE_SERVE_TOKEN works too.
+    /// The file holding the bearer token every request must send (`Authorization: Bearer
+    /// ...`); created with a random token when missing, and refused if others can read it
+    /// [default: $XDG_CONFIG_HOME/palisade/serve-token, else ~/.config/palisade/serve-token].
     #[arg(long, value_name = "FILE")]
     token_file: Option<PathBuf>,
     /// Seconds a session may stay idle before it is evicted.
@@ -166,21 +172,8 @@ struct ServeArgs {
 
 impl ServeArgs {
     fn into_options(self) -> anyhow::Result<serve::Options> {
-        let token = match (&self.token_file, std::env::var("PALISADE_SERVE_TOKEN")) {
-            (Some(file), _) => Some(
-                std::fs::read_to_string(file)
-                    .map_err(|e| {
-                        anyhow::anyhow!("cannot read the token file {}: {e}", file.display())
-                    })?
-                    .trim()
-                    .to_string(),
-            ),
-            (None, Ok(token)) => Some(token.trim().to_string()),
-            (None, Err(_)) => None,
-        };
-        if token.as_deref() == Some("") {
-            anyhow::bail!("the bearer token is empty: put a long random string in it");
-        }
+        let token_file = token::path_or_default(self.token_file.as_deref())?;
+        let (token, created) = token::ensure(&token_file)?;
         if !(self.idle_timeout > 0.0 && self.idle_timeout.is_finite()) {
             anyhow::bail!("--idle-timeout must be a positive number of seconds");
         }
@@ -194,6 +187,8 @@ impl ServeArgs {
             plugins: self.plugins,
             listen: self.listen,
             token,
+            token_file,
+            token_created: created,
             idle_timeout: std::time::Duration::try_from_secs_f64(self.idle_timeout)?,
             read_timeout,
             max_sessions: self.max_sessions.max(1),
@@ -223,10 +218,10 @@ enum Install {
         /// (e.g. http://127.0.0.1:8719) instead of a command per event.
         #[arg(long, value_name = "URL")]
         serve: Option<String>,
-        /// With --serve: the environment variable that holds the server's bearer token
-        /// (sent as `Authorization: Bearer $VAR`).
-        #[arg(long, value_name = "VAR", requires = "serve")]
-        token_env: Option<String>,
+        /// With --serve: the file holding the server's bearer token, created when missing
+        /// [default: the one `palisade serve` uses, ~/.config/palisade/serve-token].
+        #[arg(long, value_name = "FILE", requires = "serve")]
+        token_file: Option<PathBuf>,
     },
     /// Print the hooks snippet of Codex's config.toml.
     Codex {
@@ -324,12 +319,12 @@ fn main() -> ExitCode {
                 settings,
                 audit_log,
                 serve,
-                token_env,
+                token_file,
             }) => match (dir, serve) {
                 (_, Some(url)) => bridge::install_claude_code_serve(
                     &url,
                     settings.as_deref(),
-                    token_env.as_deref(),
+                    token_file.as_deref(),
                 ),
                 (Some(dir), None) => {
                     bridge::install_claude_code(&dir, settings.as_deref(), audit_log.as_deref())
@@ -337,8 +332,17 @@ fn main() -> ExitCode {
                 (None, None) => Err(anyhow::anyhow!("name the plugin directory, or --serve URL")),
             },
             Command::Serve(args) => serve::serve(args.into_options()?).await,
-            Command::Forward { url, token_env } => {
-                bridge::forward(&url, token_env.as_deref()).await
+            Command::Forward {
+                url,
+                token_file,
+                budget_ms,
+            } => {
+                bridge::forward(
+                    &url,
+                    token_file.as_deref(),
+                    std::time::Duration::from_millis(budget_ms),
+                )
+                .await
             }
             Command::Install(Install::Codex { dir, audit_log }) => {
                 bridge::install_codex(&dir, audit_log.as_deref())

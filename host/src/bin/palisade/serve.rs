@@ -10,12 +10,13 @@
 //! Bounded: request bodies (`--payload-max-bytes`), concurrent requests
 //! (`--max-concurrency`, then 503), live sessions (`--max-sessions`, the least recently used
 //! idle one is evicted first; idle ones also go after `--idle-timeout`, and at `SessionEnd`).
-//! Loopback only, unless a bearer token is configured (then checked on every request).
+//! Every request carries the bearer token of `--token-file` (created, owner-only, when
+//! missing), on loopback too: another local user or a web page cannot talk to it.
 //! `SIGHUP` (and `--watch`) reloads the plugin directory: in-flight requests finish on the old
 //! set, a directory that does not load is refused and the old set stays. `SIGINT`/`SIGTERM`
 //! stop accepting, finish the requests in flight, let background hooks finish, and exit.
 
-use anyhow::{Context, bail};
+use anyhow::Context;
 use axum::Router;
 use axum::body::{Body, Bytes};
 use axum::extract::{DefaultBodyLimit, State};
@@ -39,8 +40,12 @@ use tokio::sync::Semaphore;
 pub struct Options {
     pub plugins: PathBuf,
     pub listen: SocketAddr,
-    /// The bearer token every request must carry (required off loopback).
-    pub token: Option<String>,
+    /// The bearer token every request must carry.
+    pub token: String,
+    /// The file it was read from.
+    pub token_file: PathBuf,
+    /// Whether that file was created now.
+    pub token_created: bool,
     pub idle_timeout: Duration,
     pub max_sessions: usize,
     pub max_concurrency: usize,
@@ -107,15 +112,6 @@ fn load(plugins_dir: &Path, sink: Option<Arc<dyn EventSink>>) -> anyhow::Result<
 }
 
 pub async fn serve(options: Options) -> anyhow::Result<std::process::ExitCode> {
-    if !options.listen.ip().is_loopback() && options.token.is_none() {
-        bail!(
-            "refusing to listen on {}, which is not a loopback address, without a bearer token: \
-             anyone who can reach it could read your hook events and steer your agent. Set \
-             PALISADE_SERVE_TOKEN (or --token-file FILE) and send `Authorization: Bearer <token>` \
-             from the agent, or listen on 127.0.0.1",
-            options.listen
-        );
-    }
     let sink: Option<Arc<dyn EventSink>> = match &options.audit_log {
         Some(path) => Some(Arc::new(
             JsonlSink::open(path).with_context(|| format!("opening {}", path.display()))?,
@@ -148,6 +144,15 @@ pub async fn serve(options: Options) -> anyhow::Result<std::process::ExitCode> {
         hosts: AllowedHost::of(address),
         options,
     });
+    say(format!(
+        "bearer token: {} ({}; a request without it gets 401)",
+        server.options.token_file.display(),
+        if server.options.token_created {
+            "created now, readable by you only"
+        } else {
+            "readable by you only"
+        }
+    ));
     say(format!(
         "palisade serve: {count} plugin(s) from {}, listening on http://{address} (POST /claude-code, POST /codex)",
         server.options.plugins.display()
@@ -515,6 +520,16 @@ fn admitted(server: &Server, headers: &HeaderMap, post: bool) -> Result<(), Box<
             "a request with an Origin header (from a web page) is refused",
         )));
     }
+    if !authorized(server, headers) {
+        return Err(Box::new(problem(
+            StatusCode::UNAUTHORIZED,
+            format!(
+                "missing or wrong bearer token (send `Authorization: Bearer <token>`, the token \
+                 in {})",
+                server.options.token_file.display()
+            ),
+        )));
+    }
     if post {
         let json = headers
             .get(header::CONTENT_TYPE)
@@ -564,9 +579,7 @@ impl AllowedHost {
 }
 
 fn authorized(server: &Server, headers: &HeaderMap) -> bool {
-    let Some(token) = &server.options.token else {
-        return true;
-    };
+    let token = &server.options.token;
     let given = headers
         .get(header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
@@ -590,15 +603,22 @@ async fn claude_code(
     headers: HeaderMap,
     body: Body,
 ) -> Response {
+    // Who is asking, before reading what they send.
+    if let Err(refused) = admitted(&server, &headers, true) {
+        return *refused;
+    }
     match read_body(&server, body).await {
-        Ok(body) => answer(&server, Dialect::ClaudeCode, &headers, &body).await,
+        Ok(body) => answer(&server, Dialect::ClaudeCode, &body).await,
         Err(refused) => *refused,
     }
 }
 
 async fn codex(State(server): State<Arc<Server>>, headers: HeaderMap, body: Body) -> Response {
+    if let Err(refused) = admitted(&server, &headers, true) {
+        return *refused;
+    }
     match read_body(&server, body).await {
-        Ok(body) => answer(&server, Dialect::Codex, &headers, &body).await,
+        Ok(body) => answer(&server, Dialect::Codex, &body).await,
         Err(refused) => *refused,
     }
 }
@@ -623,21 +643,7 @@ async fn read_body(server: &Server, body: Body) -> Result<Bytes, Box<Response>> 
     }
 }
 
-async fn answer(
-    server: &Arc<Server>,
-    dialect: Dialect,
-    headers: &HeaderMap,
-    body: &[u8],
-) -> Response {
-    if let Err(refused) = admitted(server, headers, true) {
-        return *refused;
-    }
-    if !authorized(server, headers) {
-        return problem(
-            StatusCode::UNAUTHORIZED,
-            "missing or wrong bearer token (send `Authorization: Bearer <token>`)",
-        );
-    }
+async fn answer(server: &Arc<Server>, dialect: Dialect, body: &[u8]) -> Response {
     let input: Value = match serde_json::from_slice(body) {
         Ok(Value::Object(map)) => Value::Object(map),
         Ok(_) => {
@@ -726,9 +732,6 @@ async fn answer(
 async fn health(State(server): State<Arc<Server>>, headers: HeaderMap) -> Response {
     if let Err(refused) = admitted(&server, &headers, false) {
         return *refused;
-    }
-    if !authorized(&server, &headers) {
-        return problem(StatusCode::UNAUTHORIZED, "missing or wrong bearer token");
     }
     let generation = server.current();
     let (sessions, busy) = {
