@@ -1,7 +1,8 @@
 //! Cost of one Claude Code hook event through `palisade serve` on loopback, as an http hook
 //! pays it: POST the event, get the answer, over a kept-alive connection; the session's
 //! instances are warm after the first event. Then throughput: 16 clients at once, each with
-//! its own session.
+//! its own session. And what an agent pays through `install --serve`: a `palisade forward`
+//! process per event, spawn to exit.
 //!
 //! The plugin sets are the bridge bench's (`support/plugin_sets.rs`), so the two compare.
 //!
@@ -80,6 +81,24 @@ fn bench(c: &mut Criterion) {
         group.bench_function(format!("PreToolUse, one client, {name}"), |b| {
             b.to_async(&runtime)
                 .iter(|| post(client.clone(), served.url.clone(), EVENT.to_string()))
+        });
+        // What the agent pays with `install --serve`: a `palisade forward` process per event
+        // (start, read the token file, POST, print the answer, exit).
+        let token_file = served.server.token_file.clone();
+        group.bench_function(format!("PreToolUse, a forward process, {name}"), |b| {
+            b.iter(|| {
+                let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_palisade"))
+                    .args(["forward", &served.url, "--token-file"])
+                    .arg(&token_file)
+                    .stdin(std::process::Stdio::piped())
+                    .stdout(std::process::Stdio::piped())
+                    .spawn()
+                    .unwrap();
+                std::io::Write::write_all(&mut child.stdin.take().unwrap(), EVENT.as_bytes())
+                    .unwrap();
+                let out = child.wait_with_output().unwrap();
+                assert!(out.status.success(), "{out:?}");
+            })
         });
         // 16 clients, each its own agent session, each with its own connection.
         let clients: Vec<(reqwest::Client, String)> = (0..16)
