@@ -77,7 +77,7 @@ fn session_plan(s: usize) -> Vec<Kind> {
         plan.push(if draw < 100 {
             Kind::Fault((rng.next() % 3) as usize)
         } else if draw < 600 {
-            Kind::Vanish(rng.next() % 2 == 0)
+            Kind::Vanish(rng.next().is_multiple_of(2))
         } else {
             Kind::Bash
         });
