@@ -8,7 +8,7 @@ cd "$root"
 eval "$(scripts/tools.sh)"
 mkdir -p target
 log="$root/target/test-output.log"
-cargo test --workspace "$@" 2>&1 | tee "$log"
+cargo test --workspace --no-fail-fast "$@" 2>&1 | tee "$log"
 # The four-language examples are built and tested by host/tests/languages.rs.
 scripts/build-examples.sh --no-languages
 # The binary the tests just built: `cargo run` would unify features differently and rebuild

@@ -17,12 +17,30 @@ use std::time::{Duration, Instant};
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Runtime {
     Wasm,
+    /// A command speaking Claude Code's protocol (the default).
     Command,
+    /// An endpoint speaking Claude Code's protocol.
     Http,
+    /// A command speaking Palisade's own protocol (`protocol = "palisade"`).
+    NativeCommand,
+    /// An endpoint speaking Palisade's own protocol.
+    NativeHttp,
 }
 
-const ALL: [Runtime; 3] = [Runtime::Wasm, Runtime::Command, Runtime::Http];
+const ALL: [Runtime; 5] = [
+    Runtime::Wasm,
+    Runtime::Command,
+    Runtime::Http,
+    Runtime::NativeCommand,
+    Runtime::NativeHttp,
+];
 const EXTERNAL: [Runtime; 2] = [Runtime::Command, Runtime::Http];
+const EXTERNAL_BOTH_PROTOCOLS: [Runtime; 4] = [
+    Runtime::Command,
+    Runtime::Http,
+    Runtime::NativeCommand,
+    Runtime::NativeHttp,
+];
 
 const HOOK_BIN: &str = env!("CARGO_BIN_EXE_scripted-hook");
 
@@ -43,18 +61,34 @@ fn add_with(dir: &PluginDir, runtime: Runtime, name: &str, args: &[&str], body: 
         Runtime::Wasm => {
             dir.scripted(name, body);
         }
-        Runtime::Command => {
+        Runtime::Command | Runtime::NativeCommand => {
             let argv: Vec<String> = std::iter::once(HOOK_BIN)
                 .chain(args.iter().copied())
                 .map(|a| format!("{a:?}"))
                 .collect();
-            let manifest = format!("name = \"{name}\"\ncommand = [{}]\n{body}", argv.join(", "));
+            let manifest = format!(
+                "name = \"{name}\"\ncommand = [{}]\n{}{body}",
+                argv.join(", "),
+                protocol(runtime)
+            );
             dir.raw(name, &[("plugin.toml", manifest.as_bytes())]);
         }
-        Runtime::Http => {
-            let manifest = format!("name = \"{name}\"\nurl = \"{}\"\n{body}", server().url);
+        Runtime::Http | Runtime::NativeHttp => {
+            let manifest = format!(
+                "name = \"{name}\"\nurl = \"{}\"\n{}{body}",
+                server().url,
+                protocol(runtime)
+            );
             dir.raw(name, &[("plugin.toml", manifest.as_bytes())]);
         }
+    }
+}
+
+/// The manifest line naming the protocol of `runtime`, if not the default.
+fn protocol(runtime: Runtime) -> &'static str {
+    match runtime {
+        Runtime::NativeCommand | Runtime::NativeHttp => "protocol = \"palisade\"\n",
+        _ => "",
     }
 }
 
@@ -336,8 +370,52 @@ async fn failures_fail_closed_in_every_runtime() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
+async fn the_palisade_protocol_carries_reason_codes_and_payloads_and_only_exit_0_answers() {
+    for runtime in [Runtime::NativeCommand, Runtime::NativeHttp] {
+        let dir = PluginDir::new();
+        add(
+            &dir,
+            runtime,
+            "denier",
+            &format!(
+                "{}[config]\npre_tool = \"deny\"\n",
+                hook("pre-tool", "\"guard\"", Some("DenyMe"))
+            ),
+        );
+        add(
+            &dir,
+            runtime,
+            "exit-two",
+            &format!(
+                "{}[config]\npre_tool = \"exit-2\"\n",
+                hook("pre-tool", "\"guard\"", Some("ExitTwo"))
+            ),
+        );
+        let plugins = load(&dir);
+        let session = plugins.session("s");
+        let at = format!("{runtime:?}");
+        // Seed 2: a deny's reason code and structured payload reach the agent, as from wasm.
+        let d = denial(session.pre_tool(&call("DenyMe")).await);
+        assert_eq!(
+            (d.reason_code.as_str(), d.message.as_str(), d.payload),
+            (
+                "scripted",
+                "denied DenyMe",
+                Some(json!({ "tool": "DenyMe" }))
+            ),
+            "{at}"
+        );
+        assert_eq!(d.failure, None, "{at}");
+        // Claude Code's "exit 2 blocks" is not this protocol's: any status but 0 (or an HTTP
+        // error) is the hook's failure — which, for a guard, fails closed.
+        let d = denial(session.pre_tool(&call("ExitTwo")).await);
+        assert_eq!(d.failure, Some(FailureReason::HookError), "{at}: {d:?}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
 async fn command_and_http_answers_are_strict() {
-    for runtime in EXTERNAL {
+    for runtime in EXTERNAL_BOTH_PROTOCOLS {
         let dir = PluginDir::new();
         let mut cases = vec![
             "invalid-json",
@@ -572,7 +650,7 @@ async fn an_unreachable_http_hook_fails_closed() {
 fn manifests_of_external_hooks_are_checked() {
     let dir = PluginDir::new();
     let hook = "[[hooks]]\npoint = \"pre-tool\"\ncapability = \"guard\"\n";
-    let cases: [(&str, String); 6] = [
+    let cases: [(&str, String); 8] = [
         (
             "two",
             format!("wasm = \"p.wasm\"\ncommand = \"./x.sh\"\n{hook}"),
@@ -594,6 +672,14 @@ fn manifests_of_external_hooks_are_checked() {
         (
             "scheme",
             format!("url = \"ftp://example.com/hook\"\n{hook}"),
+        ),
+        (
+            "wasm-protocol",
+            format!("wasm = \"p.wasm\"\nprotocol = \"palisade\"\n{hook}"),
+        ),
+        (
+            "dialect",
+            format!("command = \"true\"\nprotocol = \"gemini\"\n{hook}"),
         ),
     ];
     for (name, body) in &cases {
@@ -617,6 +703,8 @@ fn manifests_of_external_hooks_are_checked() {
         "wrapper/plugin.toml: `hooks[0].point`: a tool-execute wrapper must be a wasm component",
         "escape/plugin.toml: `command`: `../other/hook.sh` leads out of the plugin folder",
         "scheme/plugin.toml: `url`: `ftp://example.com/hook` is not an http(s) URL",
+        "wasm-protocol/plugin.toml: `protocol`: `protocol` applies to command and HTTP hooks only",
+        "dialect/plugin.toml",
     ] {
         assert!(err.contains(needle), "`{needle}` missing from:\n{err}");
     }
@@ -740,5 +828,52 @@ async fn a_child_that_escapes_the_group_cannot_hold_the_answer_back() {
         started.elapsed() < Duration::from_secs(5),
         "the escaped child held the answer back for {:?}",
         started.elapsed()
+    );
+}
+
+/// The palisade-protocol guard of docs/runtimes.md, run as written there.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_palisade_protocol_guard_of_the_docs_runs_as_written() {
+    let doc = std::fs::read_to_string(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/runtimes.md"),
+    )
+    .unwrap();
+    let start = doc.find("## The palisade protocol").expect("the section");
+    let section = &doc[start..];
+    let block = |lang: &str| {
+        let open = format!("```{lang}\n");
+        let from = section.find(&open).expect("a code block") + open.len();
+        section[from..][..section[from..].find("```").unwrap()].to_string()
+    };
+    let dir = PluginDir::new();
+    dir.raw(
+        "py-guard",
+        &[
+            ("plugin.toml", block("toml").as_bytes()),
+            ("guard.py", block("python").as_bytes()),
+        ],
+    );
+    let plugins = load(&dir);
+    let session = plugins.session("s");
+    let d = denial(
+        session
+            .pre_tool(&ToolCall::new(
+                "t1",
+                "Bash",
+                json!({ "command": "rm -rf / --no-preserve-root" }),
+            ))
+            .await,
+    );
+    assert_eq!(
+        (d.reason_code.as_str(), d.message.as_str(), d.payload),
+        (
+            "dangerous-command",
+            "`rm -rf /` is not allowed",
+            Some(json!({ "pattern": "rm -rf /", "tool_use_id": "t1" }))
+        )
+    );
+    assert_eq!(
+        session.pre_tool(&call("Bash")).await,
+        PreToolDecision::Allow
     );
 }

@@ -57,7 +57,7 @@ pub use engine::{
 pub use error::{Error, Problem};
 pub use events::{Event, EventKind, EventSink, JsonlSink};
 pub use failure::{Failure, FailureReason};
-pub use manifest::{DEFAULT_PAYLOAD_MAX_BYTES, HookSpec, Limits, Manifest, RuntimeSpec};
+pub use manifest::{DEFAULT_PAYLOAD_MAX_BYTES, HookSpec, Limits, Manifest, Protocol, RuntimeSpec};
 pub use pipeline::{
     CallToken, Tool, ToolContext, ToolExecution, ToolInvocation, ToolRegistry, ToolRequest,
 };

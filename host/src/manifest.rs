@@ -38,7 +38,8 @@
 //! payload_max_bytes = 131072           # default 128 KiB, for the input and for the answer
 //! ```
 //!
-//! Command and HTTP hooks speak Claude Code's hook protocol (see `docs/runtimes.md`); `fuel`,
+//! Command and HTTP hooks speak Claude Code's hook protocol, or with `protocol = "palisade"`
+//! Palisade's own (see `docs/runtimes.md`); `fuel`,
 //! `memory_mb`, `sha256` and `instance` apply to wasm components only.
 
 use crate::error::Problem;
@@ -124,6 +125,31 @@ pub struct Manifest {
     /// Environment variables of the host a command hook is given (besides `PATH`, `HOME` and
     /// `LANG`); it gets no others.
     pub env: Vec<String>,
+    /// The wire protocol a command or HTTP hook speaks (components have none).
+    pub protocol: Protocol,
+}
+
+/// The wire protocol of a command or HTTP hook (`protocol = "…"`; see `docs/runtimes.md`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+#[non_exhaustive]
+pub enum Protocol {
+    /// Claude Code's hook protocol: an existing Claude Code hook runs unchanged. The default.
+    #[default]
+    ClaudeCode,
+    /// Palisade's own (seed 2): the request is the point's typed payload, the answer only an
+    /// optional `decision` — the point's WIT answer as JSON, with `reason_code` and `payload`.
+    Palisade,
+}
+
+impl Protocol {
+    /// The protocol's name, as written in manifests.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Protocol::ClaudeCode => "claude-code",
+            Protocol::Palisade => "palisade",
+        }
+    }
 }
 
 /// How a plugin's hooks run (its runtime family).
@@ -233,6 +259,7 @@ struct RawManifest {
     #[serde(default)]
     config: toml::Table,
     env: Option<Vec<String>>,
+    protocol: Option<Protocol>,
 }
 
 #[derive(Deserialize, Default)]
@@ -514,6 +541,13 @@ pub(crate) fn parse(path: &Path, text: &str, problems: &mut Vec<Problem>) -> Opt
             );
         }
     }
+    if wasm && raw.protocol.is_some() {
+        problems.push(
+            Problem::new(path, "`protocol` applies to command and HTTP hooks only")
+                .field("protocol")
+                .fix("remove it: a component answers through its WIT exports"),
+        );
+    }
 
     let runtime = runtime?;
     (problems.len() == before).then(|| Manifest {
@@ -525,6 +559,7 @@ pub(crate) fn parse(path: &Path, text: &str, problems: &mut Vec<Problem>) -> Opt
         hooks,
         config,
         env,
+        protocol: raw.protocol.unwrap_or_default(),
     })
 }
 

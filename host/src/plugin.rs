@@ -9,7 +9,7 @@
 
 use crate::engine::{CompileProgress, Host};
 use crate::error::{Error, Problem};
-use crate::external::External;
+use crate::external::{External, Target};
 use crate::manifest::{self, HookSpec, MANIFEST_FILE, Manifest, RuntimeSpec};
 use crate::point::{Interface, Point};
 use crate::sandbox::bindings::exports::palisade::hooks as ex;
@@ -443,14 +443,20 @@ impl Host {
             )?)),
             RuntimeSpec::Command { argv } => {
                 check_program(plugin_dir, manifest_path, &argv[0], problems)?;
-                Runtime::External(External::Command {
-                    argv: argv.clone(),
-                    env: manifest.env.clone(),
-                    // The real folder: a symlinked plugin's command runs where it lives.
-                    dir: link.clone().unwrap_or_else(|| folder.to_path_buf()),
+                Runtime::External(External {
+                    target: Target::Command {
+                        argv: argv.clone(),
+                        env: manifest.env.clone(),
+                        // The real folder: a symlinked plugin's command runs where it lives.
+                        dir: link.clone().unwrap_or_else(|| folder.to_path_buf()),
+                    },
+                    protocol: manifest.protocol,
                 })
             }
-            RuntimeSpec::Http { url } => Runtime::External(External::Http { url: url.clone() }),
+            RuntimeSpec::Http { url } => Runtime::External(External {
+                target: Target::Http { url: url.clone() },
+                protocol: manifest.protocol,
+            }),
         };
         let env = Arc::new(PluginEnv {
             name: manifest.name.clone(),

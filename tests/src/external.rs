@@ -1,6 +1,6 @@
 //! The scripted test guest's twin for the command and HTTP runtimes: the same `[config]`
 //! keys give the same decisions (`pre_tool = "deny"`, `contexts`, `tag`, ...), answered in
-//! Claude Code's hook protocol. The `scripted-hook` binary serves the command runtime;
+//! Claude Code's hook protocol, or in Palisade's own when the input says it is of it. The `scripted-hook` binary serves the command runtime;
 //! [`HookServer`] serves the HTTP runtime on 127.0.0.1.
 //!
 //! External-only behaviours (`pre_tool` =): `exit-2` (blocking exit, reason on stderr),
@@ -35,8 +35,49 @@ fn contexts(input: &Value) -> Option<String> {
     (!list.is_empty()).then(|| list.join("\n\n"))
 }
 
-/// The scripted behaviour for `input` (the JSON a command reads on stdin).
+/// The behaviours every protocol shares: sleeping (then answering), and the ways of not
+/// answering at all. `Err` is the whole behaviour.
+fn common(chosen: &str, tool: &str, behaviour: &mut Behaviour) -> Result<(), ()> {
+    match chosen {
+        "sleep" => behaviour.sleep_ms = 30_000,
+        "panic" => {
+            behaviour.exit_code = 101;
+            behaviour.stderr = "scripted panic".into();
+            return Err(());
+        }
+        "exit-2" => {
+            behaviour.exit_code = 2;
+            behaviour.stderr = format!("blocked {tool} by exit status 2");
+            return Err(());
+        }
+        "exit-1" => {
+            behaviour.exit_code = 1;
+            behaviour.stderr = "something broke".into();
+            return Err(());
+        }
+        "status-500" => {
+            behaviour.exit_code = 500;
+            return Err(());
+        }
+        "invalid-json" => {
+            behaviour.stdout = "{not json".into();
+            return Err(());
+        }
+        "huge" => {
+            behaviour.stdout = format!("{{\"systemMessage\": \"{}\"}}", "x".repeat(1 << 20));
+            return Err(());
+        }
+        _ => {}
+    }
+    Ok(())
+}
+
+/// The scripted behaviour for `input` (the JSON a command reads on stdin), in the protocol
+/// the input is of: Claude Code's, or Palisade's own (`"protocol": "palisade/0.1"`).
 pub fn behave(input: &Value) -> Behaviour {
+    if input["protocol"] == "palisade/0.1" {
+        return behave_natively(input);
+    }
     let point = input["point"].as_str().unwrap_or_default();
     let event = input["hook_event_name"].clone();
     let tool = input["tool_name"].as_str().unwrap_or_default();
@@ -56,35 +97,10 @@ pub fn behave(input: &Value) -> Behaviour {
     };
     let key = point.replace('-', "_");
     let chosen = config(input, &key).unwrap_or("");
+    if common(chosen, tool, &mut behaviour).is_err() {
+        return behaviour;
+    }
     match (point, chosen) {
-        (_, "sleep") => behaviour.sleep_ms = 30_000,
-        (_, "panic") => {
-            behaviour.exit_code = 101;
-            behaviour.stderr = "scripted panic".into();
-            return behaviour;
-        }
-        (_, "exit-2") => {
-            behaviour.exit_code = 2;
-            behaviour.stderr = format!("blocked {tool} by exit status 2");
-            return behaviour;
-        }
-        (_, "exit-1") => {
-            behaviour.exit_code = 1;
-            behaviour.stderr = "something broke".into();
-            return behaviour;
-        }
-        (_, "status-500") => {
-            behaviour.exit_code = 500;
-            return behaviour;
-        }
-        (_, "invalid-json") => {
-            behaviour.stdout = "{not json".into();
-            return behaviour;
-        }
-        (_, "huge") => {
-            behaviour.stdout = format!("{{\"systemMessage\": \"{}\"}}", "x".repeat(1 << 20));
-            return behaviour;
-        }
         (_, "patches") => {
             answer["patches"] = json!([{ "op": "replace", "path": "/command", "value": "ls" }])
         }
@@ -156,6 +172,77 @@ pub fn behave(input: &Value) -> Behaviour {
         answer["systemMessage"] = tag.into();
     }
     behaviour.stdout = answer.to_string();
+    behaviour
+}
+
+/// [`behave`] in the palisade protocol: the same decisions, read from the typed input and
+/// answered as `{"decision": …}`.
+fn behave_natively(input: &Value) -> Behaviour {
+    let point = input["point"].as_str().unwrap_or_default();
+    let typed = &input["input"];
+    let tool = typed["call"]["name"].as_str().unwrap_or_default();
+    let mut behaviour = Behaviour {
+        exit_code: 0,
+        stdout: String::new(),
+        stderr: String::new(),
+        sleep_ms: 0,
+    };
+    let chosen = config(input, &point.replace('-', "_"))
+        .unwrap_or("")
+        .to_string();
+    if common(&chosen, tool, &mut behaviour).is_err() {
+        return behaviour;
+    }
+    let listed: Vec<String> = contexts(input)
+        .map(|c| c.split("\n\n").map(str::to_string).collect())
+        .unwrap_or_default();
+    let deny = |message: String| json!({ "reason_code": "scripted", "message": message });
+    let decision = match (point, chosen.as_str()) {
+        (_, "patches") => {
+            behaviour.stdout = json!({ "patches": [{ "op": "replace" }] }).to_string();
+            return behaviour;
+        }
+        (_, "unknown-field") => {
+            behaviour.stdout = json!({ "decision": null, "verdict": "allow" }).to_string();
+            return behaviour;
+        }
+        // An allow that rewrites the input: no decision has that form.
+        (_, "rewrite") => json!({ "allow": { "command": "ls" } }),
+        ("pre-tool", "deny") => {
+            let mut d = deny(format!("denied {tool}"));
+            d["payload"] = json!({ "tool": tool });
+            json!({ "deny": d })
+        }
+        ("pre-tool", "ask") => json!({ "ask": { "reason": format!("may {tool} run?") } }),
+        ("tool-guard", "deny") => json!({ "deny": deny(format!("{tool} is never allowed")) }),
+        ("prompt-submit", "reject") => json!({ "reject": deny("rejected the step".into()) }),
+        ("prompt-submit", _) => json!({ "enter": listed }),
+        ("post-tool", "block") => json!({
+            "action": { "block": format!(
+                "blocked {tool}: {}",
+                typed["outcome"]["content"].as_str().unwrap_or_default()
+            ) },
+            "contexts": listed,
+        }),
+        ("post-tool", _) => json!({ "action": "accept", "contexts": listed }),
+        ("turn-stopping", "steer") => {
+            json!(format!("keep going (turn {})", typed["event"]["turn"]))
+        }
+        ("session-start", _) => {
+            let mut source = typed["source"].as_str().unwrap_or_default().to_string();
+            if let Some(first) = source.get_mut(..1) {
+                first.make_ascii_uppercase();
+            }
+            json!(
+                listed
+                    .iter()
+                    .map(|c| format!("{c} (SessionSource::{source})"))
+                    .collect::<Vec<_>>()
+            )
+        }
+        _ => Value::Null,
+    };
+    behaviour.stdout = json!({ "decision": decision }).to_string();
     behaviour
 }
 

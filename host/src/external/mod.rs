@@ -1,23 +1,31 @@
 //! The external runtime families (seed 2): `command` hooks (a process per invocation) and
-//! `http` hooks (a POST per invocation). Both speak Claude Code's hook protocol
-//! ([`wire`]) and obey the same decisions, capabilities, ordering and lifecycle events as
+//! `http` hooks (a POST per invocation). Both speak Claude Code's hook protocol ([`wire`],
+//! the default) or Palisade's own ([`native`], `protocol = "palisade"`), and obey the same decisions, capabilities, ordering and lifecycle events as
 //! wasm hooks; what differs is how they are bounded: a payload bound (`payload_max_bytes`,
 //! 128 KiB by default) on what goes out and what comes back, and a wall-clock deadline
 //! (`timeout_ms`, 5000 ms by default) that kills the process group or drops the connection.
 
 mod command;
 mod http;
+pub(crate) mod native;
 pub(crate) mod wire;
 
 use crate::failure::{Failure, FailureReason};
 use crate::instance::{Request, Response};
-use crate::manifest::Limits;
+use crate::manifest::{Limits, Protocol};
 use std::path::PathBuf;
 pub(crate) use wire::Caller;
 
-/// A loaded external hook target.
+/// A loaded external hook: where it runs, and the protocol it speaks.
 #[derive(Debug)]
-pub(crate) enum External {
+pub(crate) struct External {
+    pub target: Target,
+    pub protocol: Protocol,
+}
+
+/// Where an external hook runs.
+#[derive(Debug)]
+pub(crate) enum Target {
     /// A program, run in `dir` (the plugin folder), with the host's values of `env` (and
     /// `PATH`, `HOME`, `LANG`) as its only inherited environment.
     Command {
@@ -60,8 +68,11 @@ impl External {
         limits: &Limits,
         logs: &mut Vec<(&'static str, String)>,
     ) -> Result<Response, Failure> {
-        let input = serde_json::to_vec(&wire::encode(caller, request))
-            .expect("a JSON value always serializes");
+        let request_json = match self.protocol {
+            Protocol::ClaudeCode => wire::encode(caller, request),
+            Protocol::Palisade => native::encode(caller, request),
+        };
+        let input = serde_json::to_vec(&request_json).expect("a JSON value always serializes");
         if input.len() > limits.payload_max_bytes {
             return Err(Failure::new(
                 FailureReason::PayloadTooLarge,
@@ -72,8 +83,8 @@ impl External {
                 ),
             ));
         }
-        let raw = match self {
-            External::Command {
+        let raw = match &self.target {
+            Target::Command {
                 argv,
                 dir,
                 env: inherit,
@@ -94,7 +105,7 @@ impl External {
                 )
                 .await?
             }
-            External::Http { url } => {
+            Target::Http { url } => {
                 let headers = [
                     ("x-palisade-hook-id", caller.hook_id),
                     ("x-palisade-session-id", caller.session_id),
@@ -112,7 +123,13 @@ impl External {
         let stderr_text = || String::from_utf8_lossy(&raw.stderr).trim().to_string();
         let exit = match raw.status {
             Ok(0) => wire::Exit::Success,
-            Ok(2) if matches!(self, External::Command { .. }) => wire::Exit::Block,
+            // Claude Code's blocking exit; in the palisade protocol only 0 is an answer.
+            Ok(2)
+                if matches!(self.target, Target::Command { .. })
+                    && self.protocol == Protocol::ClaudeCode =>
+            {
+                wire::Exit::Block
+            }
             Ok(code) => {
                 let stderr = stderr_text();
                 return Err(Failure::new(
@@ -142,6 +159,9 @@ impl External {
                     logs.push(("stderr", line.to_string()));
                 }
             }
+        }
+        if self.protocol == Protocol::Palisade {
+            return native::decode(caller.point, request, &raw.output);
         }
         let (response, notes) = wire::decode(
             caller.point,

@@ -468,7 +468,7 @@ pub async fn forward(
     budget: Duration,
 ) -> anyhow::Result<ExitCode> {
     let event = Arc::new(Mutex::new(String::new()));
-    let work = forward_within(url, token_file, budget, event.clone());
+    let work = forward_within(url, token_file, event.clone());
     let reply = match tokio::time::timeout(budget, work).await {
         Ok(reply) => reply,
         Err(_) => {
@@ -492,12 +492,7 @@ pub async fn forward(
 }
 
 /// The work of [`forward`]; `event` is set to the event's name as soon as it is known.
-async fn forward_within(
-    url: &str,
-    token_file: Option<&Path>,
-    budget: Duration,
-    event: Arc<Mutex<String>>,
-) -> Reply {
+async fn forward_within(url: &str, token_file: Option<&Path>, event: Arc<Mutex<String>>) -> Reply {
     let raw = tokio::task::spawn_blocking(|| {
         let mut raw = Vec::new();
         std::io::stdin()
@@ -529,9 +524,10 @@ async fn forward_within(
         Ok(token) => token,
         Err(e) => return fail(format!("{e:#}")),
     };
+    // No timeout of its own: the budget around the whole forward answers for a slow server,
+    // naming it.
     let client = reqwest::Client::builder()
         .no_proxy()
-        .timeout(budget)
         // Loading the built-in root certificates costs time in every process; a plain-http
         // URL (the usual loopback server) has no use for them.
         .tls_built_in_root_certs(url.starts_with("https:"))

@@ -1,0 +1,383 @@
+//! Palisade's own wire protocol for command and HTTP hooks (`protocol = "palisade"`), seed
+//! 2's: the request is the point's typed payload, and the response is only an optional
+//! `decision` — the point's WIT answer written as JSON — so an external hook answers exactly
+//! what a component can (a deny's `reason_code` and `payload`, a post-tool replacement), and
+//! anything else is refused.
+//!
+//! Request:
+//!
+//! ```json
+//! {"protocol": "palisade/0.1", "point": "pre-tool", "session_id": "…", "hook_id": "…",
+//!  "invocation_id": "…", "config": {…}, "input": {"call": {"tool_use_id": "…", "name": "Bash",
+//!  "arguments": {"command": "ls"}}}}
+//! ```
+//!
+//! Response: nothing, `{}`, or `{"decision": D}` with `D` the point's answer: a variant is
+//! `"case"` or `{"case": value}`, a record an object with snake_case fields, `json` any JSON
+//! value, an option `null` or the value. Unknown fields (a legacy `patches` rewrite among
+//! them) make the answer `invalid-response`. Only exit status 0 (HTTP 2xx) is an answer.
+
+use crate::failure::{Failure, FailureReason};
+use crate::instance::{Request, Response};
+use crate::point::Point;
+use crate::sandbox::wit;
+use base64::Engine as _;
+use serde::Deserialize;
+use serde_json::{Map, Value, json};
+
+use super::wire::{self, Caller};
+
+/// The protocol's name and version, sent with every request.
+pub(crate) const PROTOCOL: &str = "palisade/0.1";
+
+/// The JSON a hook of the Palisade protocol receives for `request`.
+pub(crate) fn encode(caller: &Caller<'_>, request: &Request) -> Value {
+    let input = match request {
+        Request::SessionStart(source) => json!({ "source": wire::source_name(*source) }),
+        Request::PromptSubmit(step) => json!({ "step": {
+            "messages": step.messages.iter().map(wire::message).collect::<Vec<_>>(),
+            "turn": step.turn,
+            "step": step.step,
+        }}),
+        Request::PreTool(call) | Request::ToolGuard(call) | Request::ToolExecute(call, _) => {
+            json!({ "call": call_json(call) })
+        }
+        Request::PostTool(call, outcome) | Request::ToolResult(call, outcome) => json!({
+            "call": call_json(call),
+            "outcome": outcome_json(outcome),
+        }),
+        Request::TurnStopping(event) => json!({ "event": {
+            "turn": event.turn,
+            "step": event.step,
+            "last_assistant_message": event.last_assistant_message,
+            "continuations": event.continuations,
+        }}),
+        Request::Committed(observation) => json!({ "observation": wire::observation(observation) }),
+    };
+    json!({
+        "protocol": PROTOCOL,
+        "point": caller.point.as_str(),
+        "session_id": caller.session_id,
+        "hook_id": caller.hook_id,
+        "invocation_id": caller.invocation_id,
+        "config": caller.config,
+        "input": input,
+    })
+}
+
+fn call_json(call: &wit::ToolCall) -> Value {
+    let mut map = Map::new();
+    map.insert("tool_use_id".into(), call.tool_use_id.clone().into());
+    map.insert("name".into(), call.name.clone().into());
+    map.insert("arguments".into(), wire::json_text(&call.arguments));
+    if call.provenance.is_some() {
+        map.insert("provenance".into(), wire::provenance(&call.provenance));
+    }
+    Value::Object(map)
+}
+
+fn outcome_json(outcome: &wit::ToolOutcome) -> Value {
+    json!({
+        "content_blocks": wire::blocks(&outcome.content_blocks),
+        "is_error": outcome.is_error,
+        "value": outcome.value.as_deref().map_or(Value::Null, wire::json_text),
+        // A serialize-only projection (seed 2): never read back.
+        "content": wire::content_text(&outcome.content_blocks),
+    })
+}
+
+/// The whole answer: only `decision`.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Answer {
+    #[serde(default)]
+    decision: Option<Value>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct DenyJson {
+    reason_code: String,
+    message: String,
+    #[serde(default)]
+    payload: Option<Value>,
+}
+
+impl From<DenyJson> for wit::Deny {
+    fn from(d: DenyJson) -> Self {
+        wit::Deny {
+            reason_code: d.reason_code,
+            message: d.message,
+            payload: d.payload.map(|p| p.to_string()),
+        }
+    }
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct AskJson {
+    reason: String,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "kebab-case", deny_unknown_fields)]
+enum PreToolJson {
+    Allow,
+    Deny(DenyJson),
+    Ask(AskJson),
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "kebab-case", deny_unknown_fields)]
+enum GuardJson {
+    Abstain,
+    Deny(DenyJson),
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "kebab-case", deny_unknown_fields)]
+enum PreStepJson {
+    Enter(Vec<String>),
+    Reject(DenyJson),
+}
+
+#[derive(Deserialize)]
+#[serde(tag = "type", rename_all = "kebab-case", deny_unknown_fields)]
+enum BlockJson {
+    Text {
+        text: String,
+    },
+    Json {
+        value: Value,
+    },
+    Image {
+        media_type: String,
+        /// Standard base64.
+        data: String,
+    },
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "kebab-case", deny_unknown_fields)]
+enum ActionJson {
+    Accept,
+    Block(String),
+    ReplaceContent(Vec<BlockJson>),
+    ReplaceValue(Value),
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct PostToolJson {
+    action: ActionJson,
+    #[serde(default)]
+    contexts: Vec<String>,
+}
+
+fn invalid(detail: impl Into<String>) -> Failure {
+    Failure::new(FailureReason::InvalidResponse, detail)
+}
+
+/// Reads the answer (stdout, or the HTTP body) of a hook of the Palisade protocol.
+pub(crate) fn decode(point: Point, request: &Request, output: &[u8]) -> Result<Response, Failure> {
+    let text = std::str::from_utf8(output)
+        .map_err(|_| invalid("the answer is not UTF-8"))?
+        .trim();
+    if text.is_empty() {
+        return Ok(neutral(request));
+    }
+    let answer: Answer = serde_json::from_str(text).map_err(|e| {
+        invalid(format!(
+            "the answer is not `{{\"decision\": …}}` of the palisade protocol: {e}"
+        ))
+    })?;
+    let Some(decision) = answer.decision.filter(|d| !d.is_null()) else {
+        return Ok(neutral(request));
+    };
+    let wrong = |e: serde_json::Error| {
+        invalid(format!(
+            "`decision` is not an answer of `{point}` (see docs/runtimes.md): {e}"
+        ))
+    };
+    Ok(match request {
+        Request::SessionStart(_) => {
+            Response::SessionStart(serde_json::from_value(decision).map_err(wrong)?)
+        }
+        Request::PromptSubmit(_) => {
+            Response::PromptSubmit(match serde_json::from_value(decision).map_err(wrong)? {
+                PreStepJson::Enter(contexts) => wit::PreStepDecision::Enter(contexts),
+                PreStepJson::Reject(deny) => wit::PreStepDecision::Reject(deny.into()),
+            })
+        }
+        Request::PreTool(_) => {
+            Response::PreTool(match serde_json::from_value(decision).map_err(wrong)? {
+                PreToolJson::Allow => wit::PreToolDecision::Allow,
+                PreToolJson::Deny(deny) => wit::PreToolDecision::Deny(deny.into()),
+                PreToolJson::Ask(ask) => wit::PreToolDecision::Ask(wit::Ask { reason: ask.reason }),
+            })
+        }
+        Request::ToolGuard(_) => {
+            Response::ToolGuard(match serde_json::from_value(decision).map_err(wrong)? {
+                GuardJson::Abstain => wit::GuardDecision::Abstain,
+                GuardJson::Deny(deny) => wit::GuardDecision::Deny(deny.into()),
+            })
+        }
+        Request::PostTool(..) => {
+            let answer: PostToolJson = serde_json::from_value(decision).map_err(wrong)?;
+            let action = match answer.action {
+                ActionJson::Accept => wit::PostToolAction::Accept,
+                ActionJson::Block(message) => wit::PostToolAction::Block(message),
+                ActionJson::ReplaceContent(blocks) => wit::PostToolAction::ReplaceContent(
+                    blocks.into_iter().map(block).collect::<Result<_, _>>()?,
+                ),
+                ActionJson::ReplaceValue(value) => {
+                    wit::PostToolAction::ReplaceValue(value.to_string())
+                }
+            };
+            Response::PostTool(wit::PostToolDecision {
+                action,
+                contexts: answer.contexts,
+            })
+        }
+        Request::TurnStopping(_) => {
+            Response::TurnStopping(Some(serde_json::from_value(decision).map_err(wrong)?))
+        }
+        Request::ToolResult(..) | Request::Committed(_) | Request::ToolExecute(..) => {
+            return Err(invalid(format!(
+                "`{point}` takes no decision: an observer answers nothing"
+            )));
+        }
+    })
+}
+
+fn block(block: BlockJson) -> Result<wit::ContentBlock, Failure> {
+    Ok(match block {
+        BlockJson::Text { text } => wit::ContentBlock::Text(text),
+        BlockJson::Json { value } => wit::ContentBlock::Json(value.to_string()),
+        BlockJson::Image { media_type, data } => wit::ContentBlock::Image(wit::Image {
+            media_type,
+            data: base64::engine::general_purpose::STANDARD
+                .decode(data.as_bytes())
+                .map_err(|e| invalid(format!("an image block's `data` is not base64: {e}")))?,
+        }),
+    })
+}
+
+/// The answer of a hook that said nothing: allow, abstain, enter as is, accept, stop.
+fn neutral(request: &Request) -> Response {
+    match request {
+        Request::SessionStart(_) => Response::SessionStart(vec![]),
+        Request::PromptSubmit(_) => Response::PromptSubmit(wit::PreStepDecision::Enter(vec![])),
+        Request::PreTool(_) => Response::PreTool(wit::PreToolDecision::Allow),
+        Request::ToolGuard(_) => Response::ToolGuard(wit::GuardDecision::Abstain),
+        Request::PostTool(..) => Response::PostTool(wit::PostToolDecision {
+            action: wit::PostToolAction::Accept,
+            contexts: vec![],
+        }),
+        Request::TurnStopping(_) => Response::TurnStopping(None),
+        Request::ToolResult(..) | Request::Committed(_) | Request::ToolExecute(..) => {
+            Response::Observed
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Arc;
+
+    fn call() -> Arc<wit::ToolCall> {
+        Arc::new(wit::ToolCall {
+            tool_use_id: "t1".into(),
+            name: "Bash".into(),
+            arguments: r#"{"command":"ls"}"#.into(),
+            provenance: None,
+        })
+    }
+
+    fn outcome() -> Arc<wit::ToolOutcome> {
+        Arc::new(wit::ToolOutcome {
+            content_blocks: vec![wit::ContentBlock::Text("TOKEN=secret".into())],
+            is_error: false,
+            value: None,
+        })
+    }
+
+    #[test]
+    fn a_deny_carries_its_reason_code_and_payload() {
+        let answer = br#"{"decision": {"deny": {"reason_code": "rm-rf", "message": "no", "payload": {"rule": 7}}}}"#;
+        let Response::PreTool(wit::PreToolDecision::Deny(deny)) =
+            decode(Point::PreTool, &Request::PreTool(call()), answer).unwrap()
+        else {
+            panic!("not a deny")
+        };
+        assert_eq!(deny.reason_code, "rm-rf");
+        assert_eq!(deny.message, "no");
+        assert_eq!(deny.payload.as_deref(), Some(r#"{"rule":7}"#));
+    }
+
+    #[test]
+    fn every_point_decodes_its_own_answer() {
+        let post = Request::PostTool(call(), outcome());
+        let cases: Vec<(Point, Request, &str)> = vec![
+            (Point::PreTool, Request::PreTool(call()), r#""allow""#),
+            (
+                Point::PreTool,
+                Request::PreTool(call()),
+                r#"{"ask": {"reason": "sure?"}}"#,
+            ),
+            (Point::ToolGuard, Request::ToolGuard(call()), r#""abstain""#),
+            (
+                Point::SessionStart,
+                Request::SessionStart(wit::SessionSource::Startup),
+                r#"["a context"]"#,
+            ),
+            (
+                Point::PostTool,
+                post,
+                r#"{"action": {"replace-content": [{"type": "text", "text": "TOKEN=***"}, {"type": "image", "media_type": "image/png", "data": "iVBORw=="}]}, "contexts": ["redacted"]}"#,
+            ),
+        ];
+        for (point, request, decision) in cases {
+            let answer = format!(r#"{{"decision": {decision}}}"#);
+            decode(point, &request, answer.as_bytes())
+                .unwrap_or_else(|e| panic!("{point} {decision}: {e}"));
+        }
+    }
+
+    #[test]
+    fn anything_but_a_decision_is_invalid() {
+        let request = Request::PreTool(call());
+        for answer in [
+            r#"{"patches": [{"op": "replace"}]}"#,
+            r#"{"decision": "allow", "extra": 1}"#,
+            r#"{"decision": "abstain"}"#,
+            r#"{"decision": {"deny": {"message": "no reason code"}}}"#,
+            r#"{"decision": {"deny": {"reason_code": "x", "message": "m", "extra": 1}}}"#,
+            r#"{"hookSpecificOutput": {"permissionDecision": "deny"}}"#,
+            "looks fine",
+            "{not json",
+        ] {
+            let failure = decode(Point::PreTool, &request, answer.as_bytes())
+                .err()
+                .unwrap_or_else(|| panic!("accepted: {answer}"));
+            assert_eq!(failure.reason, FailureReason::InvalidResponse, "{answer}");
+        }
+        let observed = Request::ToolResult(call(), outcome());
+        assert!(decode(Point::ToolResult, &observed, br#"{"decision": "allow"}"#).is_err());
+        assert!(matches!(
+            decode(Point::ToolResult, &observed, b"{}").unwrap(),
+            Response::Observed
+        ));
+    }
+
+    #[test]
+    fn nothing_said_is_the_points_neutral_answer() {
+        for answer in ["", "  ", "{}", r#"{"decision": null}"#] {
+            assert!(matches!(
+                decode(Point::PreTool, &Request::PreTool(call()), answer.as_bytes()).unwrap(),
+                Response::PreTool(wit::PreToolDecision::Allow)
+            ));
+        }
+    }
+}
