@@ -70,6 +70,25 @@ fn guard_on_an_observe_only_point_is_refused() {
     }
 }
 
+/// Seed 1: session-start "CANNOT block startup".
+#[test]
+fn session_start_cannot_be_granted_guard() {
+    let dir = PluginDir::new();
+    dir.scripted(
+        "p",
+        "[[hooks]]\npoint = \"session-start\"\ncapability = [\"guard\", \"transform\"]\n",
+    );
+    let problem = only_problem(&dir);
+    assert_eq!(problem.field.as_deref(), Some("hooks[0].capability"));
+    assert!(
+        problem.message.contains(
+            "`guard` cannot be granted on `session-start` (session-start cannot block startup)"
+        ),
+        "{}",
+        problem.message
+    );
+}
+
 #[test]
 fn guard_on_a_committed_fact_is_refused_in_background_mode_too() {
     let dir = PluginDir::new();

@@ -404,3 +404,51 @@ async fn a_wrapped_execution_has_an_overall_deadline() {
     );
     assert!(started.elapsed() < Duration::from_secs(10));
 }
+
+/// Seed 1: "An accepted outer call preserves deferred contexts before decision contexts; an
+/// outer block discards deferred contexts and exposes only contexts explicitly supplied by the
+/// blocking decision."
+#[tokio::test]
+async fn deferred_contexts_come_before_decision_contexts_and_a_block_keeps_only_its_own() {
+    let dir = PluginDir::new();
+    dir.scripted(
+        "adds",
+        "[[hooks]]\npoint = \"post-tool\"\ncapability = \"transform\"\nmatcher = \"accepted\"\n\
+         [config]\ncontexts = [\"the decision's context\"]\n",
+    );
+    dir.scripted(
+        "blocks",
+        "[[hooks]]\npoint = \"post-tool\"\ncapability = [\"guard\", \"transform\"]\nmatcher = \"blocked\"\n\
+         [config]\npost_tool = \"block\"\ncontexts = [\"the block's context\"]\n",
+    );
+    let plugins = load(&dir);
+    let deferring = |name: &str| {
+        Tool::new(name, |inv| async move {
+            inv.context.defer_context("tool", "deferred by the tool");
+            Ok(ToolOutcome::text("done"))
+        })
+    };
+    let registry = ToolRegistry::new([deferring("accepted"), deferring("blocked")]);
+    let session = plugins.session("s");
+    let texts = |execution: &palisade::ToolExecution| -> Vec<String> {
+        execution.contexts.iter().map(|c| c.text.clone()).collect()
+    };
+    let accepted = session
+        .execute(&registry, ToolRequest::new("t1", "accepted", json!({})))
+        .await;
+    assert!(accepted.blocked.is_none());
+    assert_eq!(
+        texts(&accepted),
+        ["deferred by the tool", "the decision's context"],
+        "both kinds on one call: deferred first"
+    );
+    let blocked = session
+        .execute(&registry, ToolRequest::new("t2", "blocked", json!({})))
+        .await;
+    assert!(blocked.blocked.is_some());
+    assert_eq!(
+        texts(&blocked),
+        ["the block's context"],
+        "the deferred one is discarded"
+    );
+}

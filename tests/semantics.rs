@@ -567,6 +567,48 @@ async fn a_saturated_background_queue_drops_and_reports() {
     assert_eq!(dropped, 3);
 }
 
+/// Seed 2: the dispatcher "owns all spawned tasks, reaps completed task handles". With a
+/// queue of 2, finished tasks that were never reaped would fill it after two invocations.
+#[tokio::test]
+async fn finished_background_tasks_are_reaped_so_the_queue_never_fills_with_them() {
+    let dir = PluginDir::new();
+    dir.scripted(
+        "bg",
+        "[[hooks]]\npoint = \"tool-result\"\ncapability = \"observe\"\nmode = \"background\"\n",
+    );
+    let recorder = Recorder::shared();
+    let host = Host::builder()
+        .event_sink(recorder.clone())
+        .background_queue(2)
+        .build()
+        .unwrap();
+    let plugins = host.load_dir(dir.path()).unwrap();
+    let session = plugins.session("s");
+    let completed = || {
+        recorder
+            .events()
+            .iter()
+            .filter(|e| matches!(e.kind, EventKind::HookCompleted { .. }))
+            .count()
+    };
+    for i in 0..50 {
+        session
+            .tool_result(&bash("ls"), &ToolOutcome::text("x"))
+            .await;
+        // Wait for the hook itself, not for the session's count (which reaps as it counts).
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while completed() <= i {
+            assert!(Instant::now() < deadline, "invocation {i} never finished");
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+    }
+    assert_eq!(
+        session.dropped_background(),
+        0,
+        "a finished task held a slot"
+    );
+}
+
 #[tokio::test]
 async fn dropping_a_session_aborts_its_background_work() {
     let dir = PluginDir::new();

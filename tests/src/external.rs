@@ -1,11 +1,13 @@
 //! The scripted test guest's twin for the command and HTTP runtimes: the same `[config]`
 //! keys give the same decisions (`pre_tool = "deny"`, `contexts`, `tag`, ...), answered in
-//! Claude Code's hook protocol, or in Palisade's own when the input says it is of it. The `scripted-hook` binary serves the command runtime;
-//! [`HookServer`] serves the HTTP runtime on 127.0.0.1.
+//! Claude Code's hook protocol, or in Palisade's own when the input says it is of it. The
+//! `scripted-hook` binary serves the command runtime; [`HookServer`] serves the HTTP runtime
+//! on 127.0.0.1.
 //!
 //! External-only behaviours (`pre_tool` =): `exit-2` (blocking exit, reason on stderr),
 //! `exit-1`, `invalid-json`, `patches` (a legacy rewrite), `rewrite` (`updatedInput`),
-//! `unknown-field`, `huge` (a 1 MiB answer), `status-500` (HTTP only).
+//! `unknown-field`, `projection` (the serialize-only `prompt` / `content` / `error` sent
+//! back), `huge` (a 1 MiB answer), `status-500` (HTTP only).
 
 use serde_json::{Value, json};
 use std::io::{BufRead, BufReader, Read, Write};
@@ -105,6 +107,12 @@ pub fn behave(input: &Value) -> Behaviour {
             answer["patches"] = json!([{ "op": "replace", "path": "/command", "value": "ls" }])
         }
         (_, "unknown-field") => answer["verdict"] = "allow".into(),
+        // The serialize-only projections, sent back as if they were authority.
+        (_, "projection") => {
+            answer["prompt"] = "a rewritten prompt".into();
+            answer["content"] = "a rewritten result".into();
+            answer["error"] = "".into();
+        }
         (_, "rewrite") => {
             answer["hookSpecificOutput"] = specific(json!({ "updatedInput": { "command": "ls" } }))
         }
@@ -204,6 +212,15 @@ fn behave_natively(input: &Value) -> Behaviour {
         }
         (_, "unknown-field") => {
             behaviour.stdout = json!({ "decision": null, "verdict": "allow" }).to_string();
+            return behaviour;
+        }
+        (_, "projection") => {
+            behaviour.stdout = json!({
+                "decision": null,
+                "prompt": "a rewritten prompt",
+                "content": "a rewritten result",
+            })
+            .to_string();
             return behaviour;
         }
         // An allow that rewrites the input: no decision has that form.

@@ -297,7 +297,8 @@ impl Server {
                     "reloaded ({why}): generation {number}, {count} plugin(s); generation {}'s sessions end as their requests finish",
                     old.number
                 ));
-                tokio::spawn(retire(old));
+                // Its sessions close when the last request holding it ends (its `Drop`).
+                drop(old);
             }
             Ok(Err(err)) => say(format!(
                 "reload refused ({why}): {err:#}\nstill serving generation {}",
@@ -399,18 +400,29 @@ impl Drop for Busy {
     }
 }
 
-/// Once no request holds the old generation any more, lets its sessions' background hooks
-/// finish, then drops it.
-async fn retire(old: Arc<Generation>) {
-    while Arc::strong_count(&old) > 1 {
-        tokio::time::sleep(Duration::from_millis(50)).await;
+/// A generation goes when nothing holds it any more: replaced by a reload, once its last
+/// request has ended. Its sessions' background hooks then finish before their instances go.
+impl Drop for Generation {
+    fn drop(&mut self) {
+        let sessions = std::mem::take(
+            &mut self
+                .sessions
+                .get_mut()
+                .unwrap_or_else(|e| e.into_inner())
+                .map,
+        );
+        for (_, live) in sessions {
+            close(live.session);
+        }
     }
-    old.close_all().await;
 }
 
-/// Lets a dropped session's background hooks finish before its instances go.
+/// Lets a dropped session's background hooks finish before its instances go (when the runtime
+/// is gone, dropping the session cuts them off, and they are recorded as dropped).
 fn close(session: Session) {
-    tokio::spawn(async move { session.drain_background().await });
+    if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+        runtime.spawn(async move { session.drain_background().await });
+    }
 }
 
 /// Evicts sessions idle longer than the timeout.
