@@ -452,3 +452,134 @@ async fn deferred_contexts_come_before_decision_contexts_and_a_block_keeps_only_
         "the deferred one is discarded"
     );
 }
+
+/// A tool whose canonical value must be `{"n": <number>}`.
+fn typed_tool(value: serde_json::Value) -> Tool {
+    Tool::new("typed", move |_| {
+        let value = value.clone();
+        async move {
+            Ok(ToolOutcome {
+                content_blocks: Vec::new(),
+                is_error: false,
+                value: Some(value),
+            })
+        }
+    })
+    .output(|v| {
+        v["n"]
+            .as_f64()
+            .map(|_| ())
+            .ok_or_else(|| "`n` must be a number".to_string())
+    })
+}
+
+/// Seed 1: "Value replacement revalidates". The check is the replacing hook's: an invalid
+/// replacement is its `invalid-response` (failing closed, naming it), not the tool's error.
+#[tokio::test]
+async fn a_replaced_value_is_checked_against_the_tools_declaration_as_the_hooks_answer() {
+    let dir = PluginDir::new();
+    dir.scripted(
+        "v",
+        "[[hooks]]\npoint = \"post-tool\"\ncapability = [\"guard\", \"transform\"]\n\
+         [config]\npost_tool = \"replace-value\"\nvalue = '{\"s\": \"not a number\"}'\n",
+    );
+    let plugins = load(&dir);
+    let registry = ToolRegistry::new([typed_tool(json!({ "n": 1 }))]);
+    let execution = plugins
+        .session("s")
+        .execute(&registry, ToolRequest::new("t1", "typed", json!({})))
+        .await;
+    let blocked = execution.blocked.expect("the replacement fails closed");
+    assert_eq!(blocked.hook_id, "v/post-tool");
+    assert_eq!(
+        blocked.failure,
+        Some(palisade::FailureReason::InvalidResponse)
+    );
+    assert!(
+        blocked.message.contains("output declaration"),
+        "{}",
+        blocked.message
+    );
+    assert!(execution.outcome.is_error);
+}
+
+/// Seed 1: a wrapper "receives the already-normalized canonical success/failure result": a
+/// tool's invalid value reaches `next()` as the error it normalizes to.
+#[tokio::test]
+async fn next_returns_the_normalized_result() {
+    let dir = PluginDir::new();
+    wrapper(&dir, "w", "twice", "");
+    let plugins = load(&dir);
+    let registry = ToolRegistry::new([typed_tool(json!({ "s": "x" }))]);
+    let execution = plugins
+        .session("s")
+        .execute(&registry, ToolRequest::new("t1", "typed", json!({})))
+        .await;
+    let text = palisade::agent::text_of(&execution.outcome);
+    assert!(
+        text.contains("the tool produced an invalid value: `n` must be a number"),
+        "the wrapper saw: {text:?}"
+    );
+}
+
+/// Seed 1: finalize_content is "a synchronous, total, content-only boundary": when it is not
+/// total after all (it panics), the call gets an error result and the caller goes on.
+#[tokio::test]
+async fn a_panic_in_finalize_content_is_contained_and_normalized() {
+    let plugins = load(&PluginDir::new());
+    let registry = ToolRegistry::new([Tool::new("echo", |_| async {
+        Ok(ToolOutcome::text("secret output"))
+    })
+    .finalize_content(|_, _| panic!("the invariant check broke"))]);
+    let execution = plugins
+        .session("s")
+        .execute(&registry, ToolRequest::new("t1", "echo", json!({})))
+        .await;
+    assert!(execution.outcome.is_error);
+    let text = palisade::agent::text_of(&execution.outcome);
+    assert!(text.contains("finalize_content failed"), "{text}");
+    assert!(
+        !text.contains("secret output"),
+        "the content is withheld: {text}"
+    );
+}
+
+/// Seed 1: tools/result is a "contained notification" whose observers "cannot change or
+/// reject" the outcome — nor hold it: a foreground observer that spins to its deadline does
+/// not delay the call.
+#[tokio::test]
+async fn a_slow_tool_result_observer_does_not_delay_the_call() {
+    let dir = PluginDir::new();
+    dir.scripted(
+        "slow",
+        "[limits]\ntimeout_ms = 3000\nfuel = 1_000_000_000_000_000\n\
+         [[hooks]]\npoint = \"tool-result\"\ncapability = \"observe\"\n\
+         [config]\ntool_result = \"loop\"\n",
+    );
+    let (plugins, recorder) = load_recorded(&dir);
+    let session = plugins.session("s");
+    let registry = ToolRegistry::new([Tool::new("echo", |_| async {
+        Ok(ToolOutcome::text("ran"))
+    })]);
+    let started = std::time::Instant::now();
+    let execution = session
+        .execute(&registry, ToolRequest::new("t1", "echo", json!({})))
+        .await;
+    let took = started.elapsed();
+    assert!(!execution.outcome.is_error);
+    assert!(
+        took < Duration::from_millis(1500),
+        "the observer held the call: {took:?}"
+    );
+    // It still ran, and its failure is recorded once it ends.
+    session.drain_background().await;
+    assert!(
+        recorder
+            .events()
+            .iter()
+            .any(|e| e.hook_id == "slow/tool-result"
+                && matches!(e.kind, palisade::EventKind::HookFailed { .. })),
+        "{:?}",
+        recorder.events()
+    );
+}

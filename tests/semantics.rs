@@ -765,6 +765,8 @@ async fn the_audit_log_lists_every_invocation_of_a_session() {
     session
         .tool_result(&bash("ls"), &ToolOutcome::text("a b"))
         .await;
+    // tool-result observers run detached from the call (they cannot delay it): let them end.
+    session.drain_background().await;
     session.pre_tool(&bash("ls")).await;
     drop(session);
 

@@ -291,12 +291,25 @@ impl Session {
             }
         };
         let outcome = normalize_value(tool, outcome);
-        let post = self.post_tool(&call, &outcome).await;
+        let post = self
+            .post_tool_checked(&call, &outcome, tool.and_then(|t| t.output.as_ref()))
+            .await;
         let mut outcome = normalize_value(tool, post.outcome);
         if let Some(finalize) = tool.and_then(|t| t.finalize_content.as_ref()) {
             // Content only: the error flag, the value and the contexts are not its to change.
-            if let Some(content) = finalize(&call, &outcome) {
-                outcome.content_blocks = content;
+            // Contained: a panic in it is this call's error, not the caller's crash; the
+            // content it was to vouch for is withheld.
+            match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                finalize(&call, &outcome)
+            })) {
+                Ok(Some(content)) => outcome.content_blocks = content,
+                Ok(None) => {}
+                Err(_) => {
+                    outcome = ToolOutcome::error(format!(
+                        "{}'s finalize_content failed (it panicked); its content is withheld",
+                        call.name
+                    ));
+                }
             }
         }
         self.tool_result(&call, &outcome).await;
@@ -444,11 +457,14 @@ impl Chain {
             context: self.context.clone(),
         });
         let task = AbortOnDrop(tokio::spawn(body));
-        match task.wait().await {
+        let outcome = match task.wait().await {
             Ok(Ok(outcome)) => outcome,
             Ok(Err(message)) => ToolOutcome::error(message),
             Err(panic) => ToolOutcome::error(format!("{} failed: {panic}", self.call.name)),
-        }
+        };
+        // A wrapper's `next()` gets the canonical result, already normalized (seed 1:
+        // "receives the already-normalized canonical success/failure result").
+        normalize_value(Some(tool), outcome)
     }
 }
 

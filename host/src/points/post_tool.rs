@@ -6,14 +6,16 @@
 //! | accept | — | keeps the outcome |
 //! | block(feedback) | `guard` | the model sees the feedback as an error; stops the waterfall |
 //! | replace-content | `transform` | new presentation; the canonical value is kept |
-//! | replace-value | `transform` | new canonical value (must be valid JSON); the presentation is recomputed from it |
+//! | replace-value | `transform` | new canonical value (valid JSON, and valid for the tool's output declaration when run by the tool pipeline); the presentation is recomputed from it |
 //! | contexts | `transform` | appended, in hook order, after the batch's results settle |
 //!
 //! A decision is honoured whole or not at all. After a block, only the blocking decision's
 //! contexts survive; a guard that fails closed blocks with no contexts.
 
 use crate::convert::{from_wit_blocks, parse_json, project_value, to_wit_call, to_wit_outcome};
+use crate::failure::{Failure, FailureReason};
 use crate::instance::{Request, Response};
+use crate::pipeline::Validator;
 use crate::point::{Capability, Point};
 use crate::sandbox::wit;
 use crate::session::{Session, Verdict};
@@ -29,6 +31,18 @@ struct State {
 impl Session {
     /// Runs the `post-tool` hooks that match `call`'s tool over `outcome`.
     pub async fn post_tool(&self, call: &ToolCall, outcome: &ToolOutcome) -> PostToolResult {
+        self.post_tool_checked(call, outcome, None).await
+    }
+
+    /// [`Session::post_tool`], where a replaced value must also pass `output` (the tool's
+    /// output declaration): a replacement that does not is the replacing hook's
+    /// `invalid-response` (failing closed), not the tool's error.
+    pub(crate) async fn post_tool_checked(
+        &self,
+        call: &ToolCall,
+        outcome: &ToolOutcome,
+        output: Option<&Validator>,
+    ) -> PostToolResult {
         let wit_call = Arc::new(to_wit_call(call));
         let mut state = State {
             outcome: outcome.clone(),
@@ -85,13 +99,22 @@ impl Session {
                             s.wit = Arc::new(to_wit_outcome(&s.outcome));
                         }
                         wit::PostToolAction::ReplaceValue(json) => {
-                            match parse_json("the replacement value", &json) {
-                                Ok(value) => {
-                                    s.outcome.content_blocks = project_value(&value);
-                                    s.outcome.value = Some(value);
-                                }
+                            let value = match parse_json("the replacement value", &json) {
+                                Ok(value) => value,
                                 Err(failure) => return Verdict::Invalid(failure),
+                            };
+                            if let Some(Err(problem)) = output.map(|validate| validate(&value)) {
+                                return Verdict::Invalid(Failure::new(
+                                    FailureReason::InvalidResponse,
+                                    format!(
+                                        "the replacement value does not match {}'s output \
+                                         declaration: {problem}",
+                                        call.name
+                                    ),
+                                ));
                             }
+                            s.outcome.content_blocks = project_value(&value);
+                            s.outcome.value = Some(value);
                             s.wit = Arc::new(to_wit_outcome(&s.outcome));
                         }
                     }
