@@ -16,11 +16,12 @@
 //! Every committed fact (message, tool call, tool result, model response, turn completed,
 //! session ended) is handed to the committed-fact hooks, which never delay the loop.
 
+use crate::lifecycle::Lifecycle;
 use crate::pipeline::{ToolRegistry, ToolRequest};
 use crate::session::{BoxFuture, Session};
 use crate::types::{
-    CommittedFact, ContentBlock, LlmResponse, Message, Observation, PreStep, PreStepDecision, Role,
-    SessionSource, StopEvent, ToolCall, ToolOutcome, ToolResult, TurnOutcome,
+    ContentBlock, LlmResponse, Message, PreStep, PreStepDecision, Role, SessionSource, StopEvent,
+    ToolCall, ToolOutcome, ToolResult, TurnOutcome,
 };
 use serde::{Deserialize, Serialize};
 use std::collections::VecDeque;
@@ -143,19 +144,17 @@ impl Model for ScriptedModel {
 
 /// A minimal agent: a session, its tools and a model, driven turn by turn.
 pub struct Agent {
-    session: Session,
+    lifecycle: Lifecycle,
     tools: ToolRegistry,
     model: Box<dyn Model>,
     transcript: Vec<Entry>,
-    turn: u32,
-    facts: u64,
 }
 
 impl std::fmt::Debug for Agent {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Agent")
-            .field("session", &self.session)
-            .field("turn", &self.turn)
+            .field("session", self.lifecycle.session())
+            .field("turn", &self.lifecycle.turn())
             .finish_non_exhaustive()
     }
 }
@@ -163,13 +162,32 @@ impl std::fmt::Debug for Agent {
 impl Agent {
     /// An agent of `session`, with `tools` and `model`.
     pub fn new(session: Session, tools: ToolRegistry, model: impl Model + 'static) -> Agent {
+        Agent::resume(session, tools, model, Vec::new())
+    }
+
+    /// An agent that goes on with a session whose transcript so far is `transcript` (a
+    /// persisted session, reloaded): turns are numbered on from its last, so the facts of the
+    /// new turns get ids of their own (see [`crate::lifecycle`]). Start it with
+    /// [`SessionSource::Resume`].
+    pub fn resume(
+        session: Session,
+        tools: ToolRegistry,
+        model: impl Model + 'static,
+        transcript: Vec<Entry>,
+    ) -> Agent {
+        let turns = transcript
+            .iter()
+            .filter_map(|entry| match entry {
+                Entry::TurnClosed { turn, .. } => Some(*turn),
+                _ => None,
+            })
+            .max()
+            .unwrap_or(0);
         Agent {
-            session,
+            lifecycle: Lifecycle::resumed(session, turns),
             tools,
             model: Box::new(model),
-            transcript: Vec::new(),
-            turn: 0,
-            facts: 0,
+            transcript,
         }
     }
 
@@ -180,12 +198,12 @@ impl Agent {
 
     /// The session.
     pub fn session(&self) -> &Session {
-        &self.session
+        self.lifecycle.session()
     }
 
     /// Starts the session: `session-start` contexts open the transcript.
     pub async fn start(&mut self, source: SessionSource) {
-        for context in self.session.session_start(source).await {
+        for context in self.lifecycle.session_start(source).await {
             self.append_context(context.hook_id, context.text);
         }
     }
@@ -193,8 +211,7 @@ impl Agent {
     /// Runs one turn for `prompt`, to its end.
     pub async fn run_turn(&mut self, prompt: impl Into<String>) -> TurnOutcome {
         // The turn opens before the first claim.
-        self.turn += 1;
-        let turn = self.turn;
+        let turn = self.lifecycle.open_turn(None);
         let mut claimed = vec![Entry::User {
             text: prompt.into(),
         }];
@@ -217,7 +234,7 @@ impl Agent {
                 turn,
                 step,
             };
-            let contexts = match self.session.prompt_submit(&pre_step).await {
+            let contexts = match self.lifecycle.session().prompt_submit(&pre_step).await {
                 PreStepDecision::Reject(denial) => {
                     // No step, no model-visible message; the claimed batch stays removed.
                     return self.close(turn, TurnOutcome::Blocked, Some(denial.reason_code));
@@ -247,8 +264,9 @@ impl Agent {
                     .map(|c| c.tool_use_id.clone())
                     .collect(),
             });
-            self.commit(CommittedFact::LlmResponse {
-                response: LlmResponse {
+            self.lifecycle.llm_response(
+                step,
+                LlmResponse {
                     model: self.model.name().to_string(),
                     text: reply.text.clone(),
                     tool_calls: reply.tool_calls.iter().map(as_call).collect(),
@@ -260,7 +278,7 @@ impl Agent {
                     }
                     .into(),
                 },
-            });
+            );
 
             if reply.tool_calls.is_empty() {
                 // Decision 3: the natural stop boundary; steering continues the SAME turn.
@@ -270,7 +288,7 @@ impl Agent {
                     last_assistant_message: Some(reply.text),
                     continuations,
                 };
-                let steering = self.session.turn_stopping(&event).await;
+                let steering = self.lifecycle.session().turn_stopping(&event).await;
                 if steering.is_empty() || continuations >= MAX_CONTINUATIONS {
                     return self.close(turn, TurnOutcome::Completed, None);
                 }
@@ -288,22 +306,18 @@ impl Agent {
             // Decision 2: run the batch; its contexts wait in a FIFO until it settles.
             let mut fifo = Vec::new();
             for request in reply.tool_calls {
-                self.commit(CommittedFact::ToolCall {
-                    call: as_call(&request),
-                });
-                let execution = self.session.execute(&self.tools, request).await;
+                self.lifecycle.tool_call(&as_call(&request));
+                let execution = self.lifecycle.session().execute(&self.tools, request).await;
                 self.append(Entry::ToolResult {
                     tool_use_id: execution.call.tool_use_id.clone(),
                     is_error: execution.outcome.is_error,
                     content: text_of(&execution.outcome),
                 });
-                self.commit(CommittedFact::ToolResult {
-                    result: ToolResult {
-                        tool_use_id: execution.call.tool_use_id.clone(),
-                        name: execution.call.name.clone(),
-                        provenance: execution.call.provenance.clone(),
-                        outcome: execution.outcome.clone(),
-                    },
+                self.lifecycle.tool_result(ToolResult {
+                    tool_use_id: execution.call.tool_use_id.clone(),
+                    name: execution.call.name.clone(),
+                    provenance: execution.call.provenance.clone(),
+                    outcome: execution.outcome.clone(),
                 });
                 fifo.extend(execution.contexts);
             }
@@ -316,9 +330,7 @@ impl Agent {
 
     /// Ends the session.
     pub fn end(&mut self, reason: impl Into<String>) {
-        self.commit(CommittedFact::SessionEnded {
-            reason: reason.into(),
-        });
+        self.lifecycle.session_ended(reason);
     }
 
     fn close(&mut self, turn: u32, outcome: TurnOutcome, reason: Option<String>) -> TurnOutcome {
@@ -327,7 +339,7 @@ impl Agent {
             outcome,
             reason,
         });
-        self.commit(CommittedFact::TurnCompleted { outcome });
+        self.lifecycle.turn_completed(outcome);
         outcome
     }
 
@@ -346,19 +358,7 @@ impl Agent {
             _ => None,
         };
         self.transcript.push(entry);
-        if let Some(message) = message {
-            self.commit(CommittedFact::Message { message });
-        }
-    }
-
-    fn commit(&mut self, fact: CommittedFact) {
-        self.facts += 1;
-        let observation = Observation {
-            interaction_id: format!("{}:{}", self.session.id(), self.facts),
-            turn: self.turn,
-            fact,
-        };
-        self.session.committed(&observation);
+        self.lifecycle.messages(message);
     }
 }
 

@@ -10,7 +10,7 @@
 //! |---|---|---|
 //! | `SessionStart` | session-start | `additionalContext` (contexts joined) |
 //! | `UserPromptSubmit` | prompt-submit, then message-committed | `decision: "block"` + `reason`, or `additionalContext` |
-//! | `PreToolUse` | pre-tool, then tool-guard | `permissionDecision` `deny` / `ask` + reason |
+//! | `PreToolUse` | tool-call-committed, pre-tool, then tool-guard | `permissionDecision` `deny` / `ask` + reason |
 //! | `PostToolUse` | post-tool, tool-result, tool-result-committed | `decision: "block"` + `reason`, `additionalContext` |
 //! | `Stop`, `SubagentStop` | turn-stopping (then turn-completed) | `decision: "block"` + `reason` (the steering) |
 //! | `SessionEnd` | session-ended | nothing |
@@ -20,11 +20,12 @@
 //! nothing, and the agent's own permission rules still decide. Codex honours only `deny` at
 //! `PreToolUse`, so there an `ask` becomes a deny that says approval was needed.
 
+use crate::lifecycle::Lifecycle;
 use crate::plugin::Plugins;
 use crate::point::Point;
 use crate::types::{
-    CommittedFact, ContentBlock, Message, Observation, PreStep, PreStepDecision, PreToolDecision,
-    Provenance, Role, SessionSource, StopEvent, ToolCall, ToolOutcome, ToolResult, TurnOutcome,
+    ContentBlock, Message, PreStep, PreStepDecision, PreToolDecision, Provenance, Role,
+    SessionSource, StopEvent, ToolCall, ToolOutcome, ToolResult, TurnOutcome,
 };
 use serde_json::{Map, Value, json};
 
@@ -137,7 +138,7 @@ pub fn points_for(event: &str) -> &'static [Point] {
     match event {
         "SessionStart" => &[Point::SessionStart],
         "UserPromptSubmit" => &[Point::PromptSubmit, Point::MessageCommitted],
-        "PreToolUse" => &[Point::PreTool, Point::ToolGuard],
+        "PreToolUse" => &[Point::ToolCallCommitted, Point::PreTool, Point::ToolGuard],
         "PostToolUse" => &[
             Point::PostTool,
             Point::ToolResult,
@@ -159,44 +160,51 @@ fn text<'a>(input: &'a Value, field: &str) -> Option<&'a str> {
 /// JSON the agent wrote to the hook's stdin.
 pub async fn handle(plugins: &Plugins, dialect: Dialect, input: &Value) -> Reply {
     let session_id = text(input, "session_id").unwrap_or("unknown-session");
-    let session = plugins.session(session_id);
-    let reply = handle_in(&session, dialect, input).await;
+    let lifecycle = Lifecycle::new(plugins.session(session_id));
+    let reply = handle_in(&lifecycle, dialect, input).await;
     // Observers run in the session's tasks; the process must not exit before they are done.
-    session.drain_background().await;
+    lifecycle.session().drain_background().await;
     reply
 }
 
-/// Handles one hook event in `session`, which the caller keeps across the events of one agent
-/// session (so per-session plugin instances keep their state): a long-running server.
-/// Background hooks go on after it returns, in the session's tasks.
-pub async fn handle_in(session: &crate::Session, dialect: Dialect, input: &Value) -> Reply {
+/// Handles one hook event in `lifecycle`, which the caller keeps across the events of one
+/// agent session (so per-session plugin instances keep their state, and turns are numbered):
+/// a long-running server. Background hooks go on after it returns, in the session's tasks.
+pub async fn handle_in(lifecycle: &Lifecycle, dialect: Dialect, input: &Value) -> Reply {
     let Some(event) = text(input, "hook_event_name") else {
         return failure(
             "",
             "the input has no `hook_event_name`: is this a Claude Code or Codex hook event?",
         );
     };
-    let session_id = text(input, "session_id").unwrap_or("unknown-session");
+    // The agent's own id for the turn, where it gives one.
+    let turn = ["prompt_id", "turn_id"].iter().find_map(|f| text(input, f));
     let mut reply = match event {
-        "SessionStart" => session_start(session, input).await,
-        "UserPromptSubmit" => prompt_submit(session, input).await,
+        "SessionStart" => session_start(lifecycle, input).await,
+        "UserPromptSubmit" => {
+            lifecycle.open_turn(turn);
+            prompt_submit(lifecycle, input).await
+        }
         "PreToolUse" => match tool_call(input) {
-            Ok(call) => pre_tool(session, dialect, &call).await,
+            Ok(call) => {
+                lifecycle.in_turn(turn);
+                pre_tool(lifecycle, dialect, &call).await
+            }
             Err(why) => failure(event, &why),
         },
         "PostToolUse" => match tool_call(input) {
-            Ok(call) => post_tool(session, input, &call).await,
+            Ok(call) => {
+                lifecycle.in_turn(turn);
+                post_tool(lifecycle, input, &call).await
+            }
             Err(why) => failure(event, &why),
         },
-        "Stop" | "SubagentStop" => stop(session, event, input).await,
+        "Stop" | "SubagentStop" => {
+            lifecycle.in_turn(turn);
+            stop(lifecycle, event, input).await
+        }
         "SessionEnd" => {
-            session.committed(&Observation {
-                interaction_id: format!("{session_id}:end"),
-                turn: 0,
-                fact: CommittedFact::SessionEnded {
-                    reason: text(input, "reason").unwrap_or("other").to_string(),
-                },
-            });
+            lifecycle.session_ended(text(input, "reason").unwrap_or("other"));
             Reply {
                 points: vec!["session-ended"],
                 ..Reply::nothing()
@@ -226,14 +234,14 @@ fn joined(contexts: impl IntoIterator<Item = String>) -> Option<String> {
     (!texts.is_empty()).then(|| texts.join("\n\n"))
 }
 
-async fn session_start(session: &crate::Session, input: &Value) -> Reply {
+async fn session_start(lifecycle: &Lifecycle, input: &Value) -> Reply {
     let source = match text(input, "source") {
         Some("resume") => SessionSource::Resume,
         Some("clear") => SessionSource::Clear,
         Some("compact") => SessionSource::Compact,
         _ => SessionSource::Startup,
     };
-    let contexts = session.session_start(source).await;
+    let contexts = lifecycle.session_start(source).await;
     let mut reply = match joined(contexts.into_iter().map(|c| c.text)) {
         Some(context) => Reply::json(hook_specific(
             "SessionStart",
@@ -245,33 +253,27 @@ async fn session_start(session: &crate::Session, input: &Value) -> Reply {
     reply
 }
 
-async fn prompt_submit(session: &crate::Session, input: &Value) -> Reply {
+async fn prompt_submit(lifecycle: &Lifecycle, input: &Value) -> Reply {
     let prompt = text(input, "prompt").unwrap_or_default().to_string();
-    // The agent does not number its turns for hooks: each prompt opens step 1 of a turn.
+    // Each prompt opens step 1 of its turn.
     let step = PreStep {
         messages: vec![Message {
             role: Role::User,
             text: prompt.clone(),
         }],
-        turn: 1,
+        turn: lifecycle.turn(),
         step: 1,
     };
-    let mut reply = match session.prompt_submit(&step).await {
+    let mut reply = match lifecycle.session().prompt_submit(&step).await {
         PreStepDecision::Reject(denial) => Reply::json(json!({
             "decision": "block",
             "reason": denial.message,
         })),
         PreStepDecision::Enter { contexts } => {
-            session.committed(&Observation {
-                interaction_id: interaction(input, "prompt"),
-                turn: 1,
-                fact: CommittedFact::Message {
-                    message: Message {
-                        role: Role::User,
-                        text: prompt,
-                    },
-                },
-            });
+            lifecycle.messages([Message {
+                role: Role::User,
+                text: prompt,
+            }]);
             match joined(contexts.into_iter().map(|c| c.text)) {
                 Some(context) => Reply::json(hook_specific(
                     "UserPromptSubmit",
@@ -283,18 +285,6 @@ async fn prompt_submit(session: &crate::Session, input: &Value) -> Reply {
     };
     reply.points = vec!["prompt-submit"];
     reply
-}
-
-/// An id for a fact of this event: the agent's own id where it gives one.
-fn interaction(input: &Value, what: &str) -> String {
-    let session = text(input, "session_id").unwrap_or("unknown-session");
-    match ["tool_use_id", "prompt_id", "turn_id"]
-        .iter()
-        .find_map(|f| text(input, f))
-    {
-        Some(id) => format!("{session}:{what}:{id}"),
-        None => format!("{session}:{what}"),
-    }
 }
 
 fn tool_call(input: &Value) -> Result<ToolCall, String> {
@@ -327,8 +317,11 @@ fn deny(reason: String) -> Reply {
     ))
 }
 
-async fn pre_tool(session: &crate::Session, dialect: Dialect, call: &ToolCall) -> Reply {
-    let mut points = vec!["pre-tool"];
+async fn pre_tool(lifecycle: &Lifecycle, dialect: Dialect, call: &ToolCall) -> Reply {
+    let session = lifecycle.session();
+    // The call as recorded, before any policy runs on it.
+    lifecycle.tool_call(call);
+    let mut points = vec!["tool-call-committed", "pre-tool"];
     // The agent resolves an ask itself, after the hook: tool-guard runs now, and its deny
     // wins over the ask.
     let ask = match session.pre_tool(call).await {
@@ -391,7 +384,8 @@ fn outcome(input: &Value) -> ToolOutcome {
     }
 }
 
-async fn post_tool(session: &crate::Session, input: &Value, call: &ToolCall) -> Reply {
+async fn post_tool(lifecycle: &Lifecycle, input: &Value, call: &ToolCall) -> Reply {
+    let session = lifecycle.session();
     let original = outcome(input);
     let result = session.post_tool(call, &original).await;
     let context = joined(result.contexts.iter().map(|c| c.text.clone()));
@@ -421,46 +415,34 @@ async fn post_tool(session: &crate::Session, input: &Value, call: &ToolCall) -> 
         );
     }
     session.tool_result(call, &result.outcome).await;
-    session.committed(&Observation {
-        interaction_id: interaction(input, "tool-result"),
-        turn: 1,
-        fact: CommittedFact::ToolResult {
-            result: ToolResult {
-                tool_use_id: call.tool_use_id.clone(),
-                name: call.name.clone(),
-                provenance: call.provenance.clone(),
-                outcome: result.outcome,
-            },
-        },
+    lifecycle.tool_result(ToolResult {
+        tool_use_id: call.tool_use_id.clone(),
+        name: call.name.clone(),
+        provenance: call.provenance.clone(),
+        outcome: result.outcome,
     });
     reply.points = vec!["post-tool", "tool-result", "tool-result-committed"];
     reply
 }
 
-async fn stop(session: &crate::Session, event: &str, input: &Value) -> Reply {
+async fn stop(lifecycle: &Lifecycle, event: &str, input: &Value) -> Reply {
     let active = input
         .get("stop_hook_active")
         .and_then(Value::as_bool)
         .unwrap_or(false);
     let stop = StopEvent {
-        turn: 1,
+        turn: lifecycle.turn(),
         step: 1,
         last_assistant_message: text(input, "last_assistant_message").map(str::to_string),
         // The agent says only whether a stop hook already made it continue.
         continuations: u32::from(active),
     };
-    let steerings = session.turn_stopping(&stop).await;
+    let steerings = lifecycle.session().turn_stopping(&stop).await;
     let mut reply = match joined(steerings.into_iter().map(|s| s.content)) {
         Some(reason) => Reply::json(json!({ "decision": "block", "reason": reason })),
         None => {
             if event == "Stop" {
-                session.committed(&Observation {
-                    interaction_id: interaction(input, "turn"),
-                    turn: 1,
-                    fact: CommittedFact::TurnCompleted {
-                        outcome: TurnOutcome::Completed,
-                    },
-                });
+                lifecycle.turn_completed(TurnOutcome::Completed);
             }
             Reply::nothing()
         }

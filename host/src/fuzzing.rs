@@ -266,10 +266,10 @@ pub fn bridge_event(data: &[u8]) {
         crate::bridge::Dialect::ClaudeCode,
         crate::bridge::Dialect::Codex,
     ] {
-        let session = harness.plugins.session("fuzz");
+        let lifecycle = crate::Lifecycle::new(harness.plugins.session("fuzz"));
         let reply = harness
             .runtime
-            .block_on(crate::bridge::handle_in(&session, dialect, &event));
+            .block_on(crate::bridge::handle_in(&lifecycle, dialect, &event));
         assert!(matches!(reply.exit_code, 0..=2), "{reply:?}");
         if let Some(stdout) = &reply.stdout {
             assert!(stdout.is_object(), "{reply:?}");

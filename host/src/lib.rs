@@ -40,6 +40,7 @@ mod failure;
 #[doc(hidden)]
 pub mod fuzzing;
 mod instance;
+pub mod lifecycle;
 pub mod manifest;
 pub mod pipeline;
 mod plugin;
@@ -57,6 +58,7 @@ pub use engine::{
 pub use error::{Error, Problem};
 pub use events::{Event, EventKind, EventSink, JsonlSink};
 pub use failure::{Failure, FailureReason};
+pub use lifecycle::Lifecycle;
 pub use manifest::{DEFAULT_PAYLOAD_MAX_BYTES, HookSpec, Limits, Manifest, Protocol, RuntimeSpec};
 pub use pipeline::{
     CallToken, Tool, ToolContext, ToolExecution, ToolInvocation, ToolRegistry, ToolRequest,

@@ -588,3 +588,69 @@ fn check_warns_when_a_guard_or_transform_fails_open() {
         "{stdout}"
     );
 }
+
+/// A replay commits the recorded facts with ids of their own — named by the recording, the
+/// turn and the tool call — and the same ids in every replay of it (seed 2: the interaction id
+/// is the idempotency key of side effects).
+#[test]
+fn a_replay_gives_each_fact_its_own_id_the_same_in_every_replay() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut body = String::new();
+    for point in [
+        "message-committed",
+        "tool-call-committed",
+        "tool-result-committed",
+        "turn-completed",
+        "session-ended",
+    ] {
+        body.push_str(&format!(
+            "[[hooks]]\npoint = \"{point}\"\ncapability = \"observe\"\n"
+        ));
+    }
+    server::scripted(dir.path(), "observer", &body);
+    let session = dir.path().join("night-shift.jsonl");
+    std::fs::write(
+        &session,
+        [
+            r#"{"event": "prompt", "turn": 1, "text": "list"}"#,
+            r#"{"event": "tool-call", "call": {"tool_use_id": "t1", "name": "Bash", "arguments": {"command": "ls"}}, "result": {"content_blocks": []}}"#,
+            r#"{"event": "stop", "turn": 1, "step": 2}"#,
+            r#"{"event": "session-end", "reason": "exit"}"#,
+        ]
+        .join("\n"),
+    )
+    .unwrap();
+    let replay = || {
+        let out = palisade(&[
+            "replay",
+            dir.path().to_str().unwrap(),
+            session.to_str().unwrap(),
+            "--format",
+            "json",
+        ]);
+        assert!(out.status.success(), "{}", text(&out.stderr));
+        let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        let mut logs: Vec<String> = doc["timeline"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .flat_map(|step| step["hooks"].as_array().cloned().unwrap_or_default())
+            .flat_map(|hook| hook["logs"].as_array().cloned().unwrap_or_default())
+            .map(|l| l.as_str().unwrap().to_string())
+            .collect();
+        logs.sort();
+        logs
+    };
+    let first = replay();
+    assert_eq!(
+        first,
+        [
+            "message night-shift:turn-1:message-0",
+            "session-ended night-shift:session-ended",
+            "tool-call night-shift:tool-call:t1",
+            "tool-result night-shift:tool-result:t1",
+            "turn-completed night-shift:turn-1:completed",
+        ]
+    );
+    assert_eq!(replay(), first, "the same facts, the same ids");
+}

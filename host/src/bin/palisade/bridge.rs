@@ -156,8 +156,8 @@ pub async fn bridge(dialect: Dialect, options: Options) -> anyhow::Result<ExitCo
                 .and_then(Value::as_str)
                 .unwrap_or("unknown-session")
                 .to_string();
-            let session = plugins.session(session_id);
-            let reply = bridge::handle_in(&session, dialect, &input).await;
+            let lifecycle = palisade::Lifecycle::new(plugins.session(session_id));
+            let reply = bridge::handle_in(&lifecycle, dialect, &input).await;
             if options.timings {
                 eprintln!(
                     "palisade: {name}: read and loaded {} plugins in {:.2} ms, ran {} in {:.2} ms",
@@ -171,7 +171,7 @@ pub async fn bridge(dialect: Dialect, options: Options) -> anyhow::Result<ExitCo
                     (started.elapsed() - loaded).as_secs_f64() * 1e3,
                 );
             }
-            Ok((reply, session))
+            Ok((reply, lifecycle))
         }
     };
     let answer_by = deadline
@@ -179,11 +179,14 @@ pub async fn bridge(dialect: Dialect, options: Options) -> anyhow::Result<ExitCo
         .unwrap_or(deadline)
         .into();
     match tokio::time::timeout_at(answer_by, work).await {
-        Ok(Ok((reply, session))) => {
+        Ok(Ok((reply, lifecycle))) => {
             write(&reply);
             // Observers get what is left of the budget, and no more than MAX_DRAIN.
             let left = deadline.saturating_duration_since(Instant::now());
-            session.drain_background_for(left.min(MAX_DRAIN)).await;
+            lifecycle
+                .session()
+                .drain_background_for(left.min(MAX_DRAIN))
+                .await;
             std::process::exit(reply.exit_code)
         }
         Ok(Err(early)) => answer(early),

@@ -18,9 +18,9 @@ use crate::output::{clip, table};
 use anyhow::Context as _;
 use palisade::agent::text_of;
 use palisade::{
-    Approval, Approver, AskRequest, Authorization, BoxFuture, CommittedFact, Event, EventKind,
-    EventSink, Message, Observation, PreStep, PreStepDecision, Session, SessionSource, StopEvent,
-    ToolCall, ToolOutcome, ToolResult, TurnOutcome,
+    Approval, Approver, AskRequest, Authorization, BoxFuture, Event, EventKind, EventSink,
+    Lifecycle, Message, PreStep, PreStepDecision, Session, SessionSource, StopEvent, ToolCall,
+    ToolOutcome, ToolResult, TurnOutcome,
 };
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -118,6 +118,9 @@ struct HookRun {
     decision: String,
     duration_us: u64,
     fuel: u64,
+    /// What the hook logged in this run.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    logs: Vec<String>,
 }
 
 #[derive(Serialize, Default)]
@@ -176,13 +179,21 @@ pub async fn replay_text(
         Approve::Never => Approval::Rejected,
         Approve::Always => Approval::AllowedOnce,
     };
-    let session = plugins
-        .session("replay")
-        .with_approver(Arc::new(Fixed(approval)));
+    // The recording's name is the session's id: its facts' ids are its own, and the same in
+    // every replay of it.
+    let session_id = Path::new(name).file_stem().map_or_else(
+        || "replay".to_string(),
+        |s| s.to_string_lossy().into_owned(),
+    );
+    let lifecycle = Lifecycle::new(
+        plugins
+            .session(&session_id)
+            .with_approver(Arc::new(Fixed(approval))),
+    );
+    let session = lifecycle.session();
     let mut replayer = Replayer {
-        session: &session,
-        facts: 0,
-        turn: 0,
+        session,
+        lifecycle: &lifecycle,
     };
 
     let mut steps = Vec::new();
@@ -191,9 +202,20 @@ pub async fn replay_text(
         let (event, subject, outcome, by, reason) = replayer.dispatch(event).await;
         let micros = started.elapsed().as_micros();
         session.drain_background().await;
-        let hooks = sink
-            .take()
-            .into_iter()
+        let events = sink.take();
+        let logs_of = |hook_id: &str| -> Vec<String> {
+            events
+                .iter()
+                .filter(|e| e.hook_id == hook_id)
+                .filter_map(|e| match &e.kind {
+                    EventKind::PluginLog { message, .. } => Some(message.clone()),
+                    _ => None,
+                })
+                .collect()
+        };
+        let hooks = events
+            .iter()
+            .cloned()
             .filter_map(|e| {
                 let (name, decision, duration_us, fuel) = match e.kind {
                     EventKind::HookCompleted {
@@ -226,6 +248,7 @@ pub async fn replay_text(
                     _ => return None,
                 };
                 Some(HookRun {
+                    logs: logs_of(&e.hook_id),
                     hook_id: e.hook_id,
                     event: name,
                     decision,
@@ -341,26 +364,16 @@ fn print_text(name: &str, steps: &[Step], stats: &BTreeMap<String, PluginStats>)
 
 struct Replayer<'a> {
     session: &'a Session,
-    facts: u64,
-    turn: u32,
+    lifecycle: &'a Lifecycle,
 }
 
 type Line = (String, String, String, Option<String>, Option<String>);
 
 impl Replayer<'_> {
-    fn commit(&mut self, fact: CommittedFact) {
-        self.facts += 1;
-        self.session.committed(&Observation {
-            interaction_id: format!("replay:{}", self.facts),
-            turn: self.turn,
-            fact,
-        });
-    }
-
     async fn dispatch(&mut self, event: Recorded) -> Line {
         match event {
             Recorded::SessionStart { source } => {
-                let contexts = self.session.session_start(source).await;
+                let contexts = self.lifecycle.session_start(source).await;
                 let outcome = format!("{} context(s)", contexts.len());
                 (
                     "session-start".into(),
@@ -371,17 +384,15 @@ impl Replayer<'_> {
                 )
             }
             Recorded::Prompt { turn, text } => {
-                self.turn = turn;
+                self.lifecycle.in_turn(Some(&turn.to_string()));
                 let step = PreStep {
                     messages: vec![Message::user(text.clone())],
-                    turn,
+                    turn: self.lifecycle.turn(),
                     step: 1,
                 };
                 match self.session.prompt_submit(&step).await {
                     PreStepDecision::Enter { contexts } => {
-                        self.commit(CommittedFact::Message {
-                            message: Message::user(text.clone()),
-                        });
+                        self.lifecycle.messages([Message::user(text.clone())]);
                         (
                             "prompt".into(),
                             text,
@@ -391,9 +402,7 @@ impl Replayer<'_> {
                         )
                     }
                     PreStepDecision::Reject(denial) => {
-                        self.commit(CommittedFact::TurnCompleted {
-                            outcome: TurnOutcome::Blocked,
-                        });
+                        self.lifecycle.turn_completed(TurnOutcome::Blocked);
                         (
                             "prompt".into(),
                             text,
@@ -406,7 +415,7 @@ impl Replayer<'_> {
             }
             Recorded::ToolCall { call, result } => {
                 let subject = format!("{} {}", call.name, subject_of(&call));
-                self.commit(CommittedFact::ToolCall { call: call.clone() });
+                self.lifecycle.tool_call(&call);
                 let (outcome, by, reason, final_outcome) = match self.session.authorize(&call).await
                 {
                     Authorization::Denied(denial) => (
@@ -439,13 +448,11 @@ impl Replayer<'_> {
                     }
                 };
                 self.session.tool_result(&call, &final_outcome).await;
-                self.commit(CommittedFact::ToolResult {
-                    result: ToolResult {
-                        tool_use_id: call.tool_use_id.clone(),
-                        name: call.name.clone(),
-                        provenance: call.provenance.clone(),
-                        outcome: final_outcome,
-                    },
+                self.lifecycle.tool_result(ToolResult {
+                    tool_use_id: call.tool_use_id.clone(),
+                    name: call.name.clone(),
+                    provenance: call.provenance.clone(),
+                    outcome: final_outcome,
                 });
                 ("tool-call".into(), subject, outcome, by, reason)
             }
@@ -462,9 +469,7 @@ impl Replayer<'_> {
                 };
                 let steering = self.session.turn_stopping(&event).await;
                 if steering.is_empty() {
-                    self.commit(CommittedFact::TurnCompleted {
-                        outcome: TurnOutcome::Completed,
-                    });
+                    self.lifecycle.turn_completed(TurnOutcome::Completed);
                     (
                         "stop".into(),
                         format!("turn {turn}"),
@@ -493,9 +498,7 @@ impl Replayer<'_> {
                 }
             }
             Recorded::SessionEnd { reason } => {
-                self.commit(CommittedFact::SessionEnded {
-                    reason: reason.clone(),
-                });
+                self.lifecycle.session_ended(reason.clone());
                 ("session-end".into(), reason, "ended".into(), None, None)
             }
         }

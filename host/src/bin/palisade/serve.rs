@@ -24,7 +24,7 @@ use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use palisade::bridge::{self, Dialect};
-use palisade::{EventSink, JsonlSink, Plugins, Session};
+use palisade::{EventSink, JsonlSink, Lifecycle, Plugins};
 use serde_json::{Value, json};
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -73,7 +73,8 @@ struct Sessions {
 }
 
 struct Live {
-    session: Session,
+    /// The agent session's lifecycle (its Palisade session, its turn count).
+    session: Arc<Lifecycle>,
     last_used: Instant,
     /// Requests in flight on it: a busy session is never evicted.
     busy: usize,
@@ -312,7 +313,7 @@ impl Server {
 impl Generation {
     /// Closes every session, letting their background hooks finish; returns how many.
     async fn close_all(&self) -> usize {
-        let sessions: Vec<Session> = self
+        let sessions: Vec<Arc<Lifecycle>> = self
             .sessions
             .lock()
             .unwrap_or_else(|e| e.into_inner())
@@ -321,7 +322,7 @@ impl Generation {
             .map(|(_, live)| live.session)
             .collect();
         for session in &sessions {
-            session.drain_background().await;
+            session.session().drain_background().await;
         }
         sessions.len()
     }
@@ -331,7 +332,7 @@ impl Generation {
     /// `idle_timeout`) is evicted; if there is none, no session is opened: a flood of new
     /// session ids can never evict a live session's state (a stateful guard's budget would
     /// start over).
-    fn acquire(&self, id: &str, max: usize, idle_timeout: Duration) -> Option<Session> {
+    fn acquire(&self, id: &str, max: usize, idle_timeout: Duration) -> Option<Arc<Lifecycle>> {
         let mut sessions = self.sessions.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(live) = sessions.map.get_mut(id) {
             live.busy += 1;
@@ -344,7 +345,8 @@ impl Generation {
                 .iter()
                 .filter(|(_, live)| {
                     live.busy == 0
-                        && (live.last_used.elapsed() >= idle_timeout || !live.session.holds_state())
+                        && (live.last_used.elapsed() >= idle_timeout
+                            || !live.session.session().holds_state())
                 })
                 .min_by_key(|(_, live)| live.last_used)
                 .map(|(id, _)| id.clone())?;
@@ -357,7 +359,7 @@ impl Generation {
                 close(live.session);
             }
         }
-        let session = self.plugins.session(id);
+        let session = Arc::new(Lifecycle::new(self.plugins.session(id)));
         sessions.map.insert(
             id.to_string(),
             Live {
@@ -419,9 +421,9 @@ impl Drop for Generation {
 
 /// Lets a dropped session's background hooks finish before its instances go (when the runtime
 /// is gone, dropping the session cuts them off, and they are recorded as dropped).
-fn close(session: Session) {
+fn close(session: Arc<Lifecycle>) {
     if let Ok(runtime) = tokio::runtime::Handle::try_current() {
-        runtime.spawn(async move { session.drain_background().await });
+        runtime.spawn(async move { session.session().drain_background().await });
     }
 }
 

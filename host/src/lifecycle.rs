@@ -1,0 +1,247 @@
+//! The lifecycle driver: where an agent's events become Palisade's points, and where the
+//! facts an agent commits get their turn numbers and interaction ids.
+//!
+//! Every driver of a session goes through a [`Lifecycle`]: the Claude Code and Codex bridges
+//! (and `palisade serve`, which keeps one per agent session), `palisade replay`, and
+//! [`crate::agent::Agent`]. A new agent dialect maps its events onto these calls and nothing
+//! else, so the order of points, the facts committed and their ids are the same whatever the
+//! agent.
+//!
+//! **Interaction ids** (seed 2: "interaction_id as the idempotency key for completion side
+//! effects") are derived from the session id and the fact's own identity, never from a counter
+//! of the process that happens to run — so the same fact gets the same id in every process,
+//! after a resume and in a replay, and two facts never share one:
+//!
+//! | fact | id |
+//! |---|---|
+//! | a message | `{session}:turn-{turn}:message-{k}` (`k`: its place among the turn's messages) |
+//! | a message before a turn (session-start contexts) | `{session}:turn-{next turn}:{source}:message-{k}` |
+//! | a tool call / its result | `{session}:tool-call:{tool_use_id}` / `{session}:tool-result:{tool_use_id}` |
+//! | a model response | `{session}:turn-{turn}:step-{step}:llm-response` |
+//! | a turn's end | `{session}:turn-{turn}:completed` |
+//! | the session's end | `{session}:session-ended` |
+//!
+//! `{turn}` is the agent's own id for the turn where it gives one (Claude Code's `prompt_id`,
+//! Codex's `turn_id`), else the turn's number. Turn numbers count the turns this lifecycle has
+//! seen ([`Lifecycle::resumed`] continues a count): a bridge that runs a process per event sees
+//! one turn, so there every turn is number 1 (its ids stay distinct: they use the agent's turn
+//! id); `palisade serve` numbers the turns of a session.
+
+use crate::session::Session;
+use crate::types::{
+    CommittedFact, Context, LlmResponse, Message, Observation, SessionSource, ToolCall, ToolResult,
+    TurnOutcome,
+};
+use std::sync::Mutex;
+
+/// One agent session's lifecycle: the session, the turn it is in, and the facts it commits.
+#[derive(Debug)]
+pub struct Lifecycle {
+    session: Session,
+    state: Mutex<State>,
+}
+
+#[derive(Debug, Default)]
+struct State {
+    /// Turns opened so far (with those of the session before a resume).
+    turns: u32,
+    /// The current turn's key: the agent's id for it, or its number.
+    key: Option<String>,
+    /// Messages committed in the current turn so far.
+    messages: u32,
+    /// The session-start whose messages come before the next turn, and how many it committed.
+    start: Option<(SessionSource, u32)>,
+    /// Tool calls without an id, numbered within the turn.
+    anonymous_calls: u32,
+}
+
+impl Lifecycle {
+    /// The lifecycle of a new session.
+    pub fn new(session: Session) -> Lifecycle {
+        Lifecycle::resumed(session, 0)
+    }
+
+    /// The lifecycle of a session resumed after `turns` turns: turn numbers go on from there.
+    pub fn resumed(session: Session, turns: u32) -> Lifecycle {
+        Lifecycle {
+            session,
+            state: Mutex::new(State {
+                turns,
+                ..State::default()
+            }),
+        }
+    }
+
+    /// The Palisade session.
+    pub fn session(&self) -> &Session {
+        &self.session
+    }
+
+    /// The current turn's number (0 before the first).
+    pub fn turn(&self) -> u32 {
+        self.state().turns
+    }
+
+    fn state(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// `session-start`: its contexts, for the caller to inject (and commit with
+    /// [`Lifecycle::messages`], as messages before the next turn).
+    pub async fn session_start(&self, source: SessionSource) -> Vec<Context> {
+        self.state().start = Some((source, 0));
+        self.session.session_start(source).await
+    }
+
+    /// Opens the next turn; `key` is the agent's own id for it, if it has one. Returns the
+    /// turn's number.
+    pub fn open_turn(&self, key: Option<&str>) -> u32 {
+        let mut state = self.state();
+        state.turns += 1;
+        state.key = key.map(str::to_string);
+        state.messages = 0;
+        state.anonymous_calls = 0;
+        state.start = None;
+        state.turns
+    }
+
+    /// Makes the turn the agent calls `key` the current one: opened if it is not (a process
+    /// that sees only this event of the turn), kept if it is. Without a key, the current turn
+    /// (opened if there is none).
+    pub fn in_turn(&self, key: Option<&str>) -> u32 {
+        let state = self.state();
+        let current = state.turns > 0 && (key.is_none() || state.key.as_deref() == key);
+        let turn = state.turns;
+        drop(state);
+        if current { turn } else { self.open_turn(key) }
+    }
+
+    /// The current turn's key for ids.
+    fn key(state: &State) -> String {
+        state.key.clone().unwrap_or_else(|| state.turns.to_string())
+    }
+
+    fn commit(&self, turn: u32, interaction_id: String, fact: CommittedFact) {
+        self.session.committed(&Observation {
+            interaction_id,
+            turn,
+            fact,
+        });
+    }
+
+    /// Commits `messages`, in order, as entered into the transcript: in the current turn, or
+    /// before the next one after a session-start.
+    pub fn messages(&self, messages: impl IntoIterator<Item = Message>) {
+        let session = self.session.id().to_string();
+        for message in messages {
+            let (turn, id) = {
+                let mut state = self.state();
+                let next = state.turns + 1;
+                match &mut state.start {
+                    Some((source, k)) => {
+                        let id =
+                            format!("{session}:turn-{next}:{}:message-{k}", source_name(*source));
+                        *k += 1;
+                        (state.turns, id)
+                    }
+                    None => {
+                        let k = state.messages;
+                        state.messages += 1;
+                        (
+                            state.turns,
+                            format!("{session}:turn-{}:message-{k}", Lifecycle::key(&state)),
+                        )
+                    }
+                }
+            };
+            self.commit(turn, id, CommittedFact::Message { message });
+        }
+    }
+
+    /// Commits the model's response at `step` of the current turn.
+    pub fn llm_response(&self, step: u32, response: LlmResponse) {
+        let (turn, id) = {
+            let state = self.state();
+            (
+                state.turns,
+                format!(
+                    "{}:turn-{}:step-{step}:llm-response",
+                    self.session.id(),
+                    Lifecycle::key(&state)
+                ),
+            )
+        };
+        self.commit(turn, id, CommittedFact::LlmResponse { response });
+    }
+
+    /// Commits a tool call as recorded — before any policy runs on it (seed 1: "History and
+    /// the audit call are logged before execution").
+    pub fn tool_call(&self, call: &ToolCall) {
+        let id = self.call_id("tool-call", &call.tool_use_id);
+        self.commit(
+            self.turn(),
+            id,
+            CommittedFact::ToolCall { call: call.clone() },
+        );
+    }
+
+    /// Commits a tool call's final result.
+    pub fn tool_result(&self, result: ToolResult) {
+        let id = self.call_id("tool-result", &result.tool_use_id);
+        self.commit(self.turn(), id, CommittedFact::ToolResult { result });
+    }
+
+    fn call_id(&self, what: &str, tool_use_id: &str) -> String {
+        let session = self.session.id();
+        if !tool_use_id.is_empty() {
+            return format!("{session}:{what}:{tool_use_id}");
+        }
+        // No id from the agent: the call's place in its turn.
+        let mut state = self.state();
+        if what == "tool-call" {
+            state.anonymous_calls += 1;
+        }
+        format!(
+            "{session}:turn-{}:{what}-{}",
+            Lifecycle::key(&state),
+            state.anonymous_calls
+        )
+    }
+
+    /// Commits the end of the current turn.
+    pub fn turn_completed(&self, outcome: TurnOutcome) {
+        let (turn, id) = {
+            let state = self.state();
+            (
+                state.turns,
+                format!(
+                    "{}:turn-{}:completed",
+                    self.session.id(),
+                    Lifecycle::key(&state)
+                ),
+            )
+        };
+        self.commit(turn, id, CommittedFact::TurnCompleted { outcome });
+    }
+
+    /// Commits the end of the session.
+    pub fn session_ended(&self, reason: impl Into<String>) {
+        let id = format!("{}:session-ended", self.session.id());
+        self.commit(
+            self.turn(),
+            id,
+            CommittedFact::SessionEnded {
+                reason: reason.into(),
+            },
+        );
+    }
+}
+
+fn source_name(source: SessionSource) -> &'static str {
+    match source {
+        SessionSource::Startup => "startup",
+        SessionSource::Resume => "resume",
+        SessionSource::Clear => "clear",
+        SessionSource::Compact => "compact",
+    }
+}
