@@ -279,6 +279,8 @@ async fn a_failing_tool_result_observer_is_contained() {
     session
         .tool_result(&bash("ls"), &palisade::ToolOutcome::text("x"))
         .await;
+    // The observers run detached from the call: wait for them.
+    session.drain_background().await;
     assert_eq!(recorder.logs(), ["steady"], "the next observer still ran");
     let failed = recorder
         .events()

@@ -24,8 +24,8 @@ use crate::lifecycle::Lifecycle;
 use crate::plugin::Plugins;
 use crate::point::Point;
 use crate::types::{
-    ContentBlock, Message, PreStep, PreStepDecision, PreToolDecision, Provenance, Role,
-    SessionSource, StopEvent, ToolCall, ToolOutcome, ToolResult, TurnOutcome,
+    ContentBlock, PreStepDecision, PreToolDecision, Provenance, SessionSource, StopEvent, ToolCall,
+    ToolOutcome,
 };
 use serde_json::{Map, Value, json};
 
@@ -181,10 +181,7 @@ pub async fn handle_in(lifecycle: &Lifecycle, dialect: Dialect, input: &Value) -
     let turn = ["prompt_id", "turn_id"].iter().find_map(|f| text(input, f));
     let mut reply = match event {
         "SessionStart" => session_start(lifecycle, input).await,
-        "UserPromptSubmit" => {
-            lifecycle.open_turn(turn);
-            prompt_submit(lifecycle, input).await
-        }
+        "UserPromptSubmit" => prompt_submit(lifecycle, turn, input).await,
         "PreToolUse" => match tool_call(input) {
             Ok(call) => {
                 lifecycle.in_turn(turn);
@@ -253,35 +250,20 @@ async fn session_start(lifecycle: &Lifecycle, input: &Value) -> Reply {
     reply
 }
 
-async fn prompt_submit(lifecycle: &Lifecycle, input: &Value) -> Reply {
+async fn prompt_submit(lifecycle: &Lifecycle, turn: Option<&str>, input: &Value) -> Reply {
     let prompt = text(input, "prompt").unwrap_or_default().to_string();
-    // Each prompt opens step 1 of its turn.
-    let step = PreStep {
-        messages: vec![Message {
-            role: Role::User,
-            text: prompt.clone(),
-        }],
-        turn: lifecycle.turn(),
-        step: 1,
-    };
-    let mut reply = match lifecycle.session().prompt_submit(&step).await {
+    let mut reply = match lifecycle.prompt(turn, prompt).await {
         PreStepDecision::Reject(denial) => Reply::json(json!({
             "decision": "block",
             "reason": denial.message,
         })),
-        PreStepDecision::Enter { contexts } => {
-            lifecycle.messages([Message {
-                role: Role::User,
-                text: prompt,
-            }]);
-            match joined(contexts.into_iter().map(|c| c.text)) {
-                Some(context) => Reply::json(hook_specific(
-                    "UserPromptSubmit",
-                    Map::from_iter([("additionalContext".into(), context.into())]),
-                )),
-                None => Reply::nothing(),
-            }
-        }
+        PreStepDecision::Enter { contexts } => match joined(contexts.into_iter().map(|c| c.text)) {
+            Some(context) => Reply::json(hook_specific(
+                "UserPromptSubmit",
+                Map::from_iter([("additionalContext".into(), context.into())]),
+            )),
+            None => Reply::nothing(),
+        },
     };
     reply.points = vec!["prompt-submit"];
     reply
@@ -385,9 +367,8 @@ fn outcome(input: &Value) -> ToolOutcome {
 }
 
 async fn post_tool(lifecycle: &Lifecycle, input: &Value, call: &ToolCall) -> Reply {
-    let session = lifecycle.session();
     let original = outcome(input);
-    let result = session.post_tool(call, &original).await;
+    let result = lifecycle.tool_finished(call, &original).await;
     let context = joined(result.contexts.iter().map(|c| c.text.clone()));
     let mut reply = match &result.blocked {
         Some(denial) => {
@@ -414,13 +395,6 @@ async fn post_tool(lifecycle: &Lifecycle, input: &Value, call: &ToolCall) -> Rep
                 .into(),
         );
     }
-    session.tool_result(call, &result.outcome).await;
-    lifecycle.tool_result(ToolResult {
-        tool_use_id: call.tool_use_id.clone(),
-        name: call.name.clone(),
-        provenance: call.provenance.clone(),
-        outcome: result.outcome,
-    });
     reply.points = vec!["post-tool", "tool-result", "tool-result-committed"];
     reply
 }
@@ -437,15 +411,10 @@ async fn stop(lifecycle: &Lifecycle, event: &str, input: &Value) -> Reply {
         // The agent says only whether a stop hook already made it continue.
         continuations: u32::from(active),
     };
-    let steerings = lifecycle.session().turn_stopping(&stop).await;
+    let steerings = lifecycle.stopping(&stop, event == "Stop").await;
     let mut reply = match joined(steerings.into_iter().map(|s| s.content)) {
         Some(reason) => Reply::json(json!({ "decision": "block", "reason": reason })),
-        None => {
-            if event == "Stop" {
-                lifecycle.turn_completed(TurnOutcome::Completed);
-            }
-            Reply::nothing()
-        }
+        None => Reply::nothing(),
     };
     reply.points = if event == "Stop" {
         vec!["turn-stopping", "turn-completed"]

@@ -29,7 +29,8 @@
 
 use crate::session::Session;
 use crate::types::{
-    CommittedFact, Context, LlmResponse, Message, Observation, SessionSource, ToolCall, ToolResult,
+    CommittedFact, Context, LlmResponse, Message, Observation, PostToolResult, PreStep,
+    PreStepDecision, SessionSource, Steering, StopEvent, ToolCall, ToolOutcome, ToolResult,
     TurnOutcome,
 };
 use std::sync::Mutex;
@@ -127,6 +128,53 @@ impl Lifecycle {
             turn,
             fact,
         });
+    }
+
+    /// A prompt from the agent's user: opens the turn (`key`: the agent's own id for it), runs
+    /// `prompt-submit` on step 1 with the prompt; on enter the prompt is committed, on reject
+    /// the turn closes blocked (committed), with no step (seed 1: "rejection closes a durable
+    /// blocked turn with no step or model-visible message").
+    pub async fn prompt(&self, key: Option<&str>, text: impl Into<String>) -> PreStepDecision {
+        let turn = self.open_turn(key);
+        let claimed = vec![Message::user(text)];
+        let decision = self
+            .session
+            .prompt_submit(&PreStep {
+                messages: claimed.clone(),
+                turn,
+                step: 1,
+            })
+            .await;
+        match &decision {
+            PreStepDecision::Enter { .. } => self.messages(claimed),
+            PreStepDecision::Reject(_) => self.turn_completed(TurnOutcome::Blocked),
+        }
+        decision
+    }
+
+    /// After a tool call ran (or was refused) outside Palisade's pipeline — an agent's own
+    /// tool: `post-tool` over `outcome`, then `tool-result` with the final outcome (its
+    /// observers run detached), then the result committed. Returns what `post-tool` decided.
+    pub async fn tool_finished(&self, call: &ToolCall, outcome: &ToolOutcome) -> PostToolResult {
+        let result = self.session.post_tool(call, outcome).await;
+        self.session.tool_result(call, &result.outcome).await;
+        self.tool_result(ToolResult {
+            tool_use_id: call.tool_use_id.clone(),
+            name: call.name.clone(),
+            provenance: call.provenance.clone(),
+            outcome: result.outcome.clone(),
+        });
+        result
+    }
+
+    /// The natural stop boundary of the current turn: `turn-stopping`. With no steering and
+    /// `closes` (a main agent's stop, not a subagent's), the turn completes (committed).
+    pub async fn stopping(&self, event: &StopEvent, closes: bool) -> Vec<Steering> {
+        let steering = self.session.turn_stopping(event).await;
+        if steering.is_empty() && closes {
+            self.turn_completed(TurnOutcome::Completed);
+        }
+        steering
     }
 
     /// Commits `messages`, in order, as entered into the transcript: in the current turn, or

@@ -19,8 +19,7 @@ use anyhow::Context as _;
 use palisade::agent::text_of;
 use palisade::{
     Approval, Approver, AskRequest, Authorization, BoxFuture, Event, EventKind, EventSink,
-    Lifecycle, Message, PreStep, PreStepDecision, Session, SessionSource, StopEvent, ToolCall,
-    ToolOutcome, ToolResult, TurnOutcome,
+    Lifecycle, PreStepDecision, Session, SessionSource, StopEvent, ToolCall, ToolOutcome,
 };
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -384,76 +383,62 @@ impl Replayer<'_> {
                 )
             }
             Recorded::Prompt { turn, text } => {
-                self.lifecycle.in_turn(Some(&turn.to_string()));
-                let step = PreStep {
-                    messages: vec![Message::user(text.clone())],
-                    turn: self.lifecycle.turn(),
-                    step: 1,
-                };
-                match self.session.prompt_submit(&step).await {
-                    PreStepDecision::Enter { contexts } => {
-                        self.lifecycle.messages([Message::user(text.clone())]);
-                        (
-                            "prompt".into(),
-                            text,
-                            format!("enter (+{} context)", contexts.len()),
-                            None,
-                            None,
-                        )
-                    }
-                    PreStepDecision::Reject(denial) => {
-                        self.lifecycle.turn_completed(TurnOutcome::Blocked);
-                        (
-                            "prompt".into(),
-                            text,
-                            "REJECT".into(),
-                            Some(denial.hook_id),
-                            Some(denial.reason_code),
-                        )
-                    }
+                match self
+                    .lifecycle
+                    .prompt(Some(&turn.to_string()), text.clone())
+                    .await
+                {
+                    PreStepDecision::Enter { contexts } => (
+                        "prompt".into(),
+                        text,
+                        format!("enter (+{} context)", contexts.len()),
+                        None,
+                        None,
+                    ),
+                    PreStepDecision::Reject(denial) => (
+                        "prompt".into(),
+                        text,
+                        "REJECT".into(),
+                        Some(denial.hook_id),
+                        Some(denial.reason_code),
+                    ),
                 }
             }
             Recorded::ToolCall { call, result } => {
                 let subject = format!("{} {}", call.name, subject_of(&call));
                 self.lifecycle.tool_call(&call);
-                let (outcome, by, reason, final_outcome) = match self.session.authorize(&call).await
-                {
-                    Authorization::Denied(denial) => (
-                        "DENY".to_string(),
-                        Some(denial.hook_id.clone()),
-                        Some(format!("{}: {}", denial.reason_code, denial.message)),
-                        ToolOutcome::error(denial.message),
-                    ),
-                    Authorization::Allowed { approved_by } => {
-                        let post = self.session.post_tool(&call, &result).await;
-                        match post.blocked {
-                            Some(block) => (
-                                "BLOCK".to_string(),
-                                Some(block.hook_id),
-                                Some(block.message),
-                                post.outcome,
-                            ),
-                            None => (
-                                if approved_by.is_some() {
-                                    "allow (approved)"
-                                } else {
-                                    "allow"
-                                }
-                                .to_string(),
-                                approved_by,
-                                None,
-                                post.outcome,
-                            ),
-                        }
+                // Every resolved decision reaches post-tool (seed 1), a denial as its error
+                // outcome; the recorded result stands for what the tool returned.
+                let (denied, ran) = match self.session.authorize(&call).await {
+                    Authorization::Denied(denial) => {
+                        let outcome = ToolOutcome::error(denial.message.clone());
+                        (Err(denial), outcome)
                     }
+                    Authorization::Allowed { approved_by } => (Ok(approved_by), result),
                 };
-                self.session.tool_result(&call, &final_outcome).await;
-                self.lifecycle.tool_result(ToolResult {
-                    tool_use_id: call.tool_use_id.clone(),
-                    name: call.name.clone(),
-                    provenance: call.provenance.clone(),
-                    outcome: final_outcome,
-                });
+                let post = self.lifecycle.tool_finished(&call, &ran).await;
+                let (outcome, by, reason) = match (denied, post.blocked) {
+                    (Err(denial), _) => (
+                        "DENY".to_string(),
+                        Some(denial.hook_id),
+                        Some(format!("{}: {}", denial.reason_code, denial.message)),
+                    ),
+                    (Ok(_), Some(block)) => (
+                        "BLOCK".to_string(),
+                        Some(block.hook_id),
+                        Some(block.message),
+                    ),
+                    (Ok(approved_by), None) => (
+                        if approved_by.is_some() {
+                            "allow (approved)"
+                        } else {
+                            "allow"
+                        }
+                        .to_string(),
+                        approved_by,
+                        None,
+                    ),
+                };
                 ("tool-call".into(), subject, outcome, by, reason)
             }
             Recorded::Stop {
@@ -461,15 +446,15 @@ impl Replayer<'_> {
                 step,
                 last_assistant_message,
             } => {
+                self.lifecycle.in_turn(Some(&turn.to_string()));
                 let event = StopEvent {
-                    turn,
+                    turn: self.lifecycle.turn(),
                     step,
                     last_assistant_message,
                     continuations: 0,
                 };
-                let steering = self.session.turn_stopping(&event).await;
+                let steering = self.lifecycle.stopping(&event, true).await;
                 if steering.is_empty() {
-                    self.lifecycle.turn_completed(TurnOutcome::Completed);
                     (
                         "stop".into(),
                         format!("turn {turn}"),
