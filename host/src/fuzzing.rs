@@ -113,13 +113,21 @@ fn manifest_text(u: &mut Unstructured<'_>) -> arbitrary::Result<String> {
     Ok(text)
 }
 
-/// Fuzzes the command/HTTP answer decoder at every point: it never panics, and what it accepts
-/// is no larger than what it was given.
+/// Fuzzes the command/HTTP answer decoders — Claude Code's and the palisade protocol's — at
+/// every point: they never panic, and what they accept is no larger than what they were given.
 pub fn answer(data: &[u8]) {
     let Some((&first, rest)) = data.split_first() else {
         return;
     };
     let point = Point::ALL[usize::from(first) % Point::ALL.len()];
+    if first & 0x20 != 0 {
+        let mut u = Unstructured::new(rest);
+        let output = native_answer_text(&mut u).unwrap_or_else(|_| rest.to_vec());
+        if let Ok(response) = crate::external::native::decode(point, &request_for(point), &output) {
+            assert!(response.answer_bytes() <= output.len() + 64);
+        }
+        return;
+    }
     let exit = if first & 0x80 == 0 {
         wire::Exit::Success
     } else {
@@ -190,6 +198,69 @@ fn answer_text(u: &mut Unstructured<'_>) -> arbitrary::Result<Vec<u8>> {
         text.insert(0, b'x');
     }
     Ok(text)
+}
+
+/// A palisade-protocol answer: `{"decision": D}` with `D` made of the protocol's variant names,
+/// records and arbitrary values.
+fn native_answer_text(u: &mut Unstructured<'_>) -> arbitrary::Result<Vec<u8>> {
+    use serde_json::{Value, json};
+    fn any(u: &mut Unstructured<'_>, depth: u32) -> arbitrary::Result<Value> {
+        let names = [
+            "allow",
+            "deny",
+            "ask",
+            "abstain",
+            "enter",
+            "reject",
+            "accept",
+            "block",
+            "replace-content",
+            "replace-value",
+            "action",
+            "contexts",
+            "reason_code",
+            "message",
+            "payload",
+            "reason",
+            "type",
+            "text",
+            "json",
+            "image",
+            "media_type",
+            "data",
+            "value",
+        ];
+        Ok(match u.int_in_range(0..=6)? {
+            0 => Value::Null,
+            1 => Value::Bool(u.arbitrary()?),
+            2 => json!(u.arbitrary::<i64>()?),
+            3 => json!(names[u.choose_index(names.len())?]),
+            4 if depth < 4 => {
+                let mut map = serde_json::Map::new();
+                for _ in 0..u.int_in_range(0..=3)? {
+                    let key = names[u.choose_index(names.len())?];
+                    map.insert(key.into(), any(u, depth + 1)?);
+                }
+                Value::Object(map)
+            }
+            5 if depth < 4 => {
+                let mut list = Vec::new();
+                for _ in 0..u.int_in_range(0..=3)? {
+                    list.push(any(u, depth + 1)?);
+                }
+                Value::Array(list)
+            }
+            _ => Value::String(u.arbitrary()?),
+        })
+    }
+    let mut top = serde_json::Map::new();
+    if u.ratio(7, 8)? {
+        top.insert("decision".into(), any(u, 0)?);
+    }
+    if u.ratio(1, 8)? {
+        top.insert("patches".into(), any(u, 0)?);
+    }
+    Ok(serde_json::to_vec(&top).unwrap_or_default())
 }
 
 fn request_for(point: Point) -> Request {
