@@ -9,7 +9,7 @@
 //! | agent event | points run | answer |
 //! |---|---|---|
 //! | `SessionStart` | session-start | `additionalContext` (contexts joined) |
-//! | `UserPromptSubmit` | prompt-submit, then message-committed | `decision: "block"` + `reason`, or `additionalContext` |
+//! | `UserPromptSubmit` | prompt-submit, then message-committed (or, rejected, turn-completed) | `decision: "block"` + `reason`, or `additionalContext` |
 //! | `PreToolUse` | tool-call-committed, pre-tool, then tool-guard | `permissionDecision` `deny` / `ask` + reason |
 //! | `PostToolUse` | post-tool, tool-result, tool-result-committed | `decision: "block"` + `reason`, `additionalContext` |
 //! | `Stop`, `SubagentStop` | turn-stopping (then turn-completed) | `decision: "block"` + `reason` (the steering) |
@@ -137,7 +137,12 @@ pub const EVENTS: [&str; 7] = [
 pub fn points_for(event: &str) -> &'static [Point] {
     match event {
         "SessionStart" => &[Point::SessionStart],
-        "UserPromptSubmit" => &[Point::PromptSubmit, Point::MessageCommitted],
+        "UserPromptSubmit" => &[
+            Point::PromptSubmit,
+            Point::MessageCommitted,
+            // A rejected prompt closes its turn, blocked.
+            Point::TurnCompleted,
+        ],
         "PreToolUse" => &[Point::ToolCallCommitted, Point::PreTool, Point::ToolGuard],
         "PostToolUse" => &[
             Point::PostTool,
