@@ -4,7 +4,8 @@
 
 use palisade::agent::{Agent, ModelReply, ScriptedModel};
 use palisade::{
-    EventKind, Lifecycle, Plugins, SessionSource, Tool, ToolOutcome, ToolRegistry, ToolRequest,
+    EventKind, Lifecycle, Plugins, Point, SessionSource, Tool, ToolOutcome, ToolRegistry,
+    ToolRequest,
 };
 use palisade_tests::{PluginDir, Recorder};
 use serde_json::json;
@@ -14,14 +15,7 @@ use std::sync::Arc;
 fn observed() -> (PluginDir, Plugins, Arc<Recorder>) {
     let dir = PluginDir::new();
     let mut body = String::new();
-    for point in [
-        "message-committed",
-        "tool-call-committed",
-        "tool-result-committed",
-        "llm-response-committed",
-        "turn-completed",
-        "session-ended",
-    ] {
+    for point in Point::ALL.iter().filter(|p| p.is_committed_fact()) {
         body.push_str(&format!(
             "[[hooks]]\npoint = \"{point}\"\ncapability = \"observe\"\n"
         ));

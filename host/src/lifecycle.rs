@@ -35,6 +35,23 @@ use crate::types::{
 };
 use std::sync::Mutex;
 
+impl State {
+    /// Opens the next turn; returns its number.
+    fn open(&mut self, key: Option<&str>) -> u32 {
+        self.turns += 1;
+        self.key = key.map(str::to_string);
+        self.messages = 0;
+        self.anonymous_calls = 0;
+        self.start = None;
+        self.turns
+    }
+
+    /// The current turn's key for ids: the agent's id for it, or its number.
+    fn key(&self) -> String {
+        self.key.clone().unwrap_or_else(|| self.turns.to_string())
+    }
+}
+
 /// One agent session's lifecycle: the session, the turn it is in, and the facts it commits.
 #[derive(Debug)]
 pub struct Lifecycle {
@@ -97,29 +114,28 @@ impl Lifecycle {
     /// Opens the next turn; `key` is the agent's own id for it, if it has one. Returns the
     /// turn's number.
     pub fn open_turn(&self, key: Option<&str>) -> u32 {
-        let mut state = self.state();
-        state.turns += 1;
-        state.key = key.map(str::to_string);
-        state.messages = 0;
-        state.anonymous_calls = 0;
-        state.start = None;
-        state.turns
+        self.state().open(key)
     }
 
     /// Makes the turn the agent calls `key` the current one: opened if it is not (a process
     /// that sees only this event of the turn), kept if it is. Without a key, the current turn
     /// (opened if there is none).
     pub fn in_turn(&self, key: Option<&str>) -> u32 {
-        let state = self.state();
-        let current = state.turns > 0 && (key.is_none() || state.key.as_deref() == key);
-        let turn = state.turns;
-        drop(state);
-        if current { turn } else { self.open_turn(key) }
+        let mut state = self.state();
+        if state.turns > 0 && (key.is_none() || state.key.as_deref() == key) {
+            state.turns
+        } else {
+            state.open(key)
+        }
     }
 
-    /// The current turn's key for ids.
-    fn key(state: &State) -> String {
-        state.key.clone().unwrap_or_else(|| state.turns.to_string())
+    /// The current turn's number, and the id of `what` in it.
+    fn in_current_turn(&self, what: impl std::fmt::Display) -> (u32, String) {
+        let state = self.state();
+        (
+            state.turns,
+            format!("{}:turn-{}:{what}", self.session.id(), state.key()),
+        )
     }
 
     fn commit(&self, turn: u32, interaction_id: String, fact: CommittedFact) {
@@ -197,7 +213,7 @@ impl Lifecycle {
                         state.messages += 1;
                         (
                             state.turns,
-                            format!("{session}:turn-{}:message-{k}", Lifecycle::key(&state)),
+                            format!("{session}:turn-{}:message-{k}", state.key()),
                         )
                     }
                 }
@@ -208,17 +224,7 @@ impl Lifecycle {
 
     /// Commits the model's response at `step` of the current turn.
     pub fn llm_response(&self, step: u32, response: LlmResponse) {
-        let (turn, id) = {
-            let state = self.state();
-            (
-                state.turns,
-                format!(
-                    "{}:turn-{}:step-{step}:llm-response",
-                    self.session.id(),
-                    Lifecycle::key(&state)
-                ),
-            )
-        };
+        let (turn, id) = self.in_current_turn(format_args!("step-{step}:llm-response"));
         self.commit(turn, id, CommittedFact::LlmResponse { response });
     }
 
@@ -251,24 +257,14 @@ impl Lifecycle {
         }
         format!(
             "{session}:turn-{}:{what}-{}",
-            Lifecycle::key(&state),
+            state.key(),
             state.anonymous_calls
         )
     }
 
     /// Commits the end of the current turn.
     pub fn turn_completed(&self, outcome: TurnOutcome) {
-        let (turn, id) = {
-            let state = self.state();
-            (
-                state.turns,
-                format!(
-                    "{}:turn-{}:completed",
-                    self.session.id(),
-                    Lifecycle::key(&state)
-                ),
-            )
-        };
+        let (turn, id) = self.in_current_turn("completed");
         self.commit(turn, id, CommittedFact::TurnCompleted { outcome });
     }
 

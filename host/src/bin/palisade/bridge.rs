@@ -76,16 +76,7 @@ pub async fn bridge(dialect: Dialect, options: Options) -> anyhow::Result<ExitCo
         let doing = doing.clone();
         let event = event.clone();
         async move {
-            let raw = tokio::task::spawn_blocking(|| {
-                let mut raw = Vec::new();
-                std::io::stdin()
-                    .take(MAX_INPUT_BYTES)
-                    .read_to_end(&mut raw)
-                    .map(|_| raw)
-            })
-            .await
-            .map_err(|e| e.to_string())
-            .and_then(|read| read.map_err(|e| e.to_string()));
+            let raw = read_stdin().await;
             let input: Value =
                 match raw.and_then(|raw| serde_json::from_slice(&raw).map_err(|e| e.to_string())) {
                     Ok(input) => input,
@@ -209,6 +200,21 @@ pub async fn bridge(dialect: Dialect, options: Options) -> anyhow::Result<ExitCo
             ))
         }
     }
+}
+
+/// The hook event on stdin, at most [`MAX_INPUT_BYTES`], read on a blocking thread (so a
+/// budget around it can still answer).
+async fn read_stdin() -> Result<Vec<u8>, String> {
+    tokio::task::spawn_blocking(|| {
+        let mut raw = Vec::new();
+        std::io::stdin()
+            .take(MAX_INPUT_BYTES)
+            .read_to_end(&mut raw)
+            .map(|_| raw)
+    })
+    .await
+    .map_err(|e| e.to_string())
+    .and_then(|read| read.map_err(|e| e.to_string()))
 }
 
 /// Writes the reply: the JSON on stdout, flushed, and the message on stderr.
@@ -496,23 +502,14 @@ pub async fn forward(
 
 /// The work of [`forward`]; `event` is set to the event's name as soon as it is known.
 async fn forward_within(url: &str, token_file: Option<&Path>, event: Arc<Mutex<String>>) -> Reply {
-    let raw = tokio::task::spawn_blocking(|| {
-        let mut raw = Vec::new();
-        std::io::stdin()
-            .take(MAX_INPUT_BYTES)
-            .read_to_end(&mut raw)
-            .map(|_| raw)
-    })
-    .await;
-    let input = match raw {
-        Ok(Ok(raw)) => raw,
-        Ok(Err(e)) => {
+    let input = match read_stdin().await {
+        Ok(raw) => raw,
+        Err(e) => {
             return bridge::failure(
                 "PreToolUse",
                 &format!("cannot read the hook event on stdin: {e}"),
             );
         }
-        Err(e) => return bridge::failure("PreToolUse", &format!("reading stdin: {e}")),
     };
     // Without the event's name nothing says blocking is safe: block, as the bridge does.
     let name = serde_json::from_slice::<Value>(&input)
