@@ -449,10 +449,9 @@ fn an_event_whose_budget_runs_out_gets_its_fail_closed_answer_naming_what_overra
     );
     // Compile the component into the cache first (a cold compile on a slow machine can take
     // longer than the budget below, which would then run out while loading, not in the hook).
-    let warm = palisade(
-        &["claude-code", dir.path().to_str().unwrap()],
-        &sample("claude", "SessionStart"),
-    );
+    // `check` loads every hook; a bridged event loads only its own point's (a `SessionStart`
+    // would compile nothing here).
+    let warm = palisade(&["check", dir.path().to_str().unwrap()], "");
     assert!(
         warm.status.success(),
         "{}",
