@@ -9,7 +9,7 @@ eval "$(scripts/tools.sh)"
 mkdir -p target
 log="$root/target/test-output.log"
 cargo test --workspace --no-fail-fast "$@" 2>&1 | tee "$log"
-# The four-language examples are built and tested by host/tests/languages.rs.
+# The four-language examples are built and tested by cli/tests/languages.rs.
 scripts/build-examples.sh --no-languages
 # The binary the tests just built: `cargo run` would unify features differently and rebuild
 # wasmtime for nothing.

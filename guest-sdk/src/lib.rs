@@ -34,8 +34,7 @@ mod helpers;
 #[doc(hidden)]
 #[allow(missing_docs, unsafe_code, clippy::all)]
 mod bindings {
-    wit_bindgen::generate!({
-        path: "../wit",
+    palisade_wit::wit_bindgen_generate!({
         world: "host-imports",
         generate_all,
     });

@@ -20,8 +20,8 @@ use sha2::{Digest, Sha256};
 use std::collections::HashMap;
 use std::io::ErrorKind;
 use std::path::{Component as PathComponent, Path, PathBuf};
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
+use std::sync::atomic::AtomicUsize;
 use wasmtime::component::{Component, InstancePre};
 
 /// A loaded, validated set of plugins, ready to serve sessions. Cheap to clone.
@@ -386,40 +386,17 @@ impl Host {
         Ok(Plugins::new(self.clone(), plugins, skipped))
     }
 
-    /// Loads each pending plugin on a small pool of threads; results keep their order.
+    /// Loads the pending plugins in parallel, on rayon's pool (the one wasmtime's parallel
+    /// compilation already runs on); the results keep the order of `pending`.
     fn load_parallel(&self, pending: Vec<Pending>) -> Vec<(Option<Plugin>, Vec<Problem>)> {
-        let threads = std::thread::available_parallelism()
-            .map_or(1, |n| n.get())
-            .min(pending.len());
-        let work: Vec<_> = pending.into_iter().map(|p| Mutex::new(Some(p))).collect();
-        let results: Vec<_> = work.iter().map(|_| Mutex::new(None)).collect();
-        let next = AtomicUsize::new(0);
-        let run = || {
-            loop {
-                let i = next.fetch_add(1, Ordering::Relaxed);
-                let Some(slot) = work.get(i) else { return };
-                let taken = slot.lock().unwrap_or_else(|e| e.into_inner()).take();
-                let Some(pending) = taken else {
-                    continue;
-                };
+        use rayon::prelude::*;
+        pending
+            .into_par_iter()
+            .map(|pending| {
                 let mut problems = Vec::new();
                 let plugin = self.load_plugin(pending, &mut problems);
-                *results[i].lock().unwrap_or_else(|e| e.into_inner()) = Some((plugin, problems));
-            }
-        };
-        if threads <= 1 {
-            run();
-        } else {
-            std::thread::scope(|scope| {
-                for _ in 1..threads {
-                    scope.spawn(run);
-                }
-                run();
-            });
-        }
-        results
-            .into_iter()
-            .filter_map(|r| r.into_inner().unwrap_or_else(|e| e.into_inner()))
+                (plugin, problems)
+            })
             .collect()
     }
 

@@ -18,8 +18,7 @@ use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 
 #[allow(missing_docs, clippy::all)]
 pub(crate) mod bindings {
-    wasmtime::component::bindgen!({
-        path: "../wit",
+    palisade_wit::wasmtime_bindgen!({
         world: "all-hooks",
         // `next()` runs the rest of the tool chain, which is async Rust.
         imports: { "palisade:hooks/tool-dispatch.next": async },

@@ -8,21 +8,6 @@
 
 use proc_macro::{Delimiter, TokenStream, TokenTree};
 
-/// The WIT package, embedded at compile time so the plugin crate needs no `wit/` folder.
-const WIT_FILES: &[&str] = &[
-    include_str!("../../../wit/types.wit"),
-    include_str!("../../../wit/host.wit"),
-    include_str!("../../../wit/session-start.wit"),
-    include_str!("../../../wit/prompt-submit.wit"),
-    include_str!("../../../wit/pre-tool.wit"),
-    include_str!("../../../wit/tool-guard.wit"),
-    include_str!("../../../wit/tool-execute.wit"),
-    include_str!("../../../wit/post-tool.wit"),
-    include_str!("../../../wit/tool-result.wit"),
-    include_str!("../../../wit/turn-stopping.wit"),
-    include_str!("../../../wit/committed.wit"),
-];
-
 /// One SDK trait: its name, the WIT interface it exports, and the adapter impl's body.
 struct Point {
     sdk_trait: &'static str,
@@ -191,7 +176,11 @@ fn expand(input: TokenStream) -> Result<TokenStream, String> {
 
 fn render(ty: &str, points: &[&Point]) -> String {
     let mut wit = String::from("package palisade:hooks@0.1.0;\n");
-    for file in WIT_FILES {
+    // The package's interfaces and types; its worlds are replaced by the one written below.
+    let files = palisade_wit::FILES
+        .iter()
+        .filter(|(name, _)| *name != "worlds.wit");
+    for (_, file) in files {
         for line in file.lines().filter(|l| !l.starts_with("package ")) {
             wit.push_str(line);
             wit.push('\n');

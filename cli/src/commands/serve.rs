@@ -35,6 +35,84 @@ use std::time::{Duration, Instant, SystemTime};
 use tokio::signal::unix::Signal;
 use tokio::sync::Semaphore;
 
+/// A long-running HTTP hook server: warm plugin instances, one Palisade session per agent
+/// session (per-session plugin state lasts across events). Reload with SIGHUP or --watch.
+#[derive(clap::Args)]
+pub struct ServeCommand {
+    /// The plugin directory.
+    #[arg(long)]
+    plugins: PathBuf,
+    /// The address to listen on.
+    #[arg(long, default_value = "127.0.0.1:8719")]
+    listen: SocketAddr,
+    /// The file holding the bearer token every request must send (`Authorization: Bearer
+    /// ...`); created with a random token when missing, and refused if others can read it
+    /// [default: $XDG_CONFIG_HOME/palisade/serve-token, else ~/.config/palisade/serve-token].
+    #[arg(long, value_name = "FILE")]
+    token_file: Option<PathBuf>,
+    /// Seconds a session may stay idle before it is evicted.
+    #[arg(long, default_value_t = 1800.0)]
+    idle_timeout: f64,
+    /// Live sessions at most; beyond it, the least recently used idle one is evicted.
+    #[arg(long, default_value_t = 1024)]
+    max_sessions: usize,
+    /// Requests handled at once; others wait up to 5 s, then get 503.
+    #[arg(long, default_value_t = 64)]
+    max_concurrency: usize,
+    /// Largest request body, in bytes (a hook event); larger gets 413.
+    #[arg(long, default_value_t = palisade::DEFAULT_PAYLOAD_MAX_BYTES)]
+    payload_max_bytes: usize,
+    /// Open connections at most; more are closed as they arrive.
+    #[arg(long, default_value_t = 256)]
+    max_connections: usize,
+    /// Seconds a client may take to send a request's headers, and then its body (and a
+    /// kept-alive connection may sit idle): a slow client cannot hold a connection.
+    #[arg(long, default_value_t = 10.0)]
+    read_timeout: f64,
+    /// Reload when the plugin directory changes (as on SIGHUP).
+    #[arg(long)]
+    watch: bool,
+    /// Append lifecycle events to this JSONL audit log.
+    #[arg(long)]
+    audit_log: Option<PathBuf>,
+}
+
+impl ServeCommand {
+    /// Serves until SIGINT or SIGTERM.
+    pub async fn execute(self) -> anyhow::Result<std::process::ExitCode> {
+        serve(self.into_options()?).await
+    }
+
+    fn into_options(self) -> anyhow::Result<Options> {
+        let token_file = crate::token::path_or_default(self.token_file.as_deref())?;
+        let (token, created) = crate::token::ensure(&token_file)?;
+        if !(self.idle_timeout > 0.0 && self.idle_timeout.is_finite()) {
+            anyhow::bail!("--idle-timeout must be a positive number of seconds");
+        }
+        let read_timeout = Duration::try_from_secs_f64(self.read_timeout)
+            .ok()
+            .filter(|t| !t.is_zero())
+            .ok_or_else(|| {
+                anyhow::anyhow!("--read-timeout must be a positive number of seconds")
+            })?;
+        Ok(Options {
+            plugins: self.plugins,
+            listen: self.listen,
+            token,
+            token_file,
+            token_created: created,
+            idle_timeout: Duration::try_from_secs_f64(self.idle_timeout)?,
+            read_timeout,
+            max_sessions: self.max_sessions.max(1),
+            max_concurrency: self.max_concurrency.max(1),
+            payload_max_bytes: self.payload_max_bytes.max(1),
+            max_connections: self.max_connections.max(1),
+            watch: self.watch,
+            audit_log: self.audit_log,
+        })
+    }
+}
+
 /// The options of `palisade serve`.
 #[derive(Debug, Clone)]
 pub struct Options {
@@ -105,14 +183,14 @@ fn say(line: impl AsRef<str>) {
 }
 
 fn load(plugins_dir: &Path, sink: Option<Arc<dyn EventSink>>) -> anyhow::Result<Plugins> {
-    let mut builder = crate::host_builder();
+    let mut builder = crate::cache::host_builder();
     if let Some(sink) = sink {
         builder = builder.event_sink(sink);
     }
     Ok(builder.build()?.load_dir(plugins_dir)?)
 }
 
-pub async fn serve(options: Options) -> anyhow::Result<std::process::ExitCode> {
+async fn serve(options: Options) -> anyhow::Result<std::process::ExitCode> {
     let sink: Option<Arc<dyn EventSink>> = match &options.audit_log {
         Some(path) => Some(Arc::new(
             JsonlSink::open(path).with_context(|| format!("opening {}", path.display()))?,

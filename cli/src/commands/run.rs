@@ -9,9 +9,36 @@ use palisade::{
 use serde::Deserialize;
 use serde_json::Value;
 use std::io::Read;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Arc;
+
+/// Run one dispatch of a point and print the decision as JSON.
+#[derive(clap::Args)]
+pub struct RunCommand {
+    /// The plugin directory.
+    dir: PathBuf,
+    /// The point to dispatch: session-start, prompt-submit, pre-tool, tool-guard,
+    /// post-tool, tool-result, turn-stopping, or a committed fact (message-committed,
+    /// tool-call-committed, tool-result-committed, llm-response-committed,
+    /// turn-completed, session-ended).
+    #[arg(long)]
+    point: String,
+    /// The input JSON file (`-` for standard input); its shape depends on the point
+    /// (see `docs/cli.md`, or give a wrong one to see them all).
+    #[arg(long)]
+    input: PathBuf,
+    /// How lifecycle events are written to standard error.
+    #[arg(long, value_enum, default_value_t = EventFormat::Text)]
+    events: EventFormat,
+}
+
+impl RunCommand {
+    /// Dispatches the point once and prints the outcome.
+    pub async fn execute(self) -> anyhow::Result<ExitCode> {
+        run(&self.dir, &self.point, &self.input, self.events).await
+    }
+}
 
 #[derive(Clone, Copy, clap::ValueEnum)]
 pub enum EventFormat {
@@ -101,7 +128,7 @@ post-tool, tool-result {\"call\": {tool call}, \"outcome\": {\"content_blocks\":
 turn-stopping        {\"turn\": 1, \"step\": 2, \"last_assistant_message\": \"…\", \"continuations\": 0}
 <committed fact>     {\"interaction_id\": \"…\", \"turn\": 1, \"fact\": {\"kind\": \"message\", \"message\": {…}}}";
 
-pub async fn run(
+async fn run(
     dir: &Path,
     point: &str,
     input: &Path,
@@ -117,7 +144,7 @@ pub async fn run(
     } else {
         std::fs::read_to_string(input).with_context(|| format!("reading {}", input.display()))?
     };
-    let mut builder = crate::host_builder();
+    let mut builder = crate::cache::host_builder();
     match events {
         EventFormat::Text => builder = builder.event_sink(Arc::new(TextSink)),
         EventFormat::Jsonl => builder = builder.event_sink(Arc::new(StderrSink)),

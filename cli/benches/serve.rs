@@ -6,7 +6,7 @@
 //!
 //! The plugin sets are the bridge bench's (`support/plugin_sets.rs`), so the two compare.
 //!
-//! Run: `cargo bench -p palisade --bench serve`.
+//! Run: `cargo bench -p palisade-cli --bench serve`.
 
 #[path = "support/plugin_sets.rs"]
 mod plugin_sets;

@@ -6,7 +6,7 @@
 //! The event is a `PreToolUse` of `Bash` as Claude Code writes it. The cache is filled once
 //! before measuring (as the first event of a session does).
 //!
-//! Run: `cargo bench -p palisade --bench bridge`.
+//! Run: `cargo bench -p palisade-cli --bench bridge`.
 
 #[path = "support/plugin_sets.rs"]
 mod plugin_sets;

@@ -17,7 +17,7 @@
 //! after a warm-up (the first 10 % of the sessions) and at the end, and the mismatches (the run
 //! fails on any).
 //!
-//! Run: `cargo bench -p palisade --bench soak` (`PALISADE_SOAK_SESSIONS=N` for another
+//! Run: `cargo bench -p palisade-cli --bench soak` (`PALISADE_SOAK_SESSIONS=N` for another
 //! count).
 
 #[path = "../tests/support/server.rs"]

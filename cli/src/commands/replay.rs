@@ -23,10 +23,37 @@ use palisade::{
 };
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
+
+/// Run a recorded session (JSONL) through the plugins: a timeline and a latency table.
+///
+/// Each line is one event: {"event": "session-start", "source": "startup"},
+/// {"event": "prompt", "turn": 1, "text": "…"}, {"event": "tool-call", "call": {…},
+/// "result": {…}}, {"event": "stop", "turn": 1, "step": 3, "last_assistant_message": "…"},
+/// {"event": "session-end", "reason": "…"}.
+#[derive(clap::Args)]
+pub struct ReplayCommand {
+    /// The plugin directory.
+    dir: PathBuf,
+    /// The recorded session.
+    session: PathBuf,
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = Format::Text)]
+    format: Format,
+    /// How asks are answered.
+    #[arg(long, value_enum, default_value_t = Approve::Never)]
+    approve: Approve,
+}
+
+impl ReplayCommand {
+    /// Replays the session and prints its timeline.
+    pub async fn execute(self) -> anyhow::Result<ExitCode> {
+        replay(&self.dir, &self.session, self.format, self.approve).await
+    }
+}
 
 /// One recorded event.
 #[derive(Debug, Deserialize)]
@@ -133,7 +160,7 @@ struct PluginStats {
     failed: usize,
 }
 
-pub async fn replay(
+async fn replay(
     dir: &Path,
     session_file: &Path,
     format: Format,
@@ -172,7 +199,9 @@ pub async fn replay_text(
         recorded.push(event);
     }
     let sink = Arc::new(Collect::default());
-    let host = crate::host_builder().event_sink(sink.clone()).build()?;
+    let host = crate::cache::host_builder()
+        .event_sink(sink.clone())
+        .build()?;
     let plugins = host.load_dir(dir)?;
     let approval = match approve {
         Approve::Never => Approval::Rejected,

@@ -5,10 +5,29 @@ use anyhow::Context;
 use palisade::{Event, EventKind, EventSink, Point};
 use serde::Deserialize;
 use serde_json::Value;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
+
+/// Run a plugin author's test cases: each line of CASES.jsonl is
+/// {"name": "…", "point": "pre-tool", "input": {…}, "expect": {…}}, where `input` is what
+/// `palisade run` takes and `expect` the fields its output must have. Prints pass/fail per
+/// case with each hook's latency; exits 1 if any case fails.
+#[derive(clap::Args)]
+pub struct TestCommand {
+    /// The plugin directory.
+    dir: PathBuf,
+    /// The cases, one JSON object per line (`#` lines are comments).
+    cases: PathBuf,
+}
+
+impl TestCommand {
+    /// Runs every case.
+    pub async fn execute(self) -> anyhow::Result<ExitCode> {
+        test(&self.dir, &self.cases).await
+    }
+}
 
 /// One line of a cases file.
 #[derive(Deserialize)]
@@ -88,7 +107,7 @@ fn hooks(events: &[Event]) -> String {
     }
 }
 
-pub async fn test(dir: &Path, cases: &Path) -> anyhow::Result<ExitCode> {
+async fn test(dir: &Path, cases: &Path) -> anyhow::Result<ExitCode> {
     let text =
         std::fs::read_to_string(cases).with_context(|| format!("reading {}", cases.display()))?;
     let mut parsed = Vec::new();
@@ -112,7 +131,7 @@ pub async fn test(dir: &Path, cases: &Path) -> anyhow::Result<ExitCode> {
         parsed.push((i + 1, point, case));
     }
     let collect = Arc::new(Collect::default());
-    let host = crate::host_builder()
+    let host = crate::cache::host_builder()
         .event_sink(collect.clone() as Arc<dyn EventSink>)
         .build()?;
     let plugins = host.load_dir(dir)?;
@@ -127,12 +146,12 @@ pub async fn test(dir: &Path, cases: &Path) -> anyhow::Result<ExitCode> {
         let session = plugins.session(format!("palisade-test-{line}"));
         collect.take();
         let started = Instant::now();
-        let dispatch = crate::run::dispatch(&session, *point, &case.input.to_string())
+        let dispatch = crate::commands::run::dispatch(&session, *point, &case.input.to_string())
             .map_err(|e| {
                 anyhow::anyhow!(
                     "{}:{line}: `input` is not a valid `{point}` input: {e}\nthe input of each point:\n{}",
                     cases.display(),
-                    crate::run::INPUTS
+                    crate::commands::run::INPUTS
                 )
             })?;
         let output = dispatch.await;

@@ -1,11 +1,22 @@
 //! `palisade demo`: the example plugins, embedded in this binary, replay a bundled session.
 
-use crate::replay::{Approve, Format, replay_text};
+use crate::commands::replay::{Approve, Format, replay_text};
+
+/// Replay a bundled session through the bundled example plugins.
+#[derive(clap::Args)]
+pub struct DemoCommand {}
+
+impl DemoCommand {
+    /// Installs the examples into a temporary folder and replays the session.
+    pub async fn execute(self) -> anyhow::Result<std::process::ExitCode> {
+        demo().await
+    }
+}
 
 /// The bundled session: a short, realistic run of a coding agent.
 const SESSION: &str = include_str!("demo-session.jsonl");
 
-pub async fn demo() -> anyhow::Result<std::process::ExitCode> {
+async fn demo() -> anyhow::Result<std::process::ExitCode> {
     let dir = std::env::temp_dir().join(format!("palisade-demo-{}", std::process::id()));
     std::fs::create_dir_all(&dir)?;
     palisade_examples::install(&dir)?;

@@ -6,6 +6,24 @@ use anyhow::{Context, bail};
 use clap::ValueEnum;
 use std::path::{Path, PathBuf};
 
+/// Create a plugin folder that builds and passes `check` and `test` as generated: a
+/// pre-tool guard, its manifest, build script, test cases and the WIT contract.
+#[derive(clap::Args)]
+pub struct NewCommand {
+    /// The folder to create; its last part is the plugin's name (e.g. `my-guard`).
+    path: PathBuf,
+    /// The language of the hook.
+    #[arg(long, value_enum, default_value = "rust")]
+    lang: Lang,
+}
+
+impl NewCommand {
+    /// Writes the folder.
+    pub fn execute(self) -> anyhow::Result<std::process::ExitCode> {
+        new(&self.path, self.lang).map(|()| std::process::ExitCode::SUCCESS)
+    }
+}
+
 /// The languages `palisade new` writes a plugin in.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum Lang {
@@ -19,48 +37,11 @@ pub enum Lang {
     C,
 }
 
-/// The WIT contract, as this build of palisade has it (`wit/` of the repository).
-const WIT: &[(&str, &str)] = &[
-    ("types.wit", include_str!("../../../../wit/types.wit")),
-    ("host.wit", include_str!("../../../../wit/host.wit")),
-    ("worlds.wit", include_str!("../../../../wit/worlds.wit")),
-    (
-        "session-start.wit",
-        include_str!("../../../../wit/session-start.wit"),
-    ),
-    (
-        "prompt-submit.wit",
-        include_str!("../../../../wit/prompt-submit.wit"),
-    ),
-    ("pre-tool.wit", include_str!("../../../../wit/pre-tool.wit")),
-    (
-        "tool-guard.wit",
-        include_str!("../../../../wit/tool-guard.wit"),
-    ),
-    (
-        "tool-execute.wit",
-        include_str!("../../../../wit/tool-execute.wit"),
-    ),
-    (
-        "post-tool.wit",
-        include_str!("../../../../wit/post-tool.wit"),
-    ),
-    (
-        "tool-result.wit",
-        include_str!("../../../../wit/tool-result.wit"),
-    ),
-    (
-        "turn-stopping.wit",
-        include_str!("../../../../wit/turn-stopping.wit"),
-    ),
-    (
-        "committed.wit",
-        include_str!("../../../../wit/committed.wit"),
-    ),
-];
+/// The WIT contract, as this build of palisade has it (the `palisade-wit` crate).
+const WIT: &[(&str, &str)] = palisade_wit::FILES;
 
-const MANIFEST: &str = include_str!("../../../templates/common/plugin.toml");
-const CASES: &str = include_str!("../../../templates/common/cases.jsonl");
+const MANIFEST: &str = include_str!("../../templates/common/plugin.toml");
+const CASES: &str = include_str!("../../templates/common/cases.jsonl");
 
 const COMPILED_LIMITS: &str = "timeout_ms = 100\nfuel = 50_000_000\nmemory_mb = 16";
 const INTERPRETED_LIMITS: &str = "# An interpreter inside the component: more memory and time than compiled code.\n\
@@ -73,51 +54,43 @@ impl Lang {
             Lang::Rust => &[
                 (
                     "Cargo.toml",
-                    include_str!("../../../templates/rust/Cargo.toml"),
+                    include_str!("../../templates/rust/Cargo.toml"),
                     false,
                 ),
                 (
                     "src/lib.rs",
-                    include_str!("../../../templates/rust/src/lib.rs"),
+                    include_str!("../../templates/rust/src/lib.rs"),
                     false,
                 ),
                 (
                     "build.sh",
-                    include_str!("../../../templates/rust/build.sh"),
+                    include_str!("../../templates/rust/build.sh"),
                     true,
                 ),
             ],
             Lang::Python => &[
                 (
                     "app.py",
-                    include_str!("../../../templates/python/app.py"),
+                    include_str!("../../templates/python/app.py"),
                     false,
                 ),
                 (
                     "build.sh",
-                    include_str!("../../../templates/python/build.sh"),
+                    include_str!("../../templates/python/build.sh"),
                     true,
                 ),
             ],
             Lang::Js => &[
-                (
-                    "hook.js",
-                    include_str!("../../../templates/js/hook.js"),
-                    false,
-                ),
+                ("hook.js", include_str!("../../templates/js/hook.js"), false),
                 (
                     "build.sh",
-                    include_str!("../../../templates/js/build.sh"),
+                    include_str!("../../templates/js/build.sh"),
                     true,
                 ),
             ],
             Lang::C => &[
-                ("hook.c", include_str!("../../../templates/c/hook.c"), false),
-                (
-                    "build.sh",
-                    include_str!("../../../templates/c/build.sh"),
-                    true,
-                ),
+                ("hook.c", include_str!("../../templates/c/hook.c"), false),
+                ("build.sh", include_str!("../../templates/c/build.sh"), true),
             ],
         }
     }
@@ -217,7 +190,7 @@ fn readme(name: &str, snake: &str, lang: Lang) -> String {
 }
 
 /// Writes the plugin folder `path` (its last component is the plugin's name).
-pub fn new(path: &Path, lang: Lang) -> anyhow::Result<()> {
+fn new(path: &Path, lang: Lang) -> anyhow::Result<()> {
     let name = path
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())

@@ -2,11 +2,25 @@
 
 use crate::output::table;
 use palisade::{Capability, Error, Mode, Point};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-pub fn check(dir: &Path) -> anyhow::Result<ExitCode> {
-    let host = crate::host_builder().build()?;
+/// Validate every plugin of a directory and print what each hook may do.
+#[derive(clap::Args)]
+pub struct CheckCommand {
+    /// The plugin directory (one folder per plugin, each with a plugin.toml).
+    dir: PathBuf,
+}
+
+impl CheckCommand {
+    /// Loads the directory and prints its hooks, or its problems (exit 1).
+    pub fn execute(self) -> anyhow::Result<ExitCode> {
+        check(&self.dir)
+    }
+}
+
+fn check(dir: &Path) -> anyhow::Result<ExitCode> {
+    let host = crate::cache::host_builder().build()?;
     let plugins = match host.load_dir(dir) {
         Ok(plugins) => plugins,
         Err(Error::Invalid { problems }) => {
@@ -141,12 +155,12 @@ pub fn check(dir: &Path) -> anyhow::Result<ExitCode> {
             .filter(|(_, hook)| hook.mode == Mode::Foreground && !hook.point.is_committed_fact())
             .map(|(_, hook)| hook.limits.timeout.as_millis())
             .sum();
-        if total > u128::from(crate::bridge::DEFAULT_BUDGET_MS) {
+        if total > u128::from(crate::hook_io::DEFAULT_BUDGET_MS) {
             println!(
                 "warning: the foreground hooks of `{event}` may take {total} ms in all, past a \
                  bridge's budget of {} ms: past it the event is refused (fail closed); lower \
                  their timeout_ms, or raise the bridge's --budget-ms",
-                crate::bridge::DEFAULT_BUDGET_MS
+                crate::hook_io::DEFAULT_BUDGET_MS
             );
         }
     }

@@ -1,0 +1,32 @@
+//! The compiled-component cache every command loads plugins through.
+
+use std::path::PathBuf;
+
+/// The compiled-component cache: `$PALISADE_CACHE_DIR`, else `$XDG_CACHE_HOME/palisade`, else
+/// `~/.cache/palisade`; `None` when `PALISADE_CACHE_DIR=off` (or there is no home).
+pub fn cache_dir() -> Option<PathBuf> {
+    match std::env::var_os("PALISADE_CACHE_DIR") {
+        Some(dir) if dir == "off" => None,
+        Some(dir) => Some(PathBuf::from(dir)),
+        None => match (std::env::var_os("XDG_CACHE_HOME"), std::env::var_os("HOME")) {
+            (Some(cache), _) => Some(PathBuf::from(cache).join("palisade")),
+            (None, Some(home)) => Some(PathBuf::from(home).join(".cache/palisade")),
+            (None, None) => None,
+        },
+    }
+}
+
+/// A host builder with the compiled-component cache of [`cache_dir`], that shows progress
+/// while components compile.
+pub fn host_builder() -> palisade::HostBuilder {
+    quiet_host_builder().on_compile(crate::progress::observer())
+}
+
+/// [`host_builder`] without progress: for the bridges, whose stderr belongs to the agent.
+pub fn quiet_host_builder() -> palisade::HostBuilder {
+    let builder = palisade::Host::builder();
+    match cache_dir() {
+        Some(dir) => builder.cache_dir(dir),
+        None => builder,
+    }
+}

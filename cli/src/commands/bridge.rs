@@ -1,0 +1,215 @@
+//! `palisade claude-code DIR` and `palisade codex DIR`: Palisade as an agent's hook command.
+
+use crate::hook_io::{DEFAULT_BUDGET_MS, answer, read_stdin, write};
+use palisade::bridge::{self, Dialect};
+use palisade::{EventSink, JsonlSink};
+use serde_json::Value;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// What the budget keeps back for writing the answer.
+const ANSWER_MARGIN: Duration = Duration::from_millis(50);
+/// The longest the process waits for observers once it has answered.
+const MAX_DRAIN: Duration = Duration::from_secs(2);
+
+/// Reads one hook event (JSON) on stdin, runs the plugins, answers in the agent's JSON.
+#[derive(clap::Args)]
+pub struct BridgeCommand {
+    /// The plugin directory.
+    dir: PathBuf,
+    /// Append every lifecycle event to this JSONL audit log.
+    #[arg(long)]
+    audit_log: Option<PathBuf>,
+    /// Print the time spent loading and dispatching on stderr.
+    #[arg(long)]
+    timings: bool,
+    /// The event's budget in milliseconds: reading it, loading the plugins and every
+    /// foreground hook. When it runs out, the event gets its fail-closed answer.
+    #[arg(long, default_value_t = DEFAULT_BUDGET_MS, value_parser = clap::value_parser!(u64).range(1..=3_600_000))]
+    budget_ms: u64,
+}
+
+/// Records what the bridge is doing, so that a budget that runs out can name it.
+#[derive(Default)]
+struct Doing(Mutex<String>);
+
+impl Doing {
+    fn set(&self, what: impl Into<String>) {
+        *self.0.lock().unwrap_or_else(|e| e.into_inner()) = what.into();
+    }
+
+    fn get(&self) -> String {
+        self.0.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+}
+
+/// Passes events on, and remembers the hook that started last.
+struct Watch {
+    doing: Arc<Doing>,
+    inner: Option<Arc<dyn EventSink>>,
+}
+
+impl EventSink for Watch {
+    fn emit(&self, event: &palisade::Event) {
+        if let palisade::EventKind::HookStarted = event.kind {
+            self.doing
+                .set(format!("running the hook `{}`", event.hook_id));
+        }
+        if let Some(inner) = &self.inner {
+            inner.emit(event);
+        }
+    }
+}
+
+impl BridgeCommand {
+    /// Answers the event in `dialect`, within the budget.
+    pub async fn execute(self, dialect: Dialect) -> anyhow::Result<ExitCode> {
+        bridge_event(dialect, self).await
+    }
+}
+
+/// One bridged event, answered within `options.budget_ms`: reading it, loading (and compiling)
+/// the plugins and every foreground hook all count. When the budget runs out, the event's
+/// fail-closed answer goes out, naming what overran. The answer is written and flushed
+/// before observers are awaited; they get what is left of the budget (at most
+/// [`MAX_DRAIN`]), and what they have not finished then is cut off and recorded as dropped.
+/// The process exits within the budget whatever the plugins do: an agent waits for the hook
+/// process to exit, not only for its output.
+async fn bridge_event(dialect: Dialect, options: BridgeCommand) -> anyhow::Result<ExitCode> {
+    let started = Instant::now();
+    let budget = Duration::from_millis(options.budget_ms);
+    let deadline = started + budget;
+    let doing = Arc::new(Doing::default());
+    doing.set("reading the hook event on stdin");
+    let event = Arc::new(Mutex::new(String::new()));
+    let work = {
+        let doing = doing.clone();
+        let event = event.clone();
+        async move {
+            let raw = read_stdin().await;
+            let input: Value =
+                match raw.and_then(|raw| serde_json::from_slice(&raw).map_err(|e| e.to_string())) {
+                    Ok(input) => input,
+                    // Without the event name, nothing says whether blocking is safe: block, since
+                    // the most likely caller of a guard is a tool call.
+                    Err(e) => {
+                        return Err(bridge::failure(
+                            "PreToolUse",
+                            &format!("cannot read the hook event on stdin: {e}"),
+                        ));
+                    }
+                };
+            let name = input
+                .get("hook_event_name")
+                .and_then(Value::as_str)
+                .unwrap_or("")
+                .to_string();
+            *event.lock().unwrap_or_else(|e| e.into_inner()) = name.clone();
+            let mut sink: Option<Arc<dyn EventSink>> = None;
+            if let Some(path) = &options.audit_log {
+                match JsonlSink::open(path) {
+                    Ok(audit) => sink = Some(Arc::new(audit)),
+                    Err(e) => {
+                        return Err(bridge::failure(
+                            &name,
+                            &format!("cannot open the audit log {}: {e}", path.display()),
+                        ));
+                    }
+                }
+            }
+            let watch = Arc::new(Watch {
+                doing: doing.clone(),
+                inner: sink,
+            });
+            doing.set(format!(
+                "loading the plugins of {} (compiling any not in the cache)",
+                options.dir.display()
+            ));
+            let dir = options.dir.clone();
+            let points = bridge::points_for(&name);
+            // Loading blocks (it may compile): on a thread of its own, so the budget can
+            // still answer.
+            let loaded = tokio::task::spawn_blocking(move || {
+                crate::cache::quiet_host_builder()
+                    .event_sink(watch)
+                    .build()
+                    .map_err(anyhow::Error::from)
+                    .and_then(|host| Ok(host.load_dir_for(&dir, points)?))
+            })
+            .await
+            .map_err(anyhow::Error::from)
+            .and_then(|loaded| loaded);
+            let plugins = match loaded {
+                Ok(plugins) => plugins,
+                Err(e) => {
+                    return Err(bridge::failure(
+                        &name,
+                        &format!(
+                            "cannot load the plugins of {}: {e:#}",
+                            options.dir.display()
+                        ),
+                    ));
+                }
+            };
+            let loaded = started.elapsed();
+            let session_id = input
+                .get("session_id")
+                .and_then(Value::as_str)
+                .unwrap_or("unknown-session")
+                .to_string();
+            let lifecycle = palisade::Lifecycle::new(plugins.session(session_id));
+            let reply = bridge::handle_in(&lifecycle, dialect, &input).await;
+            if options.timings {
+                eprintln!(
+                    "palisade: {name}: read and loaded {} plugins in {:.2} ms, ran {} in {:.2} ms",
+                    plugins.iter().count(),
+                    loaded.as_secs_f64() * 1e3,
+                    if reply.points.is_empty() {
+                        "nothing".to_string()
+                    } else {
+                        reply.points.join(", ")
+                    },
+                    (started.elapsed() - loaded).as_secs_f64() * 1e3,
+                );
+            }
+            Ok((reply, lifecycle))
+        }
+    };
+    let answer_by = deadline
+        .checked_sub(ANSWER_MARGIN)
+        .unwrap_or(deadline)
+        .into();
+    match tokio::time::timeout_at(answer_by, work).await {
+        Ok(Ok((reply, lifecycle))) => {
+            write(&reply);
+            // Observers get what is left of the budget, and no more than MAX_DRAIN.
+            let left = deadline.saturating_duration_since(Instant::now());
+            lifecycle
+                .session()
+                .drain_background_for(left.min(MAX_DRAIN))
+                .await;
+            std::process::exit(reply.exit_code)
+        }
+        Ok(Err(early)) => answer(early),
+        Err(_) => {
+            let event = event.lock().unwrap_or_else(|e| e.into_inner()).clone();
+            let event = if event.is_empty() {
+                "PreToolUse".to_string()
+            } else {
+                event
+            };
+            answer(bridge::failure(
+                &event,
+                &format!(
+                    "the event's budget of {} ms ran out while {}; refused, since what \
+                     the plugins decide could not be known in time (raise --budget-ms, or \
+                     the hook's timeout_ms)",
+                    budget.as_millis(),
+                    doing.get()
+                ),
+            ))
+        }
+    }
+}

@@ -1,0 +1,47 @@
+//! The process side of a command hook: the event read from stdin within a bound, the answer
+//! written on stdout and stderr, the exit.
+
+use palisade::bridge::Reply;
+use std::io::{Read, Write};
+
+/// The largest hook event read from stdin.
+const MAX_INPUT_BYTES: u64 = 16 * 1024 * 1024;
+/// The default budget of one bridged event: well under the agents' hook timeouts (Claude
+/// Code's is 60 s or more), so a slow or stuck plugin is answered for, not waited out.
+pub const DEFAULT_BUDGET_MS: u64 = 10_000;
+
+/// The hook event on stdin, at most [`MAX_INPUT_BYTES`], read on a blocking thread (so a
+/// budget around it can still answer).
+pub async fn read_stdin() -> Result<Vec<u8>, String> {
+    tokio::task::spawn_blocking(|| {
+        let mut raw = Vec::new();
+        std::io::stdin()
+            .take(MAX_INPUT_BYTES)
+            .read_to_end(&mut raw)
+            .map(|_| raw)
+    })
+    .await
+    .map_err(|e| e.to_string())
+    .and_then(|read| read.map_err(|e| e.to_string()))
+}
+
+/// Writes the reply: the JSON on stdout, flushed, and the message on stderr.
+pub fn write(reply: &Reply) {
+    if let Some(json) = &reply.stdout {
+        let mut out = std::io::stdout().lock();
+        let _ = serde_json::to_writer(&mut out, json);
+        let _ = writeln!(out);
+        let _ = out.flush();
+    }
+    if let Some(message) = &reply.stderr {
+        eprintln!("{message}");
+    }
+}
+
+/// Writes the reply and exits at once: the observers are drained and the audit log is
+/// flushed line by line, so tearing the engine and its compiled code down would only add to
+/// the agent's wait.
+pub fn answer(reply: Reply) -> ! {
+    write(&reply);
+    std::process::exit(reply.exit_code)
+}

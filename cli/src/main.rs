@@ -1,0 +1,100 @@
+//! `palisade`: write, check and test hook plugins; run them for an agent (a hook command per
+//! event, or a server); replay recorded sessions through them.
+//!
+//! Each command is a module of [`commands`]; what they share: the component cache
+//! ([`cache`]), a command hook's stdin and answer ([`hook_io`]), the server's token
+//! ([`token`]), tables and progress on the terminal ([`output`], [`progress`]).
+
+mod cache;
+mod commands;
+mod hook_io;
+mod output;
+mod progress;
+mod token;
+
+use clap::{Parser, Subcommand};
+use commands::bridge::BridgeCommand;
+use commands::check::CheckCommand;
+use commands::demo::DemoCommand;
+use commands::forward::ForwardCommand;
+use commands::install::InstallCommand;
+use commands::new::NewCommand;
+use commands::replay::ReplayCommand;
+use commands::run::RunCommand;
+use commands::serve::ServeCommand;
+use commands::test::TestCommand;
+use palisade::bridge::Dialect;
+use std::process::ExitCode;
+
+/// A WebAssembly plugin host for sandboxed agent hooks.
+#[derive(Parser)]
+#[command(name = "palisade", version, about, long_about = None)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    Check(CheckCommand),
+    Run(RunCommand),
+    Replay(ReplayCommand),
+    Demo(DemoCommand),
+    Test(TestCommand),
+    New(NewCommand),
+    /// Claude Code's hook command: reads one hook event (JSON) on stdin, runs the plugins,
+    /// answers in Claude Code's JSON. See `palisade install claude-code`.
+    ClaudeCode(BridgeCommand),
+    /// Codex's hook command: as `claude-code`, in Codex's dialect.
+    Codex(BridgeCommand),
+    Serve(ServeCommand),
+    /// A command hook that forwards its event (stdin) to `palisade serve` at URL and answers
+    /// what the server answered: for events an agent sends only to command hooks.
+    Forward(ForwardCommand),
+    #[command(subcommand)]
+    Install(InstallCommand),
+}
+
+impl Command {
+    async fn execute(self) -> anyhow::Result<ExitCode> {
+        match self {
+            Command::Check(c) => c.execute(),
+            Command::Run(c) => c.execute().await,
+            Command::Replay(c) => c.execute().await,
+            Command::Demo(c) => c.execute().await,
+            Command::Test(c) => c.execute().await,
+            Command::New(c) => c.execute(),
+            Command::ClaudeCode(c) => c.execute(Dialect::ClaudeCode).await,
+            Command::Codex(c) => c.execute(Dialect::Codex).await,
+            Command::Serve(c) => c.execute().await,
+            Command::Forward(c) => c.execute().await,
+            Command::Install(c) => c.execute(),
+        }
+    }
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    // A hook command serves one event and exits: one thread is enough, and starting workers
+    // would only add to the agent's wait.
+    let mut builder = match cli.command {
+        Command::ClaudeCode(_) | Command::Codex(_) | Command::Forward(_) => {
+            tokio::runtime::Builder::new_current_thread()
+        }
+        _ => tokio::runtime::Builder::new_multi_thread(),
+    };
+    let runtime = match builder.enable_all().build() {
+        Ok(rt) => rt,
+        Err(err) => {
+            eprintln!("error: cannot start the async runtime: {err}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match runtime.block_on(cli.command.execute()) {
+        Ok(code) => code,
+        Err(err) => {
+            eprintln!("error: {}", output::indented(&format!("{err:#}")));
+            ExitCode::FAILURE
+        }
+    }
+}
