@@ -20,6 +20,7 @@
 //! nothing, and the agent's own permission rules still decide. Codex honours only `deny` at
 //! `PreToolUse`, so there an `ask` becomes a deny that says approval was needed.
 
+use crate::claude_code::{HookAnswer, HookEvent, Permission};
 use crate::lifecycle::Lifecycle;
 use crate::plugin::Plugins;
 use crate::point::Point;
@@ -27,7 +28,7 @@ use crate::types::{
     ContentBlock, PreStepDecision, PreToolDecision, Provenance, SessionSource, StopEvent, ToolCall,
     ToolOutcome,
 };
-use serde_json::{Map, Value, json};
+use serde_json::{Value, json};
 
 /// Which agent's hook protocol to speak.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -43,8 +44,8 @@ pub enum Dialect {
 /// and the exit status.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Reply {
-    /// The JSON answer, when there is one.
-    pub stdout: Option<Value>,
+    /// The answer on stdout, when there is one.
+    pub stdout: Option<HookAnswer>,
     /// A message for the agent's user (or, with exit status 2, the blocking reason).
     pub stderr: Option<String>,
     /// 0: answered; 2: a blocking error (the agent blocks with `stderr` as the reason);
@@ -61,24 +62,19 @@ impl Reply {
     /// the event's own blocking answer with the reason — a deny at `PreToolUse`, a block
     /// elsewhere — and a non-blocking one (exit 1) a 500 with the message.
     pub fn http(&self, event: &str) -> (u16, Option<Value>) {
+        let body = |answer: &HookAnswer| serde_json::to_value(answer).ok();
         match self.exit_code {
-            0 => (200, self.stdout.clone()),
+            0 => (200, self.stdout.as_ref().and_then(body)),
             2 => {
                 let reason = self
                     .stderr
                     .clone()
                     .unwrap_or_else(|| "palisade: blocked".into());
                 let answer = match event {
-                    "PreToolUse" => hook_specific(
-                        event,
-                        Map::from_iter([
-                            ("permissionDecision".into(), "deny".into()),
-                            ("permissionDecisionReason".into(), reason.into()),
-                        ]),
-                    ),
-                    _ => json!({ "decision": "block", "reason": reason }),
+                    "PreToolUse" => HookAnswer::permission(Permission::Deny, reason),
+                    _ => HookAnswer::block(reason),
                 };
-                (200, Some(answer))
+                (200, body(&answer))
             }
             _ => (
                 500,
@@ -96,9 +92,9 @@ impl Reply {
         }
     }
 
-    fn json(value: Value) -> Reply {
+    fn answer(answer: HookAnswer) -> Reply {
         Reply {
-            stdout: Some(value),
+            stdout: Some(answer),
             ..Reply::nothing()
         }
     }
@@ -156,15 +152,14 @@ pub fn points_for(event: &str) -> &'static [Point] {
     }
 }
 
-fn text<'a>(input: &'a Value, field: &str) -> Option<&'a str> {
-    input.get(field).and_then(Value::as_str)
-}
-
 /// Handles one hook event of `dialect` with `plugins`, in a session of its own (the agent's
 /// `session_id`) that ends with the event: what a process per event can do. `input` is the
 /// JSON the agent wrote to the hook's stdin.
 pub async fn handle(plugins: &Plugins, dialect: Dialect, input: &Value) -> Reply {
-    let session_id = text(input, "session_id").unwrap_or("unknown-session");
+    let session_id = input
+        .get("session_id")
+        .and_then(Value::as_str)
+        .unwrap_or("unknown-session");
     let lifecycle = Lifecycle::new(plugins.session(session_id));
     let reply = handle_in(&lifecycle, dialect, input).await;
     // Observers run in the session's tasks; the process must not exit before they are done.
@@ -176,14 +171,20 @@ pub async fn handle(plugins: &Plugins, dialect: Dialect, input: &Value) -> Reply
 /// agent session (so per-session plugin instances keep their state, and turns are numbered):
 /// a long-running server. Background hooks go on after it returns, in the session's tasks.
 pub async fn handle_in(lifecycle: &Lifecycle, dialect: Dialect, input: &Value) -> Reply {
-    let Some(event) = text(input, "hook_event_name") else {
-        return failure(
-            "",
-            "the input has no `hook_event_name`: is this a Claude Code or Codex hook event?",
-        );
+    let input: HookEvent = match serde_json::from_value(input.clone()) {
+        Ok(input) => input,
+        Err(e) => {
+            // What the event is decides whether failing blocks: read its name alone.
+            let event = input.get("hook_event_name").and_then(Value::as_str);
+            return failure(
+                event.unwrap_or(""),
+                &format!("the input is not a Claude Code or Codex hook event: {e}"),
+            );
+        }
     };
-    // The agent's own id for the turn, where it gives one.
-    let turn = ["prompt_id", "turn_id"].iter().find_map(|f| text(input, f));
+    let input = &input;
+    let event = input.hook_event_name.as_str();
+    let turn = input.turn_key();
     let mut reply = match event {
         "SessionStart" => session_start(lifecycle, input).await,
         "UserPromptSubmit" => prompt_submit(lifecycle, turn, input).await,
@@ -206,7 +207,7 @@ pub async fn handle_in(lifecycle: &Lifecycle, dialect: Dialect, input: &Value) -
             stop(lifecycle, event, input).await
         }
         "SessionEnd" => {
-            lifecycle.session_ended(text(input, "reason").unwrap_or("other"));
+            lifecycle.session_ended(input.reason.as_deref().unwrap_or("other"));
             Reply {
                 points: vec!["session-ended"],
                 ..Reply::nothing()
@@ -224,20 +225,13 @@ pub async fn handle_in(lifecycle: &Lifecycle, dialect: Dialect, input: &Value) -
     reply
 }
 
-fn hook_specific(event: &str, fields: Map<String, Value>) -> Value {
-    let mut specific = Map::new();
-    specific.insert("hookEventName".into(), event.into());
-    specific.extend(fields);
-    json!({ "hookSpecificOutput": specific })
-}
-
 fn joined(contexts: impl IntoIterator<Item = String>) -> Option<String> {
     let texts: Vec<String> = contexts.into_iter().collect();
     (!texts.is_empty()).then(|| texts.join("\n\n"))
 }
 
-async fn session_start(lifecycle: &Lifecycle, input: &Value) -> Reply {
-    let source = match text(input, "source") {
+async fn session_start(lifecycle: &Lifecycle, input: &HookEvent) -> Reply {
+    let source = match input.source.as_deref() {
         Some("resume") => SessionSource::Resume,
         Some("clear") => SessionSource::Clear,
         Some("compact") => SessionSource::Compact,
@@ -245,28 +239,19 @@ async fn session_start(lifecycle: &Lifecycle, input: &Value) -> Reply {
     };
     let contexts = lifecycle.session_start(source).await;
     let mut reply = match joined(contexts.into_iter().map(|c| c.text)) {
-        Some(context) => Reply::json(hook_specific(
-            "SessionStart",
-            Map::from_iter([("additionalContext".into(), context.into())]),
-        )),
+        Some(context) => Reply::answer(HookAnswer::context("SessionStart", context)),
         None => Reply::nothing(),
     };
     reply.points = vec!["session-start"];
     reply
 }
 
-async fn prompt_submit(lifecycle: &Lifecycle, turn: Option<&str>, input: &Value) -> Reply {
-    let prompt = text(input, "prompt").unwrap_or_default().to_string();
+async fn prompt_submit(lifecycle: &Lifecycle, turn: Option<&str>, input: &HookEvent) -> Reply {
+    let prompt = input.prompt.clone().unwrap_or_default();
     let mut reply = match lifecycle.prompt(turn, prompt).await {
-        PreStepDecision::Reject(denial) => Reply::json(json!({
-            "decision": "block",
-            "reason": denial.message,
-        })),
+        PreStepDecision::Reject(denial) => Reply::answer(HookAnswer::block(denial.message)),
         PreStepDecision::Enter { contexts } => match joined(contexts.into_iter().map(|c| c.text)) {
-            Some(context) => Reply::json(hook_specific(
-                "UserPromptSubmit",
-                Map::from_iter([("additionalContext".into(), context.into())]),
-            )),
+            Some(context) => Reply::answer(HookAnswer::context("UserPromptSubmit", context)),
             None => Reply::nothing(),
         },
     };
@@ -274,10 +259,11 @@ async fn prompt_submit(lifecycle: &Lifecycle, turn: Option<&str>, input: &Value)
     reply
 }
 
-fn tool_call(input: &Value) -> Result<ToolCall, String> {
-    let name = text(input, "tool_name")
-        .ok_or("the tool event has no `tool_name`")?
-        .to_string();
+fn tool_call(input: &HookEvent) -> Result<ToolCall, String> {
+    let name = input
+        .tool_name
+        .clone()
+        .ok_or("the tool event has no `tool_name`")?;
     // Claude Code names MCP tools `mcp__<server>__<tool>`.
     let provenance = match name.strip_prefix("mcp__").and_then(|r| r.split_once("__")) {
         Some((server, tool)) => Provenance::Mcp {
@@ -287,21 +273,15 @@ fn tool_call(input: &Value) -> Result<ToolCall, String> {
         None => Provenance::Builtin,
     };
     Ok(ToolCall {
-        tool_use_id: text(input, "tool_use_id").unwrap_or_default().to_string(),
+        tool_use_id: input.tool_use_id.clone().unwrap_or_default(),
         name,
-        arguments: input.get("tool_input").cloned().unwrap_or(json!({})),
+        arguments: input.tool_input.clone().unwrap_or(json!({})),
         provenance: Some(provenance),
     })
 }
 
 fn deny(reason: String) -> Reply {
-    Reply::json(hook_specific(
-        "PreToolUse",
-        Map::from_iter([
-            ("permissionDecision".into(), "deny".into()),
-            ("permissionDecisionReason".into(), reason.into()),
-        ]),
-    ))
+    Reply::answer(HookAnswer::permission(Permission::Deny, reason))
 }
 
 async fn pre_tool(lifecycle: &Lifecycle, dialect: Dialect, call: &ToolCall) -> Reply {
@@ -325,13 +305,9 @@ async fn pre_tool(lifecycle: &Lifecycle, dialect: Dialect, call: &ToolCall) -> R
         (crate::GuardDecision::Deny(denial), _) => deny(denial.message),
         (crate::GuardDecision::Abstain, None) => Reply::nothing(),
         (crate::GuardDecision::Abstain, Some(ask)) => match dialect {
-            Dialect::ClaudeCode => Reply::json(hook_specific(
-                "PreToolUse",
-                Map::from_iter([
-                    ("permissionDecision".into(), "ask".into()),
-                    ("permissionDecisionReason".into(), ask.reason.into()),
-                ]),
-            )),
+            Dialect::ClaudeCode => {
+                Reply::answer(HookAnswer::permission(Permission::Ask, ask.reason))
+            }
             // Codex cannot ask from a hook: an ask unanswered is a denial.
             Dialect::Codex => deny(format!(
                 "{} (`{}` asks for approval, which a Codex hook cannot request, so the call is denied)",
@@ -345,8 +321,8 @@ async fn pre_tool(lifecycle: &Lifecycle, dialect: Dialect, call: &ToolCall) -> R
 
 /// The tool's outcome as the agent reports it: Codex sends a string, Claude Code an object
 /// (for its shell, `stdout` / `stderr`).
-fn outcome(input: &Value) -> ToolOutcome {
-    let response = input.get("tool_response").cloned().unwrap_or(Value::Null);
+fn outcome(input: &HookEvent) -> ToolOutcome {
+    let response = input.tool_response.clone().unwrap_or(Value::Null);
     let content_blocks = match &response {
         Value::String(s) => vec![ContentBlock::Text { text: s.clone() }],
         Value::Object(o) if o.get("stdout").is_some_and(Value::is_string) => {
@@ -371,24 +347,20 @@ fn outcome(input: &Value) -> ToolOutcome {
     }
 }
 
-async fn post_tool(lifecycle: &Lifecycle, input: &Value, call: &ToolCall) -> Reply {
+async fn post_tool(lifecycle: &Lifecycle, input: &HookEvent, call: &ToolCall) -> Reply {
     let original = outcome(input);
     let result = lifecycle.tool_finished(call, &original).await;
     let context = joined(result.contexts.iter().map(|c| c.text.clone()));
     let mut reply = match &result.blocked {
         Some(denial) => {
-            let mut answer = json!({ "decision": "block", "reason": denial.message });
-            if let Some(context) = &context {
-                answer["hookSpecificOutput"] =
-                    json!({ "hookEventName": "PostToolUse", "additionalContext": context });
-            }
-            Reply::json(answer)
+            let answer = HookAnswer::block(denial.message.clone());
+            Reply::answer(match &context {
+                Some(context) => answer.with_context("PostToolUse", context),
+                None => answer,
+            })
         }
         None => match &context {
-            Some(context) => Reply::json(hook_specific(
-                "PostToolUse",
-                Map::from_iter([("additionalContext".into(), context.clone().into())]),
-            )),
+            Some(context) => Reply::answer(HookAnswer::context("PostToolUse", context)),
             None => Reply::nothing(),
         },
     };
@@ -404,21 +376,18 @@ async fn post_tool(lifecycle: &Lifecycle, input: &Value, call: &ToolCall) -> Rep
     reply
 }
 
-async fn stop(lifecycle: &Lifecycle, event: &str, input: &Value) -> Reply {
-    let active = input
-        .get("stop_hook_active")
-        .and_then(Value::as_bool)
-        .unwrap_or(false);
+async fn stop(lifecycle: &Lifecycle, event: &str, input: &HookEvent) -> Reply {
+    let active = input.stop_hook_active.unwrap_or(false);
     let stop = StopEvent {
         turn: lifecycle.turn(),
         step: 1,
-        last_assistant_message: text(input, "last_assistant_message").map(str::to_string),
+        last_assistant_message: input.last_assistant_message.clone(),
         // The agent says only whether a stop hook already made it continue.
         continuations: u32::from(active),
     };
     let steerings = lifecycle.stopping(&stop, event == "Stop").await;
     let mut reply = match joined(steerings.into_iter().map(|s| s.content)) {
-        Some(reason) => Reply::json(json!({ "decision": "block", "reason": reason })),
+        Some(reason) => Reply::answer(HookAnswer::block(reason)),
         None => Reply::nothing(),
     };
     reply.points = if event == "Stop" {

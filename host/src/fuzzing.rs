@@ -343,7 +343,8 @@ pub fn bridge_event(data: &[u8]) {
             .block_on(crate::bridge::handle_in(&lifecycle, dialect, &event));
         assert!(matches!(reply.exit_code, 0..=2), "{reply:?}");
         if let Some(stdout) = &reply.stdout {
-            assert!(stdout.is_object(), "{reply:?}");
+            let json = serde_json::to_value(stdout);
+            assert!(json.is_ok_and(|j| j.is_object()), "{reply:?}");
         }
         let _ = reply.http("PreToolUse");
     }

@@ -30,6 +30,7 @@
 pub mod agent;
 pub mod bridge;
 mod cache;
+pub mod claude_code;
 mod convert;
 mod engine;
 mod error;

@@ -336,26 +336,11 @@ pub(crate) fn parse(path: &Path, text: &str, problems: &mut Vec<Problem>) -> Opt
     }
     let runtime = runtime(path, &raw, problems);
     let wasm = matches!(runtime, Some(RuntimeSpec::Wasm(_)));
-    if !wasm && runtime.is_some() {
-        // What only a component can use is refused, not silently ignored.
-        let family = runtime.as_ref().map_or("", |r| r.family());
-        let mut wasm_only = |field: &str, set: bool| {
-            if set {
-                problems.push(
-                    Problem::new(path, format!("`{field}` applies to wasm components only"))
-                        .field(field)
-                        .fix(format!("remove it: a {family} hook is bounded by `timeout_ms` and `payload_max_bytes`")),
-                );
-            }
-        };
-        wasm_only("sha256", raw.sha256.is_some());
-        wasm_only("instance", raw.instance.is_some());
-        wasm_only("limits.fuel", raw.limits.fuel.is_some());
-        wasm_only("limits.memory_mb", raw.limits.memory_mb.is_some());
-        for (i, hook) in raw.hooks.iter().enumerate() {
-            wasm_only(&format!("hooks[{i}].fuel"), hook.fuel.is_some());
-            wasm_only(&format!("hooks[{i}].memory_mb"), hook.memory_mb.is_some());
-        }
+    if let Some(runtime) = runtime
+        .as_ref()
+        .filter(|r| !matches!(r, RuntimeSpec::Wasm(_)))
+    {
+        refuse_wasm_only_fields(path, &raw, runtime.family(), problems);
     }
     if matches!(runtime, Some(RuntimeSpec::Http { .. })) && raw.env.is_some() {
         problems.push(
@@ -375,133 +360,9 @@ pub(crate) fn parse(path: &Path, text: &str, problems: &mut Vec<Problem>) -> Opt
 
     let mut hooks: Vec<HookSpec> = Vec::new();
     for (i, hook) in raw.hooks.iter().enumerate() {
-        let at = |field: &str| format!("hooks[{i}].{field}");
-        let point = match hook.point.parse::<Point>() {
-            Ok(point) => point,
-            Err(message) => {
-                problems.push(
-                    Problem::new(path, message)
-                        .field(at("point"))
-                        .fix("use one of the listed names"),
-                );
-                continue;
-            }
-        };
-        if hooks.iter().any(|h| h.point == point) {
-            problems.push(
-                Problem::new(path, format!("a second hook on `{point}`"))
-                    .field(at("point"))
-                    .fix("one hook per point and plugin: merge the matchers with `|`"),
-            );
+        if let Some(spec) = hook_spec(path, i, hook, runtime.as_ref(), base, &hooks, problems) {
+            hooks.push(spec);
         }
-        let names = match &hook.capability {
-            OneOrMany::One(c) => std::slice::from_ref(c),
-            OneOrMany::Many(cs) => cs.as_slice(),
-        };
-        let mut capabilities = Vec::new();
-        for name in names {
-            match name.parse::<Capability>() {
-                Ok(c) => capabilities.push(c),
-                Err(message) => problems.push(
-                    Problem::new(path, message)
-                        .field(at("capability"))
-                        .fix(format!(
-                            "grant one of: {}",
-                            names_of(point.allowed_capabilities())
-                        )),
-                ),
-            }
-        }
-        capabilities.sort();
-        capabilities.dedup();
-        if capabilities.is_empty() && names.is_empty() {
-            problems.push(
-                Problem::new(path, "no capability granted")
-                    .field(at("capability"))
-                    .fix("grant `observe` at least"),
-            );
-        }
-        for capability in &capabilities {
-            if !point.allowed_capabilities().contains(capability) {
-                let why = if point.is_committed_fact() {
-                    " (committed-fact points are observe-only, in either mode)"
-                } else if point == Point::ToolResult {
-                    " (tool-result is observe-only)"
-                } else if point == Point::SessionStart && *capability == Capability::Guard {
-                    " (session-start cannot block startup)"
-                } else {
-                    ""
-                };
-                problems.push(
-                    Problem::new(
-                        path,
-                        format!("`{capability}` cannot be granted on `{point}`{why}"),
-                    )
-                    .field(at("capability"))
-                    .fix(format!(
-                        "grant one of: {}",
-                        names_of(point.allowed_capabilities())
-                    )),
-                );
-            }
-        }
-        if point == Point::ToolExecute
-            && runtime
-                .as_ref()
-                .is_some_and(|r| !matches!(r, RuntimeSpec::Wasm(_)))
-        {
-            problems.push(
-                Problem::new(path, "a tool-execute wrapper must be a wasm component: it calls `next()` inside its run, which a command or HTTP hook cannot")
-                    .field(at("point"))
-                    .fix("write the wrapper as a component (see the `retry` and `timeout` examples), or subscribe to another point"),
-            );
-        }
-        if hook.mode == Mode::Background && capabilities != [Capability::Observe] {
-            problems.push(
-                Problem::new(path, "a background hook must be observe-only")
-                    .field(at("mode"))
-                    .fix("set `capability = \"observe\"`, or `mode = \"foreground\"`"),
-            );
-        }
-        let matcher_re = match &hook.matcher {
-            None => None,
-            Some(_) if !point.has_tool() => {
-                problems.push(
-                    Problem::new(path, format!("`{point}` has no tool to match"))
-                        .field(at("matcher"))
-                        .fix("remove the matcher"),
-                );
-                None
-            }
-            Some(pattern) => match matcher(pattern) {
-                Ok(re) => Some(re),
-                Err(err) => {
-                    problems.push(
-                        Problem::new(path, format!("invalid tool-name pattern: {err}"))
-                            .field(at("matcher"))
-                            .fix("a regular expression such as `Bash|shell` or `mcp__github__.*`"),
-                    );
-                    None
-                }
-            },
-        };
-        let raw_limits = RawLimits {
-            timeout_ms: hook.timeout_ms,
-            fuel: hook.fuel,
-            memory_mb: hook.memory_mb,
-            payload_max_bytes: hook.payload_max_bytes,
-        };
-        let limits = limits(path, &format!("hooks[{i}]"), &raw_limits, base, problems);
-        hooks.push(HookSpec {
-            point,
-            capabilities,
-            mode: hook.mode,
-            priority: hook.priority,
-            matcher: hook.matcher.clone(),
-            matcher_re,
-            on_failure: hook.on_failure,
-            limits,
-        });
     }
 
     let config = match serde_json::to_value(&raw.config) {
@@ -516,31 +377,7 @@ pub(crate) fn parse(path: &Path, text: &str, problems: &mut Vec<Problem>) -> Opt
         }
     };
 
-    let env = raw.env.clone().unwrap_or_default();
-    if wasm && !env.is_empty() {
-        problems.push(
-            Problem::new(path, "`env` applies to command hooks only")
-                .field("env")
-                .fix("remove it: a component has no environment"),
-        );
-    }
-    for name in &env {
-        let valid = name
-            .chars()
-            .next()
-            .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
-            && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
-        if !valid {
-            problems.push(
-                Problem::new(
-                    path,
-                    format!("`{name}` is not an environment variable name"),
-                )
-                .field("env")
-                .fix("letters, digits and `_`, not starting with a digit (`GITHUB_TOKEN`)"),
-            );
-        }
-    }
+    let env = env_names(path, raw.env.as_deref().unwrap_or_default(), wasm, problems);
     if wasm && raw.protocol.is_some() {
         problems.push(
             Problem::new(path, "`protocol` applies to command and HTTP hooks only")
@@ -561,6 +398,209 @@ pub(crate) fn parse(path: &Path, text: &str, problems: &mut Vec<Problem>) -> Opt
         env,
         protocol: raw.protocol.unwrap_or_default(),
     })
+}
+
+/// Validates `[[hooks]]` number `i`; `earlier` are the hooks before it.
+fn hook_spec(
+    path: &Path,
+    i: usize,
+    hook: &RawHook,
+    runtime: Option<&RuntimeSpec>,
+    base: Limits,
+    earlier: &[HookSpec],
+    problems: &mut Vec<Problem>,
+) -> Option<HookSpec> {
+    let at = |field: &str| format!("hooks[{i}].{field}");
+    let point = match hook.point.parse::<Point>() {
+        Ok(point) => point,
+        Err(message) => {
+            problems.push(
+                Problem::new(path, message)
+                    .field(at("point"))
+                    .fix("use one of the listed names"),
+            );
+            return None;
+        }
+    };
+    if earlier.iter().any(|h| h.point == point) {
+        problems.push(
+            Problem::new(path, format!("a second hook on `{point}`"))
+                .field(at("point"))
+                .fix("one hook per point and plugin: merge the matchers with `|`"),
+        );
+    }
+    let capabilities = capabilities(path, &at("capability"), point, &hook.capability, problems);
+    if point == Point::ToolExecute
+        && runtime
+            .as_ref()
+            .is_some_and(|r| !matches!(r, RuntimeSpec::Wasm(_)))
+    {
+        problems.push(
+            Problem::new(path, "a tool-execute wrapper must be a wasm component: it calls `next()` inside its run, which a command or HTTP hook cannot")
+                .field(at("point"))
+                .fix("write the wrapper as a component (see the `retry` and `timeout` examples), or subscribe to another point"),
+        );
+    }
+    if hook.mode == Mode::Background && capabilities != [Capability::Observe] {
+        problems.push(
+            Problem::new(path, "a background hook must be observe-only")
+                .field(at("mode"))
+                .fix("set `capability = \"observe\"`, or `mode = \"foreground\"`"),
+        );
+    }
+    let matcher_re = match &hook.matcher {
+        None => None,
+        Some(_) if !point.has_tool() => {
+            problems.push(
+                Problem::new(path, format!("`{point}` has no tool to match"))
+                    .field(at("matcher"))
+                    .fix("remove the matcher"),
+            );
+            None
+        }
+        Some(pattern) => match matcher(pattern) {
+            Ok(re) => Some(re),
+            Err(err) => {
+                problems.push(
+                    Problem::new(path, format!("invalid tool-name pattern: {err}"))
+                        .field(at("matcher"))
+                        .fix("a regular expression such as `Bash|shell` or `mcp__github__.*`"),
+                );
+                None
+            }
+        },
+    };
+    let raw_limits = RawLimits {
+        timeout_ms: hook.timeout_ms,
+        fuel: hook.fuel,
+        memory_mb: hook.memory_mb,
+        payload_max_bytes: hook.payload_max_bytes,
+    };
+    let limits = limits(path, &format!("hooks[{i}]"), &raw_limits, base, problems);
+    Some(HookSpec {
+        point,
+        capabilities,
+        mode: hook.mode,
+        priority: hook.priority,
+        matcher: hook.matcher.clone(),
+        matcher_re,
+        on_failure: hook.on_failure,
+        limits,
+    })
+}
+
+/// The capabilities granted to a hook on `point` (`field`: where the grant is written), each
+/// one known and allowed there, sorted, without repeats.
+fn capabilities(
+    path: &Path,
+    field: &str,
+    point: Point,
+    granted: &OneOrMany,
+    problems: &mut Vec<Problem>,
+) -> Vec<Capability> {
+    let names = match granted {
+        OneOrMany::One(c) => std::slice::from_ref(c),
+        OneOrMany::Many(cs) => cs.as_slice(),
+    };
+    let mut capabilities = Vec::new();
+    for name in names {
+        match name.parse::<Capability>() {
+            Ok(c) => capabilities.push(c),
+            Err(message) => problems.push(Problem::new(path, message).field(field).fix(format!(
+                "grant one of: {}",
+                names_of(point.allowed_capabilities())
+            ))),
+        }
+    }
+    capabilities.sort();
+    capabilities.dedup();
+    if capabilities.is_empty() && names.is_empty() {
+        problems.push(
+            Problem::new(path, "no capability granted")
+                .field(field)
+                .fix("grant `observe` at least"),
+        );
+    }
+    for capability in &capabilities {
+        if !point.allowed_capabilities().contains(capability) {
+            let why = if point.is_committed_fact() {
+                " (committed-fact points are observe-only, in either mode)"
+            } else if point == Point::ToolResult {
+                " (tool-result is observe-only)"
+            } else if point == Point::SessionStart && *capability == Capability::Guard {
+                " (session-start cannot block startup)"
+            } else {
+                ""
+            };
+            problems.push(
+                Problem::new(
+                    path,
+                    format!("`{capability}` cannot be granted on `{point}`{why}"),
+                )
+                .field(field)
+                .fix(format!(
+                    "grant one of: {}",
+                    names_of(point.allowed_capabilities())
+                )),
+            );
+        }
+    }
+    capabilities
+}
+
+/// `env`: the names of the variables a command hook is given, each a valid name.
+fn env_names(path: &Path, env: &[String], wasm: bool, problems: &mut Vec<Problem>) -> Vec<String> {
+    if wasm && !env.is_empty() {
+        problems.push(
+            Problem::new(path, "`env` applies to command hooks only")
+                .field("env")
+                .fix("remove it: a component has no environment"),
+        );
+    }
+    for name in env {
+        let valid = name
+            .chars()
+            .next()
+            .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+            && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+        if !valid {
+            problems.push(
+                Problem::new(
+                    path,
+                    format!("`{name}` is not an environment variable name"),
+                )
+                .field("env")
+                .fix("letters, digits and `_`, not starting with a digit (`GITHUB_TOKEN`)"),
+            );
+        }
+    }
+    env.to_vec()
+}
+
+/// What only a component can use is refused on a command or HTTP hook, not silently ignored.
+fn refuse_wasm_only_fields(
+    path: &Path,
+    raw: &RawManifest,
+    family: &str,
+    problems: &mut Vec<Problem>,
+) {
+    let mut wasm_only = |field: &str, set: bool| {
+        if set {
+            problems.push(
+                Problem::new(path, format!("`{field}` applies to wasm components only"))
+                    .field(field)
+                    .fix(format!("remove it: a {family} hook is bounded by `timeout_ms` and `payload_max_bytes`")),
+            );
+        }
+    };
+    wasm_only("sha256", raw.sha256.is_some());
+    wasm_only("instance", raw.instance.is_some());
+    wasm_only("limits.fuel", raw.limits.fuel.is_some());
+    wasm_only("limits.memory_mb", raw.limits.memory_mb.is_some());
+    for (i, hook) in raw.hooks.iter().enumerate() {
+        wasm_only(&format!("hooks[{i}].fuel"), hook.fuel.is_some());
+        wasm_only(&format!("hooks[{i}].memory_mb"), hook.memory_mb.is_some());
+    }
 }
 
 /// The runtime family: exactly one of `wasm`, `command` and `url`.

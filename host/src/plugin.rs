@@ -461,53 +461,9 @@ impl Host {
         wasm: &str,
         problems: &mut Vec<Problem>,
     ) -> Option<Wasm> {
-        let wasm_rel = Path::new(wasm);
-        let wasm_path = folder.join(wasm_rel);
-        let outside = || {
-            Problem::new(
-                manifest_path,
-                format!("`{wasm}` is outside the plugin folder"),
-            )
-            .field("wasm")
-            .fix("put the component inside the plugin's own folder and name it relative to it")
-        };
-        if wasm_rel.is_absolute()
-            || wasm_rel
-                .components()
-                .any(|c| !matches!(c, PathComponent::Normal(_) | PathComponent::CurDir))
-        {
-            problems.push(outside());
-            return None;
-        }
-        // What is pinned is what runs: the file is opened once, and its digest, the pin
-        // check, the cache key and (on a cache miss) the compiled bytes all come from that
-        // open file — the bytes hashed are the bytes compiled.
+        let wasm_path = folder.join(wasm);
         let max = self.inner.limits.max_component_bytes;
-        let file = match open_regular(plugin_dir, wasm_rel, max) {
-            Ok(file) => file,
-            Err(err) if err.kind() == ErrorKind::NotFound => {
-                problems.push(
-                    Problem::new(manifest_path, format!("`{wasm}` does not exist"))
-                        .field("wasm")
-                        .fix("build the plugin, or correct the path"),
-                );
-                return None;
-            }
-            Err(err) if err.kind() == ErrorKind::PermissionDenied || is_escape(&err) => {
-                // cap-std refuses a symlink that leads out of the folder.
-                problems.push(outside());
-                return None;
-            }
-            Err(err) => {
-                problems.push(Problem::new(&wasm_path, format!("cannot load: {err}")).fix(
-                    format!(
-                        "point `wasm` at the regular file the build produced (components over \
-                         {max} bytes need a host built with a larger `max_component_bytes`)"
-                    ),
-                ));
-                return None;
-            }
-        };
+        let file = open_component(plugin_dir, manifest_path, wasm, &wasm_path, max, problems)?;
         let scanned = (|| -> std::io::Result<(String, Option<Vec<u8>>, std::fs::Metadata)> {
             let meta = file.metadata()?;
             // Remembered while the file is provably unchanged: no read at all.
@@ -521,7 +477,7 @@ impl Host {
             }
             Ok((sha256, Some(bytes), meta))
         })();
-        let (sha256, mut bytes, meta) = match scanned {
+        let (sha256, bytes, meta) = match scanned {
             Ok(scanned) => scanned,
             Err(err) => {
                 problems.push(Problem::new(&wasm_path, format!("cannot read: {err}")));
@@ -558,46 +514,7 @@ impl Host {
             return None;
         }
         let engine = &self.inner.engine;
-        // The bytes are read only to compile (a cache hit maps the compiled code instead):
-        // that is when compiling starts.
-        let started = std::cell::Cell::new(None);
-        let mut read = || {
-            started.set(Some(std::time::Instant::now()));
-            if let Some(observer) = &self.inner.on_compile {
-                observer(&CompileProgress::Started {
-                    plugin: manifest.name.clone(),
-                    bytes: size as u64,
-                });
-            }
-            match bytes.take() {
-                Some(bytes) => Ok(bytes),
-                // The digest was remembered, the compiled code was not in the cache: read the
-                // same open file now, and compile it only if it still has that digest.
-                None => {
-                    let bytes = read_all(&file, max)?;
-                    if sha256_hex(&bytes) != sha256 {
-                        return Err(std::io::Error::other(
-                            "the component changed while it was being loaded; load again",
-                        ));
-                    }
-                    Ok(bytes)
-                }
-            }
-        };
-        let compiled = match &self.inner.cache {
-            Some(cache) => cache.load(engine, &sha256, read),
-            None => read()
-                .map_err(wasmtime::Error::from)
-                .and_then(|bytes| Component::from_binary(engine, &bytes)),
-        };
-        if let (Some(observer), Some(at)) = (&self.inner.on_compile, started.get()) {
-            observer(&CompileProgress::Finished {
-                plugin: manifest.name.clone(),
-                bytes: size as u64,
-                took: at.elapsed(),
-                ok: compiled.is_ok(),
-            });
-        }
+        let compiled = self.compile(&manifest.name, size, &sha256, bytes, &file);
         let component = match compiled {
             Ok(c) => c,
             Err(err) => {
@@ -623,47 +540,16 @@ impl Host {
             }
         };
         let exports = Exports::probe(&pre);
-        let mut ok = true;
-        for (i, hook) in manifest.hooks.iter().enumerate() {
-            if !exports.has(hook.point.interface()) {
-                ok = false;
-                let exported: Vec<_> = exports.interfaces().iter().map(|i| i.wit_name()).collect();
-                problems.push(
-                    Problem::new(
-                        manifest_path,
-                        format!(
-                            "subscribes to `{}`, but {} does not export `{}` (it exports: {})",
-                            hook.point,
-                            wasm,
-                            hook.point.interface().wit_name(),
-                            if exported.is_empty() {
-                                "nothing of palisade:hooks".to_string()
-                            } else {
-                                exported.join(", ")
-                            }
-                        ),
-                    )
-                    .field(format!("hooks[{i}].point"))
-                    .fix("remove the hook, or implement and export that interface in the plugin"),
-                );
-            }
-        }
-        if !ok {
-            return None;
-        }
-        for (i, hook) in manifest.hooks.iter().enumerate() {
-            if let Err(mismatch) =
-                crate::signatures::check(engine, &component, hook.point.interface())
-            {
-                ok = false;
-                problems.push(
-                    Problem::new(&wasm_path, format!("{wasm} {mismatch}"))
-                        .field(format!("hooks[{i}].point"))
-                        .fix("build the plugin against the palisade:hooks@0.1.0 WIT (the SDK, or the `wit/` folder `palisade new` writes)"),
-                );
-            }
-        }
-        if !ok {
+        if !subscriptions_exported(
+            engine,
+            &component,
+            &exports,
+            manifest,
+            manifest_path,
+            &wasm_path,
+            wasm,
+            problems,
+        ) {
             return None;
         }
         Some(Wasm {
@@ -673,6 +559,63 @@ impl Host {
             pre,
             exports,
         })
+    }
+
+    /// Compiles the component of `plugin` (`size` bytes, digest `sha256`), or loads its
+    /// compiled code from the cache, reporting progress when it compiles. `bytes` are its
+    /// contents when already read; otherwise they are read from `file` only if it compiles,
+    /// and must still have that digest.
+    fn compile(
+        &self,
+        plugin: &str,
+        size: usize,
+        sha256: &str,
+        mut bytes: Option<Vec<u8>>,
+        file: &std::fs::File,
+    ) -> wasmtime::Result<Component> {
+        let engine = &self.inner.engine;
+        let max = self.inner.limits.max_component_bytes;
+        // The bytes are read only to compile (a cache hit maps the compiled code instead):
+        // that is when compiling starts.
+        let started = std::cell::Cell::new(None);
+        let mut read = || {
+            started.set(Some(std::time::Instant::now()));
+            if let Some(observer) = &self.inner.on_compile {
+                observer(&CompileProgress::Started {
+                    plugin: plugin.to_string(),
+                    bytes: size as u64,
+                });
+            }
+            match bytes.take() {
+                Some(bytes) => Ok(bytes),
+                // The digest was remembered, the compiled code was not in the cache: read the
+                // same open file now, and compile it only if it still has that digest.
+                None => {
+                    let bytes = read_all(file, max)?;
+                    if sha256_hex(&bytes) != *sha256 {
+                        return Err(std::io::Error::other(
+                            "the component changed while it was being loaded; load again",
+                        ));
+                    }
+                    Ok(bytes)
+                }
+            }
+        };
+        let compiled = match &self.inner.cache {
+            Some(cache) => cache.load(engine, sha256, read),
+            None => read()
+                .map_err(wasmtime::Error::from)
+                .and_then(|bytes| Component::from_binary(engine, &bytes)),
+        };
+        if let (Some(observer), Some(at)) = (&self.inner.on_compile, started.get()) {
+            observer(&CompileProgress::Finished {
+                plugin: plugin.to_string(),
+                bytes: size as u64,
+                took: at.elapsed(),
+                ok: compiled.is_ok(),
+            });
+        }
+        compiled
     }
 }
 
@@ -818,6 +761,117 @@ fn sha256_hex(bytes: &[u8]) -> String {
 fn is_escape(err: &std::io::Error) -> bool {
     // cap-std reports an escape attempt with this message.
     err.to_string().contains("outside of the filesystem")
+}
+
+/// Opens the component `wasm` names, a regular file inside the plugin's folder of at most
+/// `max` bytes; anything else is a problem.
+fn open_component(
+    plugin_dir: &Dir,
+    manifest_path: &Path,
+    wasm: &str,
+    wasm_path: &Path,
+    max: u64,
+    problems: &mut Vec<Problem>,
+) -> Option<std::fs::File> {
+    let wasm_rel = Path::new(wasm);
+    let outside = || {
+        Problem::new(
+            manifest_path,
+            format!("`{wasm}` is outside the plugin folder"),
+        )
+        .field("wasm")
+        .fix("put the component inside the plugin's own folder and name it relative to it")
+    };
+    if wasm_rel.is_absolute()
+        || wasm_rel
+            .components()
+            .any(|c| !matches!(c, PathComponent::Normal(_) | PathComponent::CurDir))
+    {
+        problems.push(outside());
+        return None;
+    }
+    // What is pinned is what runs: the file is opened once, and its digest, the pin
+    // check, the cache key and (on a cache miss) the compiled bytes all come from that
+    // open file — the bytes hashed are the bytes compiled.
+    match open_regular(plugin_dir, wasm_rel, max) {
+        Ok(file) => Some(file),
+        Err(err) if err.kind() == ErrorKind::NotFound => {
+            problems.push(
+                Problem::new(manifest_path, format!("`{wasm}` does not exist"))
+                    .field("wasm")
+                    .fix("build the plugin, or correct the path"),
+            );
+            None
+        }
+        Err(err) if err.kind() == ErrorKind::PermissionDenied || is_escape(&err) => {
+            // cap-std refuses a symlink that leads out of the folder.
+            problems.push(outside());
+            None
+        }
+        Err(err) => {
+            problems.push(
+                Problem::new(wasm_path, format!("cannot load: {err}")).fix(format!(
+                    "point `wasm` at the regular file the build produced (components over \
+                     {max} bytes need a host built with a larger `max_component_bytes`)"
+                )),
+            );
+            None
+        }
+    }
+}
+
+/// Whether the component exports every point the manifest subscribes to, each with the
+/// signature the host calls; every one that does not is a problem.
+#[allow(clippy::too_many_arguments)]
+fn subscriptions_exported(
+    engine: &wasmtime::Engine,
+    component: &Component,
+    exports: &Exports,
+    manifest: &Manifest,
+    manifest_path: &Path,
+    wasm_path: &Path,
+    wasm: &str,
+    problems: &mut Vec<Problem>,
+) -> bool {
+    let mut ok = true;
+    for (i, hook) in manifest.hooks.iter().enumerate() {
+        if !exports.has(hook.point.interface()) {
+            ok = false;
+            let exported: Vec<_> = exports.interfaces().iter().map(|i| i.wit_name()).collect();
+            problems.push(
+                Problem::new(
+                    manifest_path,
+                    format!(
+                        "subscribes to `{}`, but {} does not export `{}` (it exports: {})",
+                        hook.point,
+                        wasm,
+                        hook.point.interface().wit_name(),
+                        if exported.is_empty() {
+                            "nothing of palisade:hooks".to_string()
+                        } else {
+                            exported.join(", ")
+                        }
+                    ),
+                )
+                .field(format!("hooks[{i}].point"))
+                .fix("remove the hook, or implement and export that interface in the plugin"),
+            );
+        }
+    }
+    if !ok {
+        return false;
+    }
+    for (i, hook) in manifest.hooks.iter().enumerate() {
+        if let Err(mismatch) = crate::signatures::check(engine, component, hook.point.interface()) {
+            ok = false;
+            problems.push(
+                Problem::new(wasm_path, format!("{wasm} {mismatch}"))
+                    .field(format!("hooks[{i}].point"))
+                    .fix("build the plugin against the palisade:hooks@0.1.0 WIT (the SDK, or the `wit/` folder `palisade new` writes)"),
+            );
+        }
+    }
+    ok
 }
 
 /// A component whose initial linear memory (or table) is over a hook's cap could never be

@@ -128,7 +128,11 @@ async fn forward_within(url: &str, token_file: Option<&Path>, event: Arc<Mutex<S
         "" => None,
         text => match serde_json::from_str(text) {
             Ok(json) => Some(json),
-            Err(e) => return fail(format!("palisade serve answered something not JSON: {e}")),
+            Err(e) => {
+                return fail(format!(
+                    "palisade serve answered something not a hook answer: {e}"
+                ));
+            }
         },
     };
     Reply {

@@ -2,6 +2,7 @@
 
 use crate::hook_io::DEFAULT_BUDGET_MS;
 use palisade::bridge;
+use palisade::claude_code::SettingsEntry;
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -126,19 +127,12 @@ fn install_claude_code(
     Ok(code)
 }
 
-/// Claude Code's settings entry that runs `command` on `event`, for every tool.
+/// Claude Code's settings entry that runs `command` on `event`, for every tool. The agent's own
+/// timeout for the hook process is the bridge's budget and a margin, so the bridge's
+/// fail-closed answer arrives before the agent gives up (and allows).
 fn command_entry(event: &str, command: &str) -> Value {
-    // The agent's own timeout for the hook process: the bridge's budget and a margin, so the
-    // bridge's fail-closed answer arrives before the agent gives up (and allows).
-    let mut entry = serde_json::json!({ "hooks": [{
-        "type": "command",
-        "command": command,
-        "timeout": install_timeout_secs(),
-    }] });
-    if matches!(event, "PreToolUse" | "PostToolUse") {
-        entry["matcher"] = "*".into();
-    }
-    Value::Array(vec![entry])
+    let entry = SettingsEntry::command(event, command, install_timeout_secs());
+    Value::Array(vec![serde_json::to_value(entry).unwrap_or_default()])
 }
 
 /// The `timeout` (seconds) that `install` writes for each hook: the default budget plus 5 s.

@@ -9,11 +9,11 @@
 //! read back. Back: only the protocol's fields, per point; anything else — an unknown field,
 //! a field the point does not take, a legacy `patches` rewrite — is an invalid response.
 
+use crate::claude_code::{Decision, HookAnswer, HookEvent, Permission};
 use crate::failure::{Failure, FailureReason};
 use crate::instance::{Request, Response};
 use crate::point::Point;
 use crate::sandbox::wit;
-use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
 /// Claude Code's name for the event of `point`, where it has one; Palisade's (PascalCase)
@@ -48,19 +48,20 @@ pub(crate) struct Caller<'a> {
     pub guarding: bool,
 }
 
-/// The JSON a command or HTTP hook receives for `request`.
+/// The JSON a command or HTTP hook receives for `request`: Claude Code's event, with
+/// Palisade's own fields beside the agent's.
 pub(crate) fn encode(caller: &Caller<'_>, request: &Request) -> Value {
-    let mut out = Map::new();
-    out.insert("session_id".into(), caller.session_id.into());
-    out.insert("hook_event_name".into(), event_name(caller.point).into());
-    out.insert("point".into(), caller.point.as_str().into());
-    out.insert("hook_id".into(), caller.hook_id.into());
-    out.insert("invocation_id".into(), caller.invocation_id.into());
-    out.insert("config".into(), Value::Object(caller.config.clone()));
+    let mut event = HookEvent {
+        session_id: Some(caller.session_id.to_string()),
+        ..HookEvent::new(event_name(caller.point))
+    };
+    let ours = &mut event.other;
+    ours.insert("point".into(), caller.point.as_str().into());
+    ours.insert("hook_id".into(), caller.hook_id.into());
+    ours.insert("invocation_id".into(), caller.invocation_id.into());
+    ours.insert("config".into(), Value::Object(caller.config.clone()));
     match request {
-        Request::SessionStart(source) => {
-            out.insert("source".into(), source_name(*source).into());
-        }
+        Request::SessionStart(source) => event.source = Some(source_name(*source).into()),
         Request::PromptSubmit(step) => {
             let prompt: Vec<&str> = step
                 .messages
@@ -68,40 +69,45 @@ pub(crate) fn encode(caller: &Caller<'_>, request: &Request) -> Value {
                 .filter(|m| m.role == wit::Role::User)
                 .map(|m| m.text.as_str())
                 .collect();
-            out.insert("prompt".into(), prompt.join("\n\n").into());
-            out.insert(
+            event.prompt = Some(prompt.join("\n\n"));
+            ours.insert(
                 "messages".into(),
                 step.messages.iter().map(message).collect::<Vec<_>>().into(),
             );
-            out.insert("turn".into(), step.turn.into());
-            out.insert("step".into(), step.step.into());
+            ours.insert("turn".into(), step.turn.into());
+            ours.insert("step".into(), step.step.into());
         }
         Request::PreTool(call) | Request::ToolGuard(call) | Request::ToolExecute(call, _) => {
-            tool_call(&mut out, call);
+            tool_call_event(&mut event, call);
         }
         Request::PostTool(call, outcome) | Request::ToolResult(call, outcome) => {
-            tool_call(&mut out, call);
-            tool_outcome(&mut out, outcome);
+            tool_call_event(&mut event, call);
+            tool_outcome(&mut event.other, outcome);
+            event.tool_response = event.other.remove("tool_response");
         }
-        Request::TurnStopping(event) => {
+        Request::TurnStopping(stop) => {
             // Claude Code's flag for "already continuing because a stop hook said so".
-            out.insert("stop_hook_active".into(), (event.continuations > 0).into());
-            out.insert(
-                "last_assistant_message".into(),
-                event.last_assistant_message.clone().into(),
-            );
-            out.insert("turn".into(), event.turn.into());
-            out.insert("step".into(), event.step.into());
-            out.insert("continuations".into(), event.continuations.into());
+            event.stop_hook_active = Some(stop.continuations > 0);
+            match &stop.last_assistant_message {
+                Some(text) => event.last_assistant_message = Some(text.clone()),
+                // Present, as null: a hook may index it without checking.
+                None => {
+                    ours.insert("last_assistant_message".into(), Value::Null);
+                }
+            }
+            ours.insert("turn".into(), stop.turn.into());
+            ours.insert("step".into(), stop.step.into());
+            ours.insert("continuations".into(), stop.continuations.into());
         }
         Request::Committed(observation) => {
             if let wit::CommittedFact::SessionEnded(reason) = &observation.fact {
-                out.insert("reason".into(), reason.clone().into());
+                event.reason = Some(reason.clone());
             }
-            out.insert("observation".into(), self::observation(observation));
+            ours.insert("observation".into(), self::observation(observation));
         }
     }
-    Value::Object(out)
+    // Strings and JSON values only: serializing cannot fail.
+    serde_json::to_value(event).unwrap_or(Value::Null)
 }
 
 pub(crate) fn source_name(source: wit::SessionSource) -> &'static str {
@@ -138,6 +144,19 @@ pub(crate) fn provenance(p: &Option<wit::Provenance>) -> Value {
     }
 }
 
+/// The call's fields on a hook event.
+fn tool_call_event(event: &mut HookEvent, call: &wit::ToolCall) {
+    event.tool_name = Some(call.name.clone());
+    event.tool_input = Some(json_text(&call.arguments));
+    event.tool_use_id = Some(call.tool_use_id.clone());
+    if call.provenance.is_some() {
+        event
+            .other
+            .insert("provenance".into(), provenance(&call.provenance));
+    }
+}
+
+/// The call's fields in a committed fact.
 fn tool_call(out: &mut Map<String, Value>, call: &wit::ToolCall) {
     out.insert("tool_name".into(), call.name.clone().into());
     out.insert("tool_input".into(), json_text(&call.arguments));
@@ -260,44 +279,6 @@ pub(crate) enum Exit {
     Block,
 }
 
-/// The fields of Claude Code's hook answer; any other field is refused.
-#[derive(Deserialize, Default)]
-#[serde(deny_unknown_fields, rename_all = "camelCase")]
-struct Answer {
-    #[serde(rename = "continue")]
-    keep_going: Option<bool>,
-    stop_reason: Option<String>,
-    suppress_output: Option<bool>,
-    system_message: Option<String>,
-    decision: Option<LegacyDecision>,
-    reason: Option<String>,
-    hook_specific_output: Option<Specific>,
-}
-
-#[derive(Deserialize, Clone, Copy, PartialEq, Eq)]
-#[serde(rename_all = "lowercase")]
-enum LegacyDecision {
-    Block,
-    Approve,
-}
-
-#[derive(Deserialize, Default)]
-#[serde(deny_unknown_fields, rename_all = "camelCase")]
-struct Specific {
-    hook_event_name: Option<String>,
-    permission_decision: Option<Permission>,
-    permission_decision_reason: Option<String>,
-    additional_context: Option<String>,
-}
-
-#[derive(Deserialize, Clone, Copy, PartialEq, Eq)]
-#[serde(rename_all = "lowercase")]
-enum Permission {
-    Allow,
-    Deny,
-    Ask,
-}
-
 /// What a hook said besides its decision, for the log.
 pub(crate) struct Notes {
     pub system_message: Option<String>,
@@ -355,7 +336,7 @@ pub(crate) fn decode(
             };
         return Ok((plain(request, contexts), notes));
     }
-    let answer: Answer = serde_json::from_str(text).map_err(|e| {
+    let answer: HookAnswer = serde_json::from_str(text).map_err(|e| {
         invalid(format!(
             "the answer is not a hook answer of the Claude Code protocol: {e}"
         ))
@@ -400,8 +381,8 @@ pub(crate) fn decode(
             }
             let permission = match (specific.permission_decision, answer.decision) {
                 (Some(p), _) => Some(p),
-                (None, Some(LegacyDecision::Block)) => Some(Permission::Deny),
-                (None, Some(LegacyDecision::Approve)) => Some(Permission::Allow),
+                (None, Some(Decision::Block)) => Some(Permission::Deny),
+                (None, Some(Decision::Approve)) => Some(Permission::Allow),
                 (None, None) => None,
             };
             let reason = specific
@@ -435,11 +416,11 @@ pub(crate) fn decode(
         _ if specific.permission_decision_reason.is_some() => {
             return refuse("hookSpecificOutput.permissionDecisionReason");
         }
-        _ if answer.decision == Some(LegacyDecision::Approve) => {
+        _ if answer.decision == Some(Decision::Approve) => {
             return refuse("decision: \"approve\"");
         }
         Point::PromptSubmit | Point::PostTool | Point::TurnStopping
-            if answer.decision == Some(LegacyDecision::Block) =>
+            if answer.decision == Some(Decision::Block) =>
         {
             let mut response = blocking(request, block_reason(), "block");
             if let Response::PostTool(d) = &mut response {

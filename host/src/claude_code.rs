@@ -1,0 +1,271 @@
+//! Claude Code's hook protocol, which Codex speaks too: the event a hook reads, the answer it
+//! gives, and the settings entry that registers a hook command.
+//!
+//! One set of types for every place the protocol crosses: the bridges read [`HookEvent`]s and
+//! answer [`HookAnswer`]s (as does `palisade serve`); a command or HTTP hook with
+//! `protocol = "claude-code"` is sent a [`HookEvent`] (with Palisade's own fields beside it)
+//! and its answer is read as a [`HookAnswer`], refusing any field the protocol does not have;
+//! `palisade install` writes [`SettingsEntry`]s.
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+/// One hook event, as the agent writes it to a hook command's stdin (or POSTs it to an HTTP
+/// hook). Every field but the event's name depends on the event; fields this type does not
+/// name are kept in [`HookEvent::other`].
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct HookEvent {
+    /// `SessionStart`, `UserPromptSubmit`, `PreToolUse`, `PostToolUse`, `Stop`,
+    /// `SubagentStop`, `SessionEnd`, ...
+    pub hook_event_name: String,
+    /// The agent's session.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session_id: Option<String>,
+    /// Claude Code's id of the prompt's turn.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prompt_id: Option<String>,
+    /// Codex's id of the turn.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub turn_id: Option<String>,
+    /// `SessionStart`: `startup`, `resume`, `clear` or `compact`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source: Option<String>,
+    /// `UserPromptSubmit`: the user's prompt.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prompt: Option<String>,
+    /// The tool events: the tool's name (`mcp__<server>__<tool>` for an MCP tool).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool_name: Option<String>,
+    /// The tool events: the call's arguments.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool_input: Option<Value>,
+    /// The tool events: the call's id.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool_use_id: Option<String>,
+    /// `PostToolUse`: the tool's result (an object from Claude Code, a string from Codex).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool_response: Option<Value>,
+    /// `Stop`: whether the agent already continues because a stop hook said so.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stop_hook_active: Option<bool>,
+    /// `Stop`: the assistant's last message, where the agent sends it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_assistant_message: Option<String>,
+    /// `SessionEnd`: why the session ended.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    /// Every other field (`transcript_path`, `cwd`, `permission_mode`, ...; and, on the way
+    /// to a command or HTTP hook, Palisade's own).
+    #[serde(flatten)]
+    pub other: Map<String, Value>,
+}
+
+impl HookEvent {
+    /// The event named `hook_event_name`, with no other field.
+    pub fn new(hook_event_name: impl Into<String>) -> HookEvent {
+        HookEvent {
+            hook_event_name: hook_event_name.into(),
+            ..HookEvent::default()
+        }
+    }
+
+    /// The agent's id for the event's turn, where it gives one.
+    pub fn turn_key(&self) -> Option<&str> {
+        self.prompt_id.as_deref().or(self.turn_id.as_deref())
+    }
+}
+
+/// A hook's answer. Only these fields: anything else is refused when a hook's answer is read.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct HookAnswer {
+    /// `false` stops the agent (with [`HookAnswer::stop_reason`]).
+    #[serde(rename = "continue", default, skip_serializing_if = "Option::is_none")]
+    pub keep_going: Option<bool>,
+    /// Why the agent stops, with `continue: false`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stop_reason: Option<String>,
+    /// Hide the hook's output from the transcript.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub suppress_output: Option<bool>,
+    /// A message for the user.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub system_message: Option<String>,
+    /// The top-level decision: `block` (a prompt, a tool's result, a stop) or the legacy
+    /// `approve`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub decision: Option<Decision>,
+    /// Why, with [`HookAnswer::decision`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    /// The event's own answer.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hook_specific_output: Option<HookSpecificOutput>,
+}
+
+impl HookAnswer {
+    /// `{"decision": "block", "reason": reason}`.
+    pub fn block(reason: impl Into<String>) -> HookAnswer {
+        HookAnswer {
+            decision: Some(Decision::Block),
+            reason: Some(reason.into()),
+            ..HookAnswer::default()
+        }
+    }
+
+    /// `PreToolUse`'s permission decision, with its reason.
+    pub fn permission(decision: Permission, reason: impl Into<String>) -> HookAnswer {
+        HookAnswer {
+            hook_specific_output: Some(HookSpecificOutput {
+                permission_decision: Some(decision),
+                permission_decision_reason: Some(reason.into()),
+                ..HookSpecificOutput::new("PreToolUse")
+            }),
+            ..HookAnswer::default()
+        }
+    }
+
+    /// Context for the model, on `event` (`SessionStart`, `UserPromptSubmit`, `PostToolUse`).
+    pub fn context(event: &str, context: impl Into<String>) -> HookAnswer {
+        HookAnswer::default().with_context(event, context)
+    }
+
+    /// This answer, with context for the model on `event`.
+    pub fn with_context(mut self, event: &str, context: impl Into<String>) -> HookAnswer {
+        self.hook_specific_output = Some(HookSpecificOutput {
+            additional_context: Some(context.into()),
+            ..HookSpecificOutput::new(event)
+        });
+        self
+    }
+}
+
+/// [`HookAnswer::decision`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Decision {
+    /// Block the prompt, the tool's result or the stop.
+    Block,
+    /// Legacy: allow a tool call.
+    Approve,
+}
+
+/// The event-specific part of a [`HookAnswer`].
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct HookSpecificOutput {
+    /// The event answered; must be the event asked, when given.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hook_event_name: Option<String>,
+    /// `PreToolUse`: allow, deny or ask.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub permission_decision: Option<Permission>,
+    /// Why, with the permission decision.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub permission_decision_reason: Option<String>,
+    /// Context for the model.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub additional_context: Option<String>,
+}
+
+impl HookSpecificOutput {
+    /// The output of `event`, with nothing in it yet.
+    pub fn new(event: &str) -> HookSpecificOutput {
+        HookSpecificOutput {
+            hook_event_name: Some(event.to_string()),
+            ..HookSpecificOutput::default()
+        }
+    }
+}
+
+/// `PreToolUse`'s permission decision.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Permission {
+    /// Allow the call (skipping the agent's own permission prompt).
+    Allow,
+    /// Deny it.
+    Deny,
+    /// Ask the user.
+    Ask,
+}
+
+/// One entry of a settings file's `hooks.<Event>` list: the hooks to run for the tools that
+/// `matcher` matches.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SettingsEntry {
+    /// Which tools (a regex; `*` for all); only on the tool events.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub matcher: Option<String>,
+    /// The hooks.
+    pub hooks: Vec<CommandHook>,
+}
+
+/// A hook command in a settings file.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CommandHook {
+    /// Always `command`.
+    #[serde(rename = "type")]
+    pub kind: String,
+    /// The shell command.
+    pub command: String,
+    /// The agent's timeout for it, in seconds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeout: Option<u64>,
+}
+
+impl SettingsEntry {
+    /// An entry that runs `command` on `event` (for every tool, on a tool event), with the
+    /// agent's timeout `timeout_secs`.
+    pub fn command(event: &str, command: &str, timeout_secs: u64) -> SettingsEntry {
+        SettingsEntry {
+            matcher: matches!(event, "PreToolUse" | "PostToolUse").then(|| "*".to_string()),
+            hooks: vec![CommandHook {
+                kind: "command".into(),
+                command: command.into(),
+                timeout: Some(timeout_secs),
+            }],
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn answers_serialize_as_claude_code_reads_them() {
+        assert_eq!(
+            serde_json::to_value(HookAnswer::permission(Permission::Deny, "no")).unwrap(),
+            json!({ "hookSpecificOutput": { "hookEventName": "PreToolUse",
+                "permissionDecision": "deny", "permissionDecisionReason": "no" } })
+        );
+        assert_eq!(
+            serde_json::to_value(HookAnswer::block("stop").with_context("PostToolUse", "c"))
+                .unwrap(),
+            json!({ "decision": "block", "reason": "stop", "hookSpecificOutput": {
+                "hookEventName": "PostToolUse", "additionalContext": "c" } })
+        );
+    }
+
+    #[test]
+    fn an_event_keeps_the_fields_it_does_not_name() {
+        let raw = json!({ "hook_event_name": "PreToolUse", "session_id": "s", "cwd": "/w",
+            "tool_name": "Bash", "tool_input": { "command": "ls" } });
+        let event: HookEvent = serde_json::from_value(raw.clone()).unwrap();
+        assert_eq!(event.tool_name.as_deref(), Some("Bash"));
+        assert_eq!(event.other["cwd"], "/w");
+        assert_eq!(serde_json::to_value(&event).unwrap(), raw);
+    }
+
+    #[test]
+    fn an_answer_with_a_field_the_protocol_lacks_is_refused() {
+        for answer in [
+            json!({ "patches": [] }),
+            json!({ "hookSpecificOutput": { "updatedInput": {} } }),
+        ] {
+            assert!(serde_json::from_value::<HookAnswer>(answer).is_err());
+        }
+    }
+}
