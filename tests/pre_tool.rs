@@ -236,6 +236,53 @@ async fn secret_guard_denies_secret_files_with_an_actionable_reason() {
     }
 }
 
+/// The SDK's plugin value (`Plugin::new`, `&mut self` hooks): made once per instance, from the
+/// config, and kept while the instance lives — a session for `per-session`, a call for
+/// `per-call` — with no statics in the plugin.
+#[tokio::test]
+async fn an_sdk_plugin_is_made_once_per_instance_and_keeps_its_state_there() {
+    for (instance, made_per_session) in [("per-session", 1), ("per-call", 3)] {
+        let dir = PluginDir::new();
+        dir.scripted(
+            "counter",
+            &format!(
+                "instance = \"{instance}\"\n{}[config]\npre_tool = \"deny-after:2\"\nlog_new = true\n",
+                pre_tool_hook("guard", 0)
+            ),
+        );
+        let (plugins, recorder) = load_recorded(&dir);
+        for session_id in ["a", "b"] {
+            let session = plugins.session(session_id);
+            let decisions: Vec<bool> = three_calls(&session).await;
+            // Per session: calls 1 and 2 allowed, the third over the instance's count. Per
+            // call: every call is its instance's first.
+            let expected = if instance == "per-session" {
+                vec![true, true, false]
+            } else {
+                vec![true, true, true]
+            };
+            assert_eq!(decisions, expected, "{instance}, session {session_id}");
+        }
+        let made = recorder.logs().iter().filter(|l| *l == "made").count();
+        assert_eq!(
+            made,
+            2 * made_per_session,
+            "{instance}: {:?}",
+            recorder.logs()
+        );
+    }
+}
+
+/// Three `pre-tool` calls in `session`: whether each was allowed.
+async fn three_calls(session: &palisade::Session) -> Vec<bool> {
+    let mut allowed = Vec::new();
+    for n in 1..=3 {
+        let decision = session.pre_tool(&bash(&format!("echo {n}"))).await;
+        allowed.push(decision == PreToolDecision::Allow);
+    }
+    allowed
+}
+
 #[tokio::test]
 async fn audit_log_observes_calls_and_results_through_the_host_log() {
     let dir = PluginDir::new();

@@ -53,6 +53,19 @@ pub fn config<T: DeserializeOwned>(key: &str) -> Option<T> {
     }
 }
 
+/// The plugin's `[config]` table (from its manifest), as [`crate::Plugin::new`] receives it.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Config {
+    _private: (),
+}
+
+impl Config {
+    /// The value of `key`, deserialized: see [`config`].
+    pub fn get<T: DeserializeOwned>(&self, key: &str) -> Option<T> {
+        config(key)
+    }
+}
+
 /// Who is calling: the session, the invocation and this hook's id.
 pub fn invocation() -> host::Invocation {
     host::current_invocation()

@@ -25,6 +25,9 @@ pub const FILES: &[(&str, &str)] = &[
     ("committed.wit", include_str!("../committed.wit")),
 ];
 
+/// The package's version: `palisade:hooks@VERSION`.
+pub const VERSION: &str = "0.1.0";
+
 /// The folder that holds the package (this crate's own), for tools that read it from disk.
 pub const DIR: &str = env!("CARGO_MANIFEST_DIR");
 
@@ -48,5 +51,13 @@ mod tests {
         let mut listed: Vec<_> = super::FILES.iter().map(|(name, _)| *name).collect();
         listed.sort();
         assert_eq!(on_disk, listed);
+    }
+
+    #[test]
+    fn the_version_is_the_packages() {
+        let package = std::format!("package palisade:hooks@{};", super::VERSION);
+        for (name, text) in super::FILES {
+            assert!(text.contains(&package), "{name} does not declare {package}");
+        }
     }
 }

@@ -27,7 +27,7 @@ impl NewCommand {
 /// The languages `palisade new` writes a plugin in.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum Lang {
-    /// Rust, with wit-bindgen, built by cargo for wasm32-wasip2.
+    /// Rust, with the palisade-sdk crate, built by cargo for wasm32-wasip2.
     Rust,
     /// Python, built by componentize-py.
     Python,
@@ -157,6 +157,25 @@ fn render(template: &str, name: &str, snake: &str, lang: Lang) -> String {
         .replace("{{name}}", name)
         .replace("{{snake}}", snake)
         .replace("{{limits}}", lang.limits())
+        .replace("{{sdk}}", &sdk_dependency())
+}
+
+/// The Rust SDK, as a dependency of a plugin written by `palisade new`: the checkout this
+/// `palisade` was built from, while it is there (the SDK of the same contract); else the
+/// published crate.
+fn sdk_dependency() -> String {
+    let checkout = Path::new(env!("CARGO_MANIFEST_DIR")).join("../guest-sdk");
+    match std::fs::canonicalize(checkout) {
+        Ok(dir) if dir.join("Cargo.toml").is_file() => {
+            // A TOML basic string: the path's quotes and backslashes escaped.
+            let path = dir
+                .to_string_lossy()
+                .replace('\\', "\\\\")
+                .replace('"', "\\\"");
+            format!("{{ path = \"{path}\" }}")
+        }
+        _ => format!("\"{}\"", env!("CARGO_PKG_VERSION")),
+    }
 }
 
 fn readme(name: &str, snake: &str, lang: Lang) -> String {

@@ -2,19 +2,28 @@
 //! are denied (`budget-exhausted`). The count is the per-session instance's state: it survives
 //! across the events of one session, and every session has its own.
 
-use palisade_sdk::{Deny, PreTool, PreToolDecision, ToolCall, export, log};
-use std::sync::atomic::{AtomicU32, Ordering};
+use palisade_sdk::{Config, Deny, Plugin, PreTool, PreToolDecision, ToolCall, export, log};
 
-/// Shell commands this session has been allowed so far.
-static ALLOWED: AtomicU32 = AtomicU32::new(0);
+struct BashBudget {
+    /// `[config] max_calls`.
+    max: u32,
+    /// Shell commands this session has been allowed so far.
+    allowed: u32,
+}
 
-struct BashBudget;
+impl Plugin for BashBudget {
+    fn new(config: &Config) -> Self {
+        BashBudget {
+            max: config.get("max_calls").unwrap_or(50),
+            allowed: 0,
+        }
+    }
+}
 
 impl PreTool for BashBudget {
-    fn on_pre_tool(call: ToolCall) -> PreToolDecision {
-        let max: u32 = palisade_sdk::config("max_calls").unwrap_or(50);
-        let used = ALLOWED.load(Ordering::Relaxed);
-        if used >= max {
+    fn on_pre_tool(&mut self, call: ToolCall) -> PreToolDecision {
+        let max = self.max;
+        if self.allowed >= max {
             return PreToolDecision::Deny(Deny::new(
                 "budget-exhausted",
                 format!(
@@ -23,8 +32,8 @@ impl PreTool for BashBudget {
                 ),
             ));
         }
-        ALLOWED.store(used + 1, Ordering::Relaxed);
-        log::info(&format!("{} {} of {max}", call.name, used + 1));
+        self.allowed += 1;
+        log::info(&format!("{} {} of {max}", call.name, self.allowed));
         PreToolDecision::Allow
     }
 }

@@ -1,13 +1,24 @@
 //! `retry`: a `tool-execute` wrapper that runs a failed tool again, up to `attempts` times in
 //! all, for the tools its matcher names (idempotent ones: reads, listings, fetches).
 
-use palisade_sdk::{ToolCall, ToolExecute, ToolOutcome, export, log, next};
+use palisade_sdk::{Config, Plugin, ToolCall, ToolExecute, ToolOutcome, export, log, next};
 
-struct Retry;
+struct Retry {
+    /// `[config] attempts`: runs in all, at least one.
+    attempts: u32,
+}
+
+impl Plugin for Retry {
+    fn new(config: &Config) -> Self {
+        Retry {
+            attempts: config.get("attempts").unwrap_or(3).max(1),
+        }
+    }
+}
 
 impl ToolExecute for Retry {
-    fn on_tool_execute(call: ToolCall) -> ToolOutcome {
-        let attempts: u32 = palisade_sdk::config("attempts").unwrap_or(3).max(1);
+    fn on_tool_execute(&mut self, call: ToolCall) -> ToolOutcome {
+        let attempts = self.attempts;
         let mut outcome = next(None);
         for attempt in 2..=attempts {
             if !outcome.is_error {

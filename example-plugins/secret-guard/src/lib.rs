@@ -6,7 +6,7 @@
 //! `[config] extra_patterns` and exempt files in `[config] allow` (globs over the file name,
 //! `*` matching any run of characters).
 
-use palisade_sdk::{Deny, PreTool, PreToolDecision, ToolCall, export};
+use palisade_sdk::{Config, Deny, Plugin, PreTool, PreToolDecision, ToolCall, export};
 
 /// File-name globs of secrets.
 const SECRET_NAMES: &[&str] = &[
@@ -83,12 +83,25 @@ fn secret_reason(path: &str, extra: &[String], allow: &[String]) -> Option<Strin
         .map(|dir| format!("it is inside `{}`", dir.trim_end_matches('/')))
 }
 
-struct SecretGuard;
+struct SecretGuard {
+    /// `[config] extra_patterns`: more names that are secrets.
+    extra: Vec<String>,
+    /// `[config] allow`: names that are not, whatever the patterns say.
+    allow: Vec<String>,
+}
+
+impl Plugin for SecretGuard {
+    fn new(config: &Config) -> Self {
+        SecretGuard {
+            extra: config.get("extra_patterns").unwrap_or_default(),
+            allow: config.get("allow").unwrap_or_default(),
+        }
+    }
+}
 
 impl PreTool for SecretGuard {
-    fn on_pre_tool(call: ToolCall) -> PreToolDecision {
-        let extra: Vec<String> = palisade_sdk::config("extra_patterns").unwrap_or_default();
-        let allow: Vec<String> = palisade_sdk::config("allow").unwrap_or_default();
+    fn on_pre_tool(&mut self, call: ToolCall) -> PreToolDecision {
+        let SecretGuard { extra, allow } = self;
         let args = call.args();
         let mut candidates: Vec<String> = PATH_KEYS
             .iter()
@@ -106,7 +119,7 @@ impl PreTool for SecretGuard {
             }
         }
         for path in candidates {
-            if let Some(why) = secret_reason(&path, &extra, &allow) {
+            if let Some(why) = secret_reason(&path, extra, allow) {
                 let payload = serde_json::json!({ "path": path, "tool": call.name });
                 return PreToolDecision::Deny(
                     Deny::new(

@@ -5,10 +5,9 @@
 //! bombs, piping a download into a shell, force-pushing to `main`/`master`. Operators add
 //! their own rules in `[config] extra_rules`.
 
-use palisade_sdk::{PreTool, PreToolDecision, ToolCall, export, log};
+use palisade_sdk::{Config, Plugin, PreTool, PreToolDecision, ToolCall, export, log};
 use regex_lite::Regex;
 use serde::Deserialize;
-use std::sync::OnceLock;
 
 /// One rule: a regular expression over the whole command, and what to tell the model.
 #[derive(Deserialize)]
@@ -61,36 +60,34 @@ struct Compiled {
     message: String,
 }
 
-fn rules() -> &'static [Compiled] {
-    static RULES: OnceLock<Vec<Compiled>> = OnceLock::new();
-    RULES.get_or_init(|| {
-        let disabled: Vec<String> = palisade_sdk::config("disable").unwrap_or_default();
-        let extra: Vec<Rule> = palisade_sdk::config("extra_rules").unwrap_or_default();
-        BUILT_IN
-            .iter()
-            .map(|(code, pattern, message)| Rule {
-                code: code.to_string(),
-                pattern: pattern.to_string(),
-                message: message.to_string(),
-            })
-            .filter(|rule| !disabled.contains(&rule.code))
-            .chain(extra)
-            .filter_map(|rule| match Regex::new(&rule.pattern) {
-                Ok(re) => Some(Compiled {
-                    code: rule.code,
-                    re,
-                    message: rule.message,
-                }),
-                Err(err) => {
-                    log::error(&format!(
-                        "rule `{}` has an invalid pattern: {err}",
-                        rule.code
-                    ));
-                    None
-                }
-            })
-            .collect()
-    })
+/// The rules in force: the built-in ones not disabled, then the operator's, compiled.
+fn rules(config: &Config) -> Vec<Compiled> {
+    let disabled: Vec<String> = config.get("disable").unwrap_or_default();
+    let extra: Vec<Rule> = config.get("extra_rules").unwrap_or_default();
+    BUILT_IN
+        .iter()
+        .map(|(code, pattern, message)| Rule {
+            code: code.to_string(),
+            pattern: pattern.to_string(),
+            message: message.to_string(),
+        })
+        .filter(|rule| !disabled.contains(&rule.code))
+        .chain(extra)
+        .filter_map(|rule| match Regex::new(&rule.pattern) {
+            Ok(re) => Some(Compiled {
+                code: rule.code,
+                re,
+                message: rule.message,
+            }),
+            Err(err) => {
+                log::error(&format!(
+                    "rule `{}` has an invalid pattern: {err}",
+                    rule.code
+                ));
+                None
+            }
+        })
+        .collect()
 }
 
 /// The shell command of a call: `command` (Claude Code's Bash) or `cmd` (Codex), as a
@@ -111,14 +108,25 @@ fn command_of(call: &ToolCall) -> Option<String> {
     }
 }
 
-struct ShellGuard;
+struct ShellGuard {
+    /// Compiled once per instance, from the plugin's `[config]`.
+    rules: Vec<Compiled>,
+}
+
+impl Plugin for ShellGuard {
+    fn new(config: &Config) -> Self {
+        ShellGuard {
+            rules: rules(config),
+        }
+    }
+}
 
 impl PreTool for ShellGuard {
-    fn on_pre_tool(call: ToolCall) -> PreToolDecision {
+    fn on_pre_tool(&mut self, call: ToolCall) -> PreToolDecision {
         let Some(command) = command_of(&call) else {
             return PreToolDecision::Allow;
         };
-        match rules().iter().find(|rule| rule.re.is_match(&command)) {
+        match self.rules.iter().find(|rule| rule.re.is_match(&command)) {
             Some(rule) => PreToolDecision::deny(rule.code.clone(), rule.message.clone()),
             None => PreToolDecision::Allow,
         }

@@ -175,38 +175,39 @@ fn expand(input: TokenStream) -> Result<TokenStream, String> {
 }
 
 fn render(ty: &str, points: &[&Point]) -> String {
-    let mut wit = String::from("package palisade:hooks@0.1.0;\n");
-    // The package's interfaces and types; its worlds are replaced by the one written below.
-    let files = palisade_wit::FILES
-        .iter()
-        .filter(|(name, _)| *name != "worlds.wit");
-    for (_, file) in files {
-        for line in file.lines().filter(|l| !l.starts_with("package ")) {
-            wit.push_str(line);
-            wit.push('\n');
-        }
-    }
-    wit.push_str("world palisade-plugin {\n    import host;\n    import tool-dispatch;\n");
+    // A world of its own package that exports just the named points of `palisade:hooks`, which
+    // the bindings generator reads from `palisade-wit`'s folder (and only from there: a `wit/`
+    // folder in the plugin's crate is not read).
+    let version = palisade_wit::VERSION;
+    let mut wit = format!(
+        "package palisade:plugin;\nworld palisade-plugin {{\n    \
+         import palisade:hooks/host@{version};\n    \
+         import palisade:hooks/tool-dispatch@{version};\n"
+    );
     for p in points {
-        wit.push_str(&format!("    export {};\n", p.interface));
+        wit.push_str(&format!(
+            "    export palisade:hooks/{}@{version};\n",
+            p.interface
+        ));
     }
     wit.push_str("}\n");
+    let dir = palisade_wit::DIR;
 
-    let uses: String = points
-        .iter()
-        .map(|p| {
-            format!(
-                "let _ = <{ty} as ::palisade_sdk::{}>::{};",
-                p.sdk_trait, p.method
-            )
-        })
-        .collect();
+    let mut uses = format!("let _ = <{ty} as ::palisade_sdk::Plugin>::new;");
+    for p in points {
+        uses.push_str(&format!(
+            "let _ = <{ty} as ::palisade_sdk::{}>::{};",
+            p.sdk_trait, p.method
+        ));
+    }
     let mut impls = String::new();
     for p in points {
         impls.push_str(&format!(
             "impl self::exports::palisade::hooks::{module}::Guest for __PalisadeAdapter {{
                 fn {method}({params}){ret} {{
-                    <super::{ty} as ::palisade_sdk::{sdk_trait}>::{method}({args})
+                    __with_plugin(|plugin| {{
+                        <super::{ty} as ::palisade_sdk::{sdk_trait}>::{method}(plugin, {args})
+                    }})
                 }}
             }}\n",
             module = p.module,
@@ -225,6 +226,7 @@ fn render(ty: &str, points: &[&Point]) -> String {
         #[cfg(target_arch = \"wasm32\")]
         mod __palisade_export {{
             ::palisade_sdk::__private::wit_bindgen::generate!({{
+                path: {dir:?},
                 inline: {wit:?},
                 world: \"palisade-plugin\",
                 runtime_path: \"::palisade_sdk::__private::wit_bindgen::rt\",
@@ -235,6 +237,23 @@ fn render(ty: &str, points: &[&Point]) -> String {
                 }},
             }});
             struct __PalisadeAdapter;
+            ::std::thread_local! {{
+                /// The plugin's value: made by the instance's first call, kept while the
+                /// instance lives.
+                static __PLUGIN: ::core::cell::RefCell<::core::option::Option<super::{ty}>> =
+                    const {{ ::core::cell::RefCell::new(::core::option::Option::None) }};
+            }}
+            // A component instance is never re-entered (the host cannot call into it while it
+            // runs, `next()` included), so the value is never borrowed twice.
+            fn __with_plugin<R>(call: impl ::core::ops::FnOnce(&mut super::{ty}) -> R) -> R {{
+                __PLUGIN.with(|cell| {{
+                    let mut slot = cell.borrow_mut();
+                    let plugin = slot.get_or_insert_with(|| {{
+                        <super::{ty} as ::palisade_sdk::Plugin>::new(&::palisade_sdk::Config::default())
+                    }});
+                    call(plugin)
+                }})
+            }}
             {impls}
             export!(__PalisadeAdapter);
         }}

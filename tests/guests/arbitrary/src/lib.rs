@@ -5,9 +5,9 @@
 //! bound it, refuse it as an invalid response, or honour it — and never panic or hang.
 
 use palisade_sdk::{
-    Ask, ContentBlock, Deny, GuardDecision, PostTool, PostToolAction, PostToolDecision, PreStep,
-    PreStepDecision, PreTool, PreToolDecision, PromptSubmit, StopEvent, ToolCall, ToolExecute,
-    ToolGuard, ToolOutcome, TurnStopping, export, next,
+    Ask, Config, ContentBlock, Deny, GuardDecision, Plugin, PostTool, PostToolAction,
+    PostToolDecision, PreStep, PreStepDecision, PreTool, PreToolDecision, PromptSubmit, StopEvent,
+    ToolCall, ToolExecute, ToolGuard, ToolOutcome, TurnStopping, export, next,
 };
 
 /// The bytes to decode, read in order; past their end every read gives zero.
@@ -114,8 +114,14 @@ fn bytes_of(call: &ToolCall) -> Bytes {
 
 struct Arbitrary;
 
+impl Plugin for Arbitrary {
+    fn new(_config: &Config) -> Self {
+        Arbitrary
+    }
+}
+
 impl PreTool for Arbitrary {
-    fn on_pre_tool(call: ToolCall) -> PreToolDecision {
+    fn on_pre_tool(&mut self, call: ToolCall) -> PreToolDecision {
         let mut b = bytes_of(&call);
         match b.choice(3) {
             0 => PreToolDecision::Allow,
@@ -126,7 +132,7 @@ impl PreTool for Arbitrary {
 }
 
 impl ToolGuard for Arbitrary {
-    fn on_tool_guard(call: ToolCall) -> GuardDecision {
+    fn on_tool_guard(&mut self, call: ToolCall) -> GuardDecision {
         let mut b = bytes_of(&call);
         b.at = 1;
         match b.choice(2) {
@@ -137,7 +143,7 @@ impl ToolGuard for Arbitrary {
 }
 
 impl PostTool for Arbitrary {
-    fn on_post_tool(call: ToolCall, _outcome: ToolOutcome) -> PostToolDecision {
+    fn on_post_tool(&mut self, call: ToolCall, _outcome: ToolOutcome) -> PostToolDecision {
         let mut b = bytes_of(&call);
         b.at = 2;
         let action = match b.choice(4) {
@@ -154,7 +160,7 @@ impl PostTool for Arbitrary {
 }
 
 impl ToolExecute for Arbitrary {
-    fn on_tool_execute(call: ToolCall) -> ToolOutcome {
+    fn on_tool_execute(&mut self, call: ToolCall) -> ToolOutcome {
         let mut b = bytes_of(&call);
         b.at = 3;
         match b.choice(3) {
@@ -169,7 +175,7 @@ impl ToolExecute for Arbitrary {
 }
 
 impl PromptSubmit for Arbitrary {
-    fn on_prompt_submit(step: PreStep) -> PreStepDecision {
+    fn on_prompt_submit(&mut self, step: PreStep) -> PreStepDecision {
         let hex = step
             .messages
             .first()
@@ -184,7 +190,7 @@ impl PromptSubmit for Arbitrary {
 }
 
 impl TurnStopping for Arbitrary {
-    fn on_turn_stopping(event: StopEvent) -> Option<String> {
+    fn on_turn_stopping(&mut self, event: StopEvent) -> Option<String> {
         let mut b = Bytes::from_hex(&event.last_assistant_message.unwrap_or_default());
         (b.choice(2) == 0).then(|| b.string())
     }

@@ -7,19 +7,17 @@
 //! `huge-payload` / `huge-message` (`size_mb` MiB), `pollables` (hoard WASI resources).
 //! `[config] tool_result` is one of: `ok`, `panic`, `loop`.
 //! `[config] panic_on_call = N` panics on the N-th `pre-tool` call of the instance.
+//! `[config] log_new = true` logs `made` when the instance makes the plugin's value.
 //! The other points read `session_start`, `prompt_submit`, `tool_guard`, `post_tool`,
 //! `turn_stopping` and `committed` the same way (see each impl), and `contexts`.
 
 use palisade_sdk::{
-    Committed, CommittedFact, ContentBlock, Deny, GuardDecision, Observation, PostTool,
-    PostToolAction, PostToolDecision, PreStep, PreStepDecision, PreTool, PreToolDecision,
+    Committed, CommittedFact, Config, ContentBlock, Deny, GuardDecision, Observation, Plugin,
+    PostTool, PostToolAction, PostToolDecision, PreStep, PreStepDecision, PreTool, PreToolDecision,
     PromptSubmit, SessionSource, SessionStart, StopEvent, ToolCall, ToolExecute, ToolGuard,
     ToolOutcome, ToolResult, TurnStopping, export, log, next,
 };
 use std::hint::black_box;
-use std::sync::atomic::{AtomicU32, Ordering};
-
-static CALLS: AtomicU32 = AtomicU32::new(0);
 
 fn tag() {
     if let Some(tag) = palisade_sdk::config::<String>("tag") {
@@ -130,12 +128,26 @@ fn hoard_pollables() -> PreToolDecision {
     PreToolDecision::deny("hoarded", "held 100000 pollables")
 }
 
-struct Scripted;
+struct Scripted {
+    /// `pre-tool` calls of this instance.
+    calls: u32,
+}
+
+impl Plugin for Scripted {
+    fn new(config: &Config) -> Self {
+        // `[config] log_new`: say when the instance makes its value.
+        if config.get::<bool>("log_new") == Some(true) {
+            log::info("made");
+        }
+        Scripted { calls: 0 }
+    }
+}
 
 impl PreTool for Scripted {
-    fn on_pre_tool(call: ToolCall) -> PreToolDecision {
+    fn on_pre_tool(&mut self, call: ToolCall) -> PreToolDecision {
         tag();
-        let n = CALLS.fetch_add(1, Ordering::Relaxed) + 1;
+        self.calls += 1;
+        let n = self.calls;
         if palisade_sdk::config::<u32>("panic_on_call") == Some(n) {
             panic!("scripted panic on call {n}");
         }
@@ -193,7 +205,7 @@ impl PreTool for Scripted {
 }
 
 impl ToolResult for Scripted {
-    fn on_tool_result(_call: ToolCall, _outcome: ToolOutcome) {
+    fn on_tool_result(&mut self, _call: ToolCall, _outcome: ToolOutcome) {
         tag();
         match palisade_sdk::config::<String>("tool_result").as_deref() {
             Some("panic") => panic!("scripted panic"),
@@ -208,7 +220,7 @@ fn behaviour(key: &str, default: &str) -> String {
 }
 
 impl SessionStart for Scripted {
-    fn on_session_start(source: SessionSource) -> Vec<String> {
+    fn on_session_start(&mut self, source: SessionSource) -> Vec<String> {
         tag();
         match behaviour("session_start", "contexts").as_str() {
             "panic" => panic!("scripted panic"),
@@ -222,7 +234,7 @@ impl SessionStart for Scripted {
 }
 
 impl PromptSubmit for Scripted {
-    fn on_prompt_submit(step: PreStep) -> PreStepDecision {
+    fn on_prompt_submit(&mut self, step: PreStep) -> PreStepDecision {
         tag();
         let texts: Vec<&str> = step.messages.iter().map(|m| m.text.as_str()).collect();
         log::debug(&format!(
@@ -244,7 +256,7 @@ impl PromptSubmit for Scripted {
 }
 
 impl ToolGuard for Scripted {
-    fn on_tool_guard(call: ToolCall) -> GuardDecision {
+    fn on_tool_guard(&mut self, call: ToolCall) -> GuardDecision {
         tag();
         match behaviour("tool_guard", "abstain").as_str() {
             "deny" => GuardDecision::deny("invariant", format!("{} is never allowed", call.name)),
@@ -255,7 +267,7 @@ impl ToolGuard for Scripted {
 }
 
 impl PostTool for Scripted {
-    fn on_post_tool(call: ToolCall, outcome: ToolOutcome) -> PostToolDecision {
+    fn on_post_tool(&mut self, call: ToolCall, outcome: ToolOutcome) -> PostToolDecision {
         tag();
         let contexts: Vec<String> = palisade_sdk::config("contexts").unwrap_or_default();
         let action = match behaviour("post_tool", "accept").as_str() {
@@ -280,7 +292,7 @@ impl PostTool for Scripted {
 }
 
 impl TurnStopping for Scripted {
-    fn on_turn_stopping(event: StopEvent) -> Option<String> {
+    fn on_turn_stopping(&mut self, event: StopEvent) -> Option<String> {
         tag();
         match behaviour("turn_stopping", "none").as_str() {
             "steer" => Some(format!("keep going (turn {})", event.turn)),
@@ -292,7 +304,7 @@ impl TurnStopping for Scripted {
 }
 
 impl Committed for Scripted {
-    fn on_committed(observation: Observation) {
+    fn on_committed(&mut self, observation: Observation) {
         let kind = match &observation.fact {
             CommittedFact::Message(_) => "message",
             CommittedFact::ToolCall(_) => "tool-call",
@@ -311,7 +323,7 @@ impl Committed for Scripted {
 }
 
 impl ToolExecute for Scripted {
-    fn on_tool_execute(_call: ToolCall) -> ToolOutcome {
+    fn on_tool_execute(&mut self, _call: ToolCall) -> ToolOutcome {
         tag();
         match behaviour("tool_execute", "passthrough").as_str() {
             "short-circuit" => ToolOutcome {

@@ -7,7 +7,7 @@
 //! first `deny` pattern (in the order of the list) that a remaining string contains denies the
 //! call (`protected-path`); failing that, the first `ask` pattern found asks the user.
 
-use palisade_sdk::{Deny, PreTool, PreToolDecision, ToolCall, export};
+use palisade_sdk::{Config, Deny, Plugin, PreTool, PreToolDecision, ToolCall, export};
 use serde_json::{Value, json};
 
 /// Every string of `value`, keys included.
@@ -33,13 +33,26 @@ fn found<'a>(patterns: &'a [String], strings: &[&String]) -> Option<&'a str> {
         .find(|p| !p.is_empty() && strings.iter().any(|s| s.contains(p)))
 }
 
-struct PathGuard;
+/// `[config]`: the phrases that deny, that ask, and that exempt a string from both.
+struct PathGuard {
+    deny: Vec<String>,
+    ask: Vec<String>,
+    except: Vec<String>,
+}
+
+impl Plugin for PathGuard {
+    fn new(config: &Config) -> Self {
+        PathGuard {
+            deny: config.get("deny").unwrap_or_default(),
+            ask: config.get("ask").unwrap_or_default(),
+            except: config.get("except").unwrap_or_default(),
+        }
+    }
+}
 
 impl PreTool for PathGuard {
-    fn on_pre_tool(call: ToolCall) -> PreToolDecision {
-        let deny: Vec<String> = palisade_sdk::config("deny").unwrap_or_default();
-        let ask: Vec<String> = palisade_sdk::config("ask").unwrap_or_default();
-        let except: Vec<String> = palisade_sdk::config("except").unwrap_or_default();
+    fn on_pre_tool(&mut self, call: ToolCall) -> PreToolDecision {
+        let PathGuard { deny, ask, except } = self;
         let mut all = Vec::new();
         strings(&call.args(), &mut all);
         let checked: Vec<&String> = all
@@ -50,7 +63,7 @@ impl PreTool for PathGuard {
                     .any(|e| !e.is_empty() && s.contains(e.as_str()))
             })
             .collect();
-        if let Some(pattern) = found(&deny, &checked) {
+        if let Some(pattern) = found(deny, &checked) {
             return PreToolDecision::Deny(
                 Deny::new(
                     "protected-path",
@@ -63,7 +76,7 @@ impl PreTool for PathGuard {
                 .with_payload(&json!({ "pattern": pattern })),
             );
         }
-        if let Some(pattern) = found(&ask, &checked) {
+        if let Some(pattern) = found(ask, &checked) {
             return PreToolDecision::ask(format!(
                 "{} would touch \"{pattern}\"; allow it?",
                 call.name

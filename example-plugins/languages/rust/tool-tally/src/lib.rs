@@ -2,35 +2,42 @@
 //! and logs each one. Written in Python, JavaScript and C beside this one, with the same log
 //! lines (`example-plugins/languages/cases.jsonl` checks them).
 
-use palisade_sdk::{PreTool, PreToolDecision, ToolCall, ToolOutcome, ToolResult, export, log};
-use std::sync::atomic::{AtomicU32, Ordering};
+use palisade_sdk::{
+    Config, Plugin, PreTool, PreToolDecision, ToolCall, ToolOutcome, ToolResult, export, log,
+};
 
-// Per session: the manifest asks for a `per-session` instance.
-static CALLS: AtomicU32 = AtomicU32::new(0);
-static RESULTS: AtomicU32 = AtomicU32::new(0);
-static FAILED: AtomicU32 = AtomicU32::new(0);
+/// Per session: the manifest asks for a `per-session` instance.
+#[derive(Default)]
+struct ToolTally {
+    calls: u32,
+    results: u32,
+    failed: u32,
+}
 
-struct ToolTally;
+impl Plugin for ToolTally {
+    fn new(_config: &Config) -> Self {
+        ToolTally::default()
+    }
+}
 
 impl PreTool for ToolTally {
-    fn on_pre_tool(call: ToolCall) -> PreToolDecision {
-        let n = CALLS.fetch_add(1, Ordering::Relaxed) + 1;
-        log::info(&format!("call {n}: {}", call.name));
+    fn on_pre_tool(&mut self, call: ToolCall) -> PreToolDecision {
+        self.calls += 1;
+        log::info(&format!("call {}: {}", self.calls, call.name));
         PreToolDecision::Allow
     }
 }
 
 impl ToolResult for ToolTally {
-    fn on_tool_result(call: ToolCall, outcome: ToolOutcome) {
-        let n = RESULTS.fetch_add(1, Ordering::Relaxed) + 1;
+    fn on_tool_result(&mut self, call: ToolCall, outcome: ToolOutcome) {
+        self.results += 1;
         if outcome.is_error {
-            FAILED.fetch_add(1, Ordering::Relaxed);
+            self.failed += 1;
         }
         let status = if outcome.is_error { "failed" } else { "ok" };
         log::info(&format!(
-            "result {n}: {} {status}, {} failed so far",
-            call.name,
-            FAILED.load(Ordering::Relaxed)
+            "result {}: {} {status}, {} failed so far",
+            self.results, call.name, self.failed
         ));
     }
 }
