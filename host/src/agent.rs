@@ -15,16 +15,25 @@
 //!
 //! Every committed fact (message, tool call, tool result, model response, turn completed,
 //! session ended) is handed to the committed-fact hooks, which never delay the loop.
+//!
+//! Also seed 1's: `session-start` runs exactly once, before turn 1 (the loop runs it if the
+//! embedder did not); contexts injected from outside ([`Handle::inject`]) enter the same FIFO
+//! as the batch's own; an interrupted turn ([`Handle::interrupt`]) records a result for every
+//! call of its batch and flushes the FIFO before it closes; a tool that marks its result
+//! terminal ([`crate::ToolContext::end_turn`]) ends the turn when its batch settles.
 
 use crate::lifecycle::Lifecycle;
 use crate::pipeline::{ToolRegistry, ToolRequest};
 use crate::session::{BoxFuture, Session};
+use crate::types::Context;
 use crate::types::{
     ContentBlock, LlmResponse, Message, PreStep, PreStepDecision, Role, SessionSource, StopEvent,
     ToolCall, ToolOutcome, ToolResult, TurnOutcome,
 };
 use serde::{Deserialize, Serialize};
 use std::collections::VecDeque;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 
 /// Most times `turn-stopping` may continue one turn; then the turn closes regardless.
 pub const MAX_CONTINUATIONS: u32 = 8;
@@ -142,12 +151,64 @@ impl Model for ScriptedModel {
     }
 }
 
+/// What reaches a running loop from outside it: contexts to inject and an interrupt. Cheap to
+/// clone, and usable from any thread or task while a turn runs.
+#[derive(Debug, Clone, Default)]
+pub struct Handle {
+    inner: Arc<HandleInner>,
+}
+
+#[derive(Debug, Default)]
+struct HandleInner {
+    /// The active batch's FIFO: contexts waiting for the batch to settle, in arrival order.
+    fifo: Mutex<Vec<Context>>,
+    interrupted: AtomicBool,
+}
+
+impl Handle {
+    /// Injects a context, sourced to `source`. It enters the active batch's FIFO and is
+    /// appended when the batch settles (after every result of it); outside a batch, it is
+    /// appended before the next model request (seed 1: "asynchronous injections enter the
+    /// active-batch FIFO and append when that batch settles").
+    pub fn inject(&self, source: impl Into<String>, text: impl Into<String>) {
+        self.fifo().push(Context {
+            hook_id: source.into(),
+            text: text.into(),
+        });
+    }
+
+    /// Interrupts the running turn: calls of its batch not yet run get an error result
+    /// without running, the FIFO is flushed, and the turn closes `interrupted`. An interrupt
+    /// between turns is forgotten when the next turn opens.
+    pub fn interrupt(&self) {
+        self.inner.interrupted.store(true, Ordering::SeqCst);
+    }
+
+    /// Whether the running turn has been interrupted.
+    pub fn is_interrupted(&self) -> bool {
+        self.inner.interrupted.load(Ordering::SeqCst)
+    }
+
+    fn fifo(&self) -> std::sync::MutexGuard<'_, Vec<Context>> {
+        self.inner.fifo.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn take(&self) -> Vec<Context> {
+        std::mem::take(&mut *self.fifo())
+    }
+}
+
 /// A minimal agent: a session, its tools and a model, driven turn by turn.
 pub struct Agent {
     lifecycle: Lifecycle,
     tools: ToolRegistry,
     model: Box<dyn Model>,
     transcript: Vec<Entry>,
+    handle: Handle,
+    /// Whether `session-start` has run; and with which source it runs if the embedder does
+    /// not start the session itself.
+    started: bool,
+    source: SessionSource,
 }
 
 impl std::fmt::Debug for Agent {
@@ -183,12 +244,30 @@ impl Agent {
             })
             .max()
             .unwrap_or(0);
+        let source = if transcript.is_empty() {
+            SessionSource::Startup
+        } else {
+            SessionSource::Resume
+        };
         Agent {
             lifecycle: Lifecycle::resumed(session, turns),
             tools,
             model: Box::new(model),
             transcript,
+            handle: Handle::default(),
+            started: false,
+            source,
         }
+    }
+
+    /// The handle that injects contexts into this agent's loop and interrupts its turns.
+    pub fn handle(&self) -> Handle {
+        self.handle.clone()
+    }
+
+    /// Injects a context (see [`Handle::inject`]).
+    pub fn inject(&self, source: impl Into<String>, text: impl Into<String>) {
+        self.handle.inject(source, text);
     }
 
     /// The transcript so far.
@@ -201,15 +280,27 @@ impl Agent {
         self.lifecycle.session()
     }
 
-    /// Starts the session: `session-start` contexts open the transcript.
+    /// Starts the session: `session-start` contexts open the transcript, then what was
+    /// injected so far. Runs once: a second call does nothing, and the first turn starts the
+    /// session itself when this was not called (with `startup`, or `resume` for a resumed
+    /// transcript) — seed 1: "emit, once before turn 1".
     pub async fn start(&mut self, source: SessionSource) {
+        if std::mem::replace(&mut self.started, true) {
+            return;
+        }
         for context in self.lifecycle.session_start(source).await {
             self.append_context(context.hook_id, context.text);
         }
+        self.flush();
     }
 
     /// Runs one turn for `prompt`, to its end.
     pub async fn run_turn(&mut self, prompt: impl Into<String>) -> TurnOutcome {
+        if !self.started {
+            self.start(self.source).await;
+        }
+        // An interrupt belongs to the turn it was meant for.
+        self.handle.inner.interrupted.store(false, Ordering::SeqCst);
         // The turn opens before the first claim.
         let turn = self.lifecycle.open_turn(None);
         let mut claimed = vec![Entry::User {
@@ -247,6 +338,11 @@ impl Agent {
             for context in contexts {
                 self.append_context(context.hook_id, context.text);
             }
+            // Injected between batches: before the model is asked.
+            self.flush();
+            if self.handle.is_interrupted() {
+                return self.close(turn, TurnOutcome::Interrupted, None);
+            }
 
             let reply = self
                 .model
@@ -281,6 +377,9 @@ impl Agent {
             );
 
             if reply.tool_calls.is_empty() {
+                if self.handle.is_interrupted() {
+                    return self.close(turn, TurnOutcome::Interrupted, None);
+                }
                 // Decision 3: the natural stop boundary; steering continues the SAME turn.
                 let event = StopEvent {
                     turn,
@@ -303,26 +402,44 @@ impl Agent {
                 continue;
             }
 
-            // Decision 2: run the batch; its contexts wait in a FIFO until it settles.
-            let mut fifo = Vec::new();
+            // Decision 2: run the batch; its contexts wait in the FIFO until it settles, with
+            // whatever is injected meanwhile, in arrival order.
+            let mut terminal = false;
             for request in reply.tool_calls {
-                self.lifecycle.tool_call(&as_call(&request));
-                let execution = self.lifecycle.session().execute(&self.tools, request).await;
+                let call = as_call(&request);
+                self.lifecycle.tool_call(&call);
+                let outcome = if self.handle.is_interrupted() {
+                    // Every call gets its result, so none is left unanswered.
+                    ToolOutcome::error(format!(
+                        "{} did not run: the turn was interrupted",
+                        call.name
+                    ))
+                } else {
+                    let execution = self.lifecycle.session().execute(&self.tools, request).await;
+                    self.handle.fifo().extend(execution.contexts);
+                    terminal |= execution.terminal;
+                    execution.outcome
+                };
                 self.append(Entry::ToolResult {
-                    tool_use_id: execution.call.tool_use_id.clone(),
-                    is_error: execution.outcome.is_error,
-                    content: text_of(&execution.outcome),
+                    tool_use_id: call.tool_use_id.clone(),
+                    is_error: outcome.is_error,
+                    content: text_of(&outcome),
                 });
                 self.lifecycle.tool_result(ToolResult {
-                    tool_use_id: execution.call.tool_use_id.clone(),
-                    name: execution.call.name.clone(),
-                    provenance: execution.call.provenance.clone(),
-                    outcome: execution.outcome.clone(),
+                    tool_use_id: call.tool_use_id,
+                    name: call.name,
+                    provenance: call.provenance,
+                    outcome,
                 });
-                fifo.extend(execution.contexts);
             }
-            for context in fifo {
-                self.append_context(context.hook_id, context.text);
+            // The batch has settled (or was interrupted): the FIFO appends after every result.
+            self.flush();
+            if self.handle.is_interrupted() {
+                return self.close(turn, TurnOutcome::Interrupted, None);
+            }
+            if terminal {
+                // Monotonic: no further step, and no steering can continue the turn.
+                return self.close(turn, TurnOutcome::Completed, None);
             }
             // A tool continuation: the next step claims an empty batch.
         }
@@ -341,6 +458,13 @@ impl Agent {
         });
         self.lifecycle.turn_completed(outcome);
         outcome
+    }
+
+    /// Appends what waits in the FIFO.
+    fn flush(&mut self) {
+        for context in self.handle.take() {
+            self.append_context(context.hook_id, context.text);
+        }
     }
 
     fn append_context(&mut self, source: String, text: String) {

@@ -32,7 +32,7 @@ use crate::types::{
 use serde_json::Value;
 use std::collections::HashMap;
 use std::fmt;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -66,6 +66,7 @@ pub struct ToolContext {
     registry: ToolRegistry,
     token: CallToken,
     deferred: Arc<Mutex<Vec<Context>>>,
+    terminal: Arc<AtomicBool>,
 }
 
 impl fmt::Debug for ToolContext {
@@ -95,6 +96,13 @@ impl ToolContext {
             hook_id: source.into(),
             text: text.into(),
         });
+    }
+
+    /// Marks this call's result terminal: when its batch settles, the turn ends — no further
+    /// step, no steering (seed 1: "terminal monotonic stopping is expressed by tool-result
+    /// data"). Monotonic: nothing after the tool, no hook and no later call, unmarks it.
+    pub fn end_turn(&self) {
+        self.terminal.store(true, Ordering::Relaxed);
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Vec<Context>> {
@@ -252,6 +260,9 @@ pub struct ToolExecution {
     pub blocked: Option<Denial>,
     /// Contexts to append when the batch settles, in order.
     pub contexts: Vec<Context>,
+    /// The tool marked its result terminal ([`ToolContext::end_turn`]): the turn ends when
+    /// the batch settles.
+    pub terminal: bool,
 }
 
 impl Session {
@@ -266,6 +277,7 @@ impl Session {
             provenance: request.provenance,
         });
         let deferred = Arc::new(Mutex::new(Vec::new()));
+        let terminal = Arc::new(AtomicBool::new(false));
         let tool = registry.get(&call.name);
 
         let authorization = self.authorize(&call).await;
@@ -286,6 +298,7 @@ impl Session {
                     registry: registry.clone(),
                     token,
                     deferred: deferred.clone(),
+                    terminal: terminal.clone(),
                 };
                 self.wrapped(call.clone(), token, context, wrappers).await
             }
@@ -330,6 +343,7 @@ impl Session {
             outcome,
             blocked: post.blocked,
             contexts,
+            terminal: terminal.load(Ordering::Relaxed),
         }
     }
 

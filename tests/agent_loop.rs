@@ -1,0 +1,265 @@
+//! Seed 1's loop rules that the agent loop enforces itself: session-start once before turn 1,
+//! injections through the active batch's FIFO, interruption, and a tool-result-driven
+//! terminal stop. Each test quotes the sentence it checks.
+
+use palisade::agent::{Agent, Entry, ModelReply, ScriptedModel};
+use palisade::{SessionSource, Tool, ToolOutcome, ToolRegistry, ToolRequest, TurnOutcome};
+use palisade_tests::{PluginDir, load_recorded};
+use serde_json::json;
+use std::sync::{Arc, Mutex};
+
+fn reply(text: &str, calls: &[(&str, &str)]) -> ModelReply {
+    ModelReply {
+        text: text.into(),
+        tool_calls: calls
+            .iter()
+            .map(|(id, name)| ToolRequest::new(*id, *name, json!({})))
+            .collect(),
+    }
+}
+
+fn context(source: &str, text: &str) -> Entry {
+    Entry::Context {
+        source: source.into(),
+        text: text.into(),
+    }
+}
+
+fn result(id: &str, is_error: bool, content: &str) -> Entry {
+    Entry::ToolResult {
+        tool_use_id: id.into(),
+        is_error,
+        content: content.into(),
+    }
+}
+
+fn no_plugins() -> palisade::Plugins {
+    let dir = PluginDir::new();
+    let (plugins, _) = load_recorded(&dir);
+    plugins
+}
+
+/// "agent/session-start … emit, once before turn 1"
+#[tokio::test]
+async fn session_start_runs_exactly_once_before_turn_1() {
+    let dir = PluginDir::new();
+    dir.scripted(
+        "ctx",
+        "[[hooks]]\npoint = \"session-start\"\ncapability = \"transform\"\n\
+         [config]\ncontexts = [\"project uses cargo\"]\n",
+    );
+    let (plugins, recorder) = load_recorded(&dir);
+    let runs = || {
+        recorder
+            .events()
+            .iter()
+            .filter(|e| matches!(e.kind, palisade::EventKind::HookStarted))
+            .count()
+    };
+
+    // The embedder never starts the session: the first turn does, before it opens.
+    let mut agent = Agent::new(
+        plugins.session("s1"),
+        ToolRegistry::default(),
+        ScriptedModel::default(),
+    );
+    agent.run_turn("hello").await;
+    agent.run_turn("again").await;
+    agent.start(SessionSource::Startup).await;
+    assert_eq!(runs(), 1, "{:?}", recorder.events());
+    assert_eq!(
+        agent.transcript()[..2],
+        [
+            context("ctx/session-start", "project uses cargo (SessionSource::Startup)"),
+            Entry::User {
+                text: "hello".into()
+            },
+        ]
+    );
+
+    // Started explicitly, then turns: still once.
+    let mut agent = Agent::new(
+        plugins.session("s2"),
+        ToolRegistry::default(),
+        ScriptedModel::default(),
+    );
+    agent.start(SessionSource::Startup).await;
+    agent.start(SessionSource::Startup).await;
+    agent.run_turn("hello").await;
+    assert_eq!(runs(), 2);
+}
+
+/// "A listener seeds context via agent.inject()" and "asynchronous injections enter the
+/// active-batch FIFO and append when that batch settles … The FIFO appends after every
+/// recorded result when the batch settles"
+#[tokio::test]
+async fn injections_wait_in_the_batch_fifo_and_append_after_every_result() {
+    let handle = Arc::new(Mutex::new(None::<palisade::agent::Handle>));
+    let inject_from_tool = handle.clone();
+    let tools = ToolRegistry::new([
+        Tool::new("first", move |inv| {
+            let handle = inject_from_tool.lock().unwrap().clone().unwrap();
+            async move {
+                // Arrives while the batch runs: it must not land between the results.
+                handle.inject("watcher", "the build went red");
+                inv.context.defer_context("first", "first's own note");
+                Ok(ToolOutcome::text("one"))
+            }
+        }),
+        Tool::new("second", |_| async { Ok(ToolOutcome::text("two")) }),
+    ]);
+    let model = ScriptedModel::new([
+        reply("on it", &[("t1", "first"), ("t2", "second")]),
+        reply("done", &[]),
+    ]);
+    let mut agent = Agent::new(no_plugins().session("s"), tools, model);
+    *handle.lock().unwrap() = Some(agent.handle());
+    // Before the session starts: seeds the transcript right after session-start.
+    agent.inject("seed", "the user prefers short answers");
+    assert_eq!(
+        agent.run_turn("fix the build").await,
+        TurnOutcome::Completed
+    );
+
+    let transcript = agent.transcript();
+    assert_eq!(
+        transcript[0],
+        context("seed", "the user prefers short answers")
+    );
+    let at = transcript
+        .iter()
+        .position(|e| *e == result("t1", false, "one"))
+        .expect("t1's result");
+    assert_eq!(
+        transcript[at..at + 4],
+        [
+            result("t1", false, "one"),
+            result("t2", false, "two"),
+            // Arrival order: the injection came while `first` ran, its deferred context
+            // when `first` returned.
+            context("watcher", "the build went red"),
+            context("first", "first's own note"),
+        ]
+    );
+}
+
+/// "The FIFO appends after every recorded result when the batch settles, including before
+/// an interrupted turn closes."
+#[tokio::test]
+async fn an_interrupted_turn_answers_every_call_and_flushes_the_fifo_before_it_closes() {
+    let handle = Arc::new(Mutex::new(None::<palisade::agent::Handle>));
+    let interrupt_from_tool = handle.clone();
+    let ran = Arc::new(Mutex::new(Vec::new()));
+    let (ran_first, ran_second) = (ran.clone(), ran.clone());
+    let tools = ToolRegistry::new([
+        Tool::new("first", move |inv| {
+            let handle = interrupt_from_tool.lock().unwrap().clone().unwrap();
+            let ran = ran_first.clone();
+            async move {
+                ran.lock().unwrap().push("first");
+                inv.context.defer_context("first", "partial work saved");
+                // The user presses Esc while the batch runs.
+                handle.interrupt();
+                Ok(ToolOutcome::text("one"))
+            }
+        }),
+        Tool::new("second", move |_| {
+            let ran = ran_second.clone();
+            async move {
+                ran.lock().unwrap().push("second");
+                Ok(ToolOutcome::text("two"))
+            }
+        }),
+    ]);
+    let model = ScriptedModel::new([
+        reply("on it", &[("t1", "first"), ("t2", "second")]),
+        reply("never asked", &[]),
+    ]);
+    let mut agent = Agent::new(no_plugins().session("s"), tools, model);
+    *handle.lock().unwrap() = Some(agent.handle());
+    assert_eq!(agent.run_turn("go").await, TurnOutcome::Interrupted);
+
+    assert_eq!(
+        *ran.lock().unwrap(),
+        ["first"],
+        "the second call must not run"
+    );
+    let transcript = agent.transcript();
+    let at = transcript
+        .iter()
+        .position(|e| *e == result("t1", false, "one"))
+        .expect("t1's result");
+    assert_eq!(
+        transcript[at..],
+        [
+            result("t1", false, "one"),
+            result("t2", true, "second did not run: the turn was interrupted"),
+            context("first", "partial work saved"),
+            Entry::TurnClosed {
+                turn: 1,
+                outcome: TurnOutcome::Interrupted,
+                reason: None,
+            },
+        ]
+    );
+
+    // The interrupt was for that turn: the next one runs.
+    agent.run_turn("go on").await;
+    assert!(matches!(
+        agent.transcript().last(),
+        Some(Entry::TurnClosed {
+            turn: 2,
+            outcome: TurnOutcome::Completed,
+            ..
+        })
+    ));
+}
+
+/// "terminal monotonic stopping is expressed by tool-result data, while agent/turn-stopping
+/// is the last chance to steer another step"
+#[tokio::test]
+async fn a_terminal_tool_result_ends_the_turn_when_its_batch_settles() {
+    let dir = PluginDir::new();
+    // A coach that would steer the turn on at its stop boundary.
+    dir.scripted(
+        "coach",
+        "[[hooks]]\npoint = \"turn-stopping\"\ncapability = \"steer\"\n\
+         [config]\nturn_stopping = \"steer-once\"\n",
+    );
+    let (plugins, _) = load_recorded(&dir);
+    let tools = ToolRegistry::new([
+        Tool::new("finish", |inv| async move {
+            inv.context.end_turn();
+            Ok(ToolOutcome::text("report submitted"))
+        }),
+        Tool::new("note", |_| async { Ok(ToolOutcome::text("noted")) }),
+    ]);
+    let model = ScriptedModel::new([
+        reply("submitting", &[("t1", "finish"), ("t2", "note")]),
+        reply("this step must not happen", &[]),
+    ]);
+    let mut agent = Agent::new(plugins.session("s"), tools, model);
+    assert_eq!(agent.run_turn("submit it").await, TurnOutcome::Completed);
+    let transcript = agent.transcript();
+    assert_eq!(
+        transcript[transcript.len() - 3..],
+        [
+            // The batch settles first: the other call of it still runs.
+            result("t1", false, "report submitted"),
+            result("t2", false, "noted"),
+            Entry::TurnClosed {
+                turn: 1,
+                outcome: TurnOutcome::Completed,
+                reason: None,
+            },
+        ]
+    );
+    assert!(
+        !transcript.iter().any(|e| match e {
+            Entry::Steering { .. } => true,
+            Entry::Assistant { text, .. } => text.contains("must not"),
+            _ => false,
+        }),
+        "no steering and no further step: {transcript:?}"
+    );
+}
