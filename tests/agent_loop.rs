@@ -4,6 +4,7 @@
 
 use palisade::agent::{Agent, Entry, ModelReply, ScriptedModel};
 use palisade::{SessionSource, Tool, ToolOutcome, ToolRegistry, ToolRequest, TurnOutcome};
+use palisade_tests::transcript::{context, result};
 use palisade_tests::{PluginDir, load_recorded};
 use serde_json::json;
 use std::sync::{Arc, Mutex};
@@ -15,21 +16,6 @@ fn reply(text: &str, calls: &[(&str, &str)]) -> ModelReply {
             .iter()
             .map(|(id, name)| ToolRequest::new(*id, *name, json!({})))
             .collect(),
-    }
-}
-
-fn context(source: &str, text: &str) -> Entry {
-    Entry::Context {
-        source: source.into(),
-        text: text.into(),
-    }
-}
-
-fn result(id: &str, is_error: bool, content: &str) -> Entry {
-    Entry::ToolResult {
-        tool_use_id: id.into(),
-        is_error,
-        content: content.into(),
     }
 }
 
@@ -70,7 +56,10 @@ async fn session_start_runs_exactly_once_before_turn_1() {
     assert_eq!(
         agent.transcript()[..2],
         [
-            context("ctx/session-start", "project uses cargo (SessionSource::Startup)"),
+            context(
+                "ctx/session-start",
+                "project uses cargo (SessionSource::Startup)"
+            ),
             Entry::User {
                 text: "hello".into()
             },

@@ -6,6 +6,7 @@ use palisade::{
     Approval, Approver, AskRequest, BoxFuture, SessionSource, Tool, ToolCall, ToolOutcome,
     ToolRegistry, ToolRequest, TurnOutcome,
 };
+use palisade_tests::transcript::{context, result};
 use palisade_tests::{PluginDir, load_audited};
 use serde_json::{Value, json};
 use std::sync::Arc;
@@ -157,21 +158,6 @@ fn tools(flaky_runs: Arc<AtomicU32>) -> ToolRegistry {
 
 fn call(id: &str, name: &str, input: Value) -> ToolRequest {
     ToolRequest::new(id, name, input)
-}
-
-fn context(source: &str, text: &str) -> Entry {
-    Entry::Context {
-        source: source.into(),
-        text: text.into(),
-    }
-}
-
-fn result(id: &str, is_error: bool, content: &str) -> Entry {
-    Entry::ToolResult {
-        tool_use_id: id.into(),
-        is_error,
-        content: content.into(),
-    }
 }
 
 #[tokio::test]

@@ -184,3 +184,25 @@ pub fn load_audited(dir: &PluginDir) -> (palisade::Plugins, AuditLog) {
         },
     )
 }
+
+/// Transcript entries of the agent loop, for the expected transcripts of tests.
+pub mod transcript {
+    use palisade::agent::Entry;
+
+    /// A context `source` contributed.
+    pub fn context(source: &str, text: &str) -> Entry {
+        Entry::Context {
+            source: source.into(),
+            text: text.into(),
+        }
+    }
+
+    /// The result of call `id`.
+    pub fn result(id: &str, is_error: bool, content: &str) -> Entry {
+        Entry::ToolResult {
+            tool_use_id: id.into(),
+            is_error,
+            content: content.into(),
+        }
+    }
+}
