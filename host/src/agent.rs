@@ -27,8 +27,8 @@ use crate::pipeline::{ToolRegistry, ToolRequest};
 use crate::session::{BoxFuture, Session};
 use crate::types::Context;
 use crate::types::{
-    ContentBlock, LlmResponse, Message, PreStep, PreStepDecision, Role, SessionSource, StopEvent,
-    ToolCall, ToolOutcome, ToolResult, TurnOutcome,
+    ContentBlock, LlmResponse, Message, PreStepDecision, Role, SessionSource, StopEvent,
+    ToolOutcome, ToolResult, TurnOutcome,
 };
 use serde::{Deserialize, Serialize};
 use std::collections::VecDeque;
@@ -320,15 +320,11 @@ impl Agent {
                     _ => None,
                 })
                 .collect();
-            let pre_step = PreStep {
-                messages,
-                turn,
-                step,
-            };
-            let contexts = match self.lifecycle.session().prompt_submit(&pre_step).await {
+            let contexts = match self.lifecycle.pre_step(step, messages).await {
                 PreStepDecision::Reject(denial) => {
-                    // No step, no model-visible message; the claimed batch stays removed.
-                    return self.close(turn, TurnOutcome::Blocked, Some(denial.reason_code));
+                    // No step, no model-visible message; the claimed batch stays removed. The
+                    // lifecycle has committed the blocked turn.
+                    return self.record_close(turn, TurnOutcome::Blocked, Some(denial.reason_code));
                 }
                 PreStepDecision::Enter { contexts } => contexts,
             };
@@ -365,7 +361,7 @@ impl Agent {
                 LlmResponse {
                     model: self.model.name().to_string(),
                     text: reply.text.clone(),
-                    tool_calls: reply.tool_calls.iter().map(as_call).collect(),
+                    tool_calls: reply.tool_calls.iter().map(ToolRequest::call).collect(),
                     server_tool_content: Vec::new(),
                     stop_reason: if reply.tool_calls.is_empty() {
                         "end_turn"
@@ -387,7 +383,7 @@ impl Agent {
                     last_assistant_message: Some(reply.text),
                     continuations,
                 };
-                let steering = self.lifecycle.session().turn_stopping(&event).await;
+                let steering = self.lifecycle.stopping(&event, false).await;
                 if steering.is_empty() || continuations >= MAX_CONTINUATIONS {
                     return self.close(turn, TurnOutcome::Completed, None);
                 }
@@ -406,30 +402,31 @@ impl Agent {
             // whatever is injected meanwhile, in arrival order.
             let mut terminal = false;
             for request in reply.tool_calls {
-                let call = as_call(&request);
-                self.lifecycle.tool_call(&call);
-                let outcome = if self.handle.is_interrupted() {
+                let (tool_use_id, outcome) = if self.handle.is_interrupted() {
                     // Every call gets its result, so none is left unanswered.
-                    ToolOutcome::error(format!(
+                    let call = request.call();
+                    let outcome = ToolOutcome::error(format!(
                         "{} did not run: the turn was interrupted",
                         call.name
-                    ))
+                    ));
+                    self.lifecycle.tool_call(&call);
+                    self.lifecycle.tool_result(ToolResult {
+                        tool_use_id: call.tool_use_id.clone(),
+                        name: call.name,
+                        provenance: call.provenance,
+                        outcome: outcome.clone(),
+                    });
+                    (call.tool_use_id, outcome)
                 } else {
-                    let execution = self.lifecycle.session().execute(&self.tools, request).await;
+                    let execution = self.lifecycle.execute(&self.tools, request).await;
                     self.handle.fifo().extend(execution.contexts);
                     terminal |= execution.terminal;
-                    execution.outcome
+                    (execution.call.tool_use_id.clone(), execution.outcome)
                 };
                 self.append(Entry::ToolResult {
-                    tool_use_id: call.tool_use_id.clone(),
+                    tool_use_id,
                     is_error: outcome.is_error,
                     content: text_of(&outcome),
-                });
-                self.lifecycle.tool_result(ToolResult {
-                    tool_use_id: call.tool_use_id,
-                    name: call.name,
-                    provenance: call.provenance,
-                    outcome,
                 });
             }
             // The batch has settled (or was interrupted): the FIFO appends after every result.
@@ -450,13 +447,24 @@ impl Agent {
         self.lifecycle.session_ended(reason);
     }
 
+    /// Closes the turn: in the transcript, and committed.
     fn close(&mut self, turn: u32, outcome: TurnOutcome, reason: Option<String>) -> TurnOutcome {
+        self.lifecycle.turn_completed(outcome);
+        self.record_close(turn, outcome, reason)
+    }
+
+    /// Records in the transcript the end of a turn the lifecycle has already committed.
+    fn record_close(
+        &mut self,
+        turn: u32,
+        outcome: TurnOutcome,
+        reason: Option<String>,
+    ) -> TurnOutcome {
         self.transcript.push(Entry::TurnClosed {
             turn,
             outcome,
             reason,
         });
-        self.lifecycle.turn_completed(outcome);
         outcome
     }
 
@@ -483,15 +491,6 @@ impl Agent {
         };
         self.transcript.push(entry);
         self.lifecycle.messages(message);
-    }
-}
-
-fn as_call(request: &ToolRequest) -> ToolCall {
-    ToolCall {
-        tool_use_id: request.tool_use_id.clone(),
-        name: request.name.clone(),
-        arguments: request.input.clone(),
-        provenance: request.provenance.clone(),
     }
 }
 

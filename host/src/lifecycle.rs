@@ -5,7 +5,10 @@
 //! (and `palisade serve`, which keeps one per agent session), `palisade replay`, and
 //! [`crate::agent::Agent`]. A new agent dialect maps its events onto these calls and nothing
 //! else, so the order of points, the facts committed and their ids are the same whatever the
-//! agent.
+//! agent: an agent that reports its events (a bridge) uses [`Lifecycle::prompt`],
+//! [`Lifecycle::tool_call`] and [`Lifecycle::tool_finished`], [`Lifecycle::stopping`]; a loop
+//! that runs its steps and tools through Palisade uses [`Lifecycle::pre_step`] and
+//! [`Lifecycle::execute`] instead.
 //!
 //! **Interaction ids** (seed 2: "interaction_id as the idempotency key for completion side
 //! effects") are derived from the session id and the fact's own identity, never from a counter
@@ -27,6 +30,7 @@
 //! one turn, so there every turn is number 1 (its ids stay distinct: they use the agent's turn
 //! id); `palisade serve` numbers the turns of a session.
 
+use crate::pipeline::{ToolExecution, ToolRegistry, ToolRequest};
 use crate::session::Session;
 use crate::types::{
     CommittedFact, Context, LlmResponse, Message, Observation, PostToolResult, PreStep,
@@ -151,21 +155,44 @@ impl Lifecycle {
     /// the turn closes blocked (committed), with no step (seed 1: "rejection closes a durable
     /// blocked turn with no step or model-visible message").
     pub async fn prompt(&self, key: Option<&str>, text: impl Into<String>) -> PreStepDecision {
-        let turn = self.open_turn(key);
+        self.open_turn(key);
         let claimed = vec![Message::user(text)];
-        let decision = self
-            .session
-            .prompt_submit(&PreStep {
-                messages: claimed.clone(),
-                turn,
-                step: 1,
-            })
-            .await;
-        match &decision {
-            PreStepDecision::Enter { .. } => self.messages(claimed),
-            PreStepDecision::Reject(_) => self.turn_completed(TurnOutcome::Blocked),
+        let decision = self.pre_step(1, claimed.clone()).await;
+        if let PreStepDecision::Enter { .. } = &decision {
+            self.messages(claimed);
         }
         decision
+    }
+
+    /// A proposed step of the current turn: `prompt-submit` with the batch it claimed (empty
+    /// for a tool continuation). On reject the turn closes blocked (committed), with no step;
+    /// on enter the caller appends the batch and commits it ([`Lifecycle::messages`]).
+    pub async fn pre_step(&self, step: u32, claimed: Vec<Message>) -> PreStepDecision {
+        let pre_step = PreStep {
+            messages: claimed,
+            turn: self.turn(),
+            step,
+        };
+        let decision = self.session.prompt_submit(&pre_step).await;
+        if let PreStepDecision::Reject(_) = &decision {
+            self.turn_completed(TurnOutcome::Blocked);
+        }
+        decision
+    }
+
+    /// A tool call of the current turn through Palisade's whole pipeline (an agent whose
+    /// tools Palisade runs): committed as recorded before any policy runs on it, and its
+    /// final result committed after.
+    pub async fn execute(&self, tools: &ToolRegistry, request: ToolRequest) -> ToolExecution {
+        self.tool_call(&request.call());
+        let execution = self.session.execute(tools, request).await;
+        self.tool_result(ToolResult {
+            tool_use_id: execution.call.tool_use_id.clone(),
+            name: execution.call.name.clone(),
+            provenance: execution.call.provenance.clone(),
+            outcome: execution.outcome.clone(),
+        });
+        execution
     }
 
     /// After a tool call ran (or was refused) outside Palisade's pipeline — an agent's own

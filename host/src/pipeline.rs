@@ -231,6 +231,16 @@ pub struct ToolRequest {
 }
 
 impl ToolRequest {
+    /// The call this request proposes, as it will be sealed.
+    pub fn call(&self) -> ToolCall {
+        ToolCall {
+            tool_use_id: self.tool_use_id.clone(),
+            name: self.name.clone(),
+            arguments: self.input.clone(),
+            provenance: self.provenance.clone(),
+        }
+    }
+
     /// A top-level request.
     pub fn new(tool_use_id: impl Into<String>, name: impl Into<String>, input: Value) -> Self {
         ToolRequest {
