@@ -6,7 +6,7 @@
 
 use crate::error::Error;
 use crate::events::EventSink;
-use crate::sandbox::{State, bindings};
+use crate::runtime::sandbox::{State, bindings};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
@@ -46,7 +46,7 @@ pub(crate) struct HostInner {
     pub linker: Linker<State>,
     pub sink: Option<Arc<dyn EventSink>>,
     pub background_queue: usize,
-    pub cache: Option<crate::cache::Cache>,
+    pub cache: Option<crate::runtime::cache::Cache>,
     pub on_compile: Option<CompileObserver>,
     pub wrapped_deadline: Duration,
     pub limits: LoadLimits,
@@ -203,13 +203,11 @@ impl HostBuilder {
 
         let cache = match &self.cache_dir {
             None => None,
-            Some(dir) => {
-                Some(
-                    crate::cache::Cache::open(dir, &engine).map_err(|e| Error::Engine {
-                        message: format!("cannot open the component cache {}: {e}", dir.display()),
-                    })?,
-                )
-            }
+            Some(dir) => Some(
+                crate::runtime::cache::Cache::open(dir, &engine).map_err(|e| Error::Engine {
+                    message: format!("cannot open the component cache {}: {e}", dir.display()),
+                })?,
+            ),
         };
         let stop_ticker = Arc::new(AtomicBool::new(false));
         spawn_ticker(engine.weak(), stop_ticker.clone()).map_err(|e| Error::Engine {

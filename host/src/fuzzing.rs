@@ -5,11 +5,11 @@
 //! answer, an agent's hook event, a component's decisions) and checks what must hold whatever
 //! the input: no panic, and the bounds and fail-closed rules the host promises.
 
-use crate::external::wire;
-use crate::instance::Request;
 use crate::manifest::{self, MAX_FUEL, MAX_MEMORY_MB, MAX_TIMEOUT_MS};
 use crate::point::Point;
-use crate::sandbox::wit;
+use crate::runtime::external::wire;
+use crate::runtime::instance::Request;
+use crate::runtime::sandbox::wit;
 use arbitrary::Unstructured;
 use std::path::Path;
 use std::sync::Arc;
@@ -123,7 +123,9 @@ pub fn answer(data: &[u8]) {
     if first & 0x20 != 0 {
         let mut u = Unstructured::new(rest);
         let output = native_answer_text(&mut u).unwrap_or_else(|_| rest.to_vec());
-        if let Ok(response) = crate::external::native::decode(point, &request_for(point), &output) {
+        if let Ok(response) =
+            crate::runtime::external::native::decode(point, &request_for(point), &output)
+        {
             assert!(response.answer_bytes() <= output.len() + 64);
         }
         return;

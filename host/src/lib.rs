@@ -29,27 +29,23 @@
 
 pub mod agent;
 pub mod bridge;
-mod cache;
 pub mod claude_code;
-mod convert;
 mod engine;
 mod error;
 pub mod events;
-mod external;
 mod failure;
 #[cfg(any(test, feature = "fuzzing"))]
 #[doc(hidden)]
 pub mod fuzzing;
-mod instance;
 pub mod lifecycle;
+mod loader;
 pub mod manifest;
 pub mod pipeline;
 mod plugin;
 pub mod point;
 mod points;
-mod sandbox;
+mod runtime;
 mod session;
-mod signatures;
 mod types;
 
 pub use engine::{
@@ -66,7 +62,7 @@ pub use pipeline::{
 };
 pub use plugin::{Plugin, Plugins};
 pub use point::{Capability, InstanceLifetime, Interface, Mode, OnFailure, Point};
-pub use sandbox::{
+pub use runtime::sandbox::{
     MAX_CORE_INSTANCES, MAX_LOG_LINE_BYTES, MAX_LOG_LINES_PER_CALL, MAX_MEMORIES, MAX_NEXT_CALLS,
     MAX_OUTPUT_BYTES_PER_CALL, MAX_TABLE_ELEMENTS, MAX_TABLES, MAX_WASI_RESOURCES,
 };

@@ -20,11 +20,11 @@
 //!   come before the `post-tool` decision contexts of an accepted call; a block keeps only the
 //!   contexts the blocking decision supplied.
 
-use crate::convert::{from_wit_blocks, parse_json, project_value, to_wit_call};
 use crate::failure::Failure;
-use crate::instance::{Request, Response};
 use crate::point::{Capability, Point};
-use crate::sandbox::{NextLayer, wit};
+use crate::runtime::convert::{from_wit_blocks, parse_json, project_value, to_wit_call};
+use crate::runtime::instance::{Request, Response};
+use crate::runtime::sandbox::{NextLayer, wit};
 use crate::session::{BoxFuture, Judged, Session, Verdict};
 use crate::types::{
     Authorization, ContentBlock, Context, Denial, Provenance, ToolCall, ToolOutcome,

@@ -6,15 +6,15 @@
 //! under `points/` says what its hooks may answer and how the answers combine. The rules are
 //! stated once, with the seed sentences they implement, in `docs/semantics.md`.
 
-use crate::convert::failed_closed;
 use crate::events::{Event, EventKind, now_ms};
-use crate::external::{Caller, External};
 use crate::failure::{Failure, FailureReason};
-use crate::instance::{Cost, Instance, Request, Response};
 use crate::manifest::HookSpec;
 use crate::plugin::{HookRef, Plugins, PluginsInner, Runtime, Wasm};
 use crate::point::{Capability, InstanceLifetime, Mode, Point};
-use crate::sandbox::{
+use crate::runtime::convert::failed_closed;
+use crate::runtime::external::{Caller, External};
+use crate::runtime::instance::{Cost, Instance, Request, Response};
+use crate::runtime::sandbox::{
     CallContext, Clock, MAX_LOG_LINES_PER_CALL, MAX_NEXT_CALLS, State, invocation_id,
 };
 use crate::types::{Approval, AskRequest, Denial, ToolCall};
@@ -156,8 +156,11 @@ pub(crate) enum Verdict<T> {
 }
 
 /// The verdict on a hook's deny: honoured, or an invalid answer if its payload is not JSON.
-pub(crate) fn deny_verdict(hook: &HookRef, deny: &crate::sandbox::wit::Deny) -> Verdict<Denial> {
-    match crate::convert::from_wit_deny(&hook.id, deny) {
+pub(crate) fn deny_verdict(
+    hook: &HookRef,
+    deny: &crate::runtime::sandbox::wit::Deny,
+) -> Verdict<Denial> {
+    match crate::runtime::convert::from_wit_deny(&hook.id, deny) {
         Ok(denial) => Verdict::Denied {
             reason_code: denial.reason_code.clone(),
             message: denial.message.clone(),

@@ -1,5 +1,5 @@
 //! The data that crosses between the embedder and the hooks: tool calls, outcomes and the
-//! typed decisions. These are the host-side forms; [`crate::sandbox`] converts them to and from
+//! typed decisions. These are the host-side forms; [`crate::runtime::sandbox`] converts them to and from
 //! the WIT types at the component boundary.
 
 use crate::failure::FailureReason;

@@ -8,8 +8,8 @@
 //! delay the fact. They are best-effort — a crash may lose or replay one — so observers use
 //! the observation's `interaction_id` as the idempotency key of their side effects.
 
-use crate::convert::to_wit_observation;
-use crate::instance::Request;
+use crate::runtime::convert::to_wit_observation;
+use crate::runtime::instance::Request;
 use crate::session::Session;
 use crate::types::Observation;
 use std::sync::Arc;

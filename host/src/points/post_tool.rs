@@ -12,12 +12,14 @@
 //! A decision is honoured whole or not at all. After a block, only the blocking decision's
 //! contexts survive; a guard that fails closed blocks with no contexts.
 
-use crate::convert::{from_wit_blocks, parse_json, project_value, to_wit_call, to_wit_outcome};
 use crate::failure::{Failure, FailureReason};
-use crate::instance::{Request, Response};
 use crate::pipeline::Validator;
 use crate::point::{Capability, Point};
-use crate::sandbox::wit;
+use crate::runtime::convert::{
+    from_wit_blocks, parse_json, project_value, to_wit_call, to_wit_outcome,
+};
+use crate::runtime::instance::{Request, Response};
+use crate::runtime::sandbox::wit;
 use crate::session::{Session, Verdict};
 use crate::types::{Context, Denial, PostToolResult, ToolCall, ToolOutcome};
 use std::sync::Arc;

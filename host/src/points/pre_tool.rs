@@ -5,10 +5,10 @@
 //!   background). An ask does not short-circuit: a later guard may still deny.
 //! - With no deny, the first ask wins over allow; [`Session::authorize`] resolves it.
 
-use crate::convert::to_wit_call;
-use crate::instance::{Request, Response};
 use crate::point::{Capability, Point};
-use crate::sandbox::wit;
+use crate::runtime::convert::to_wit_call;
+use crate::runtime::instance::{Request, Response};
+use crate::runtime::sandbox::wit;
 use crate::session::{Session, Verdict, deny_verdict};
 use crate::types::{AskRequest, PreToolDecision, ToolCall};
 use std::sync::Arc;

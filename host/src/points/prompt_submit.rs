@@ -6,10 +6,10 @@
 //!   model-visible message, and the remaining hooks do not run;
 //! - a guard's failure rejects (fails closed) unless `on_failure = "allow"`.
 
-use crate::convert::to_wit_step;
-use crate::instance::{Request, Response};
 use crate::point::{Capability, Point};
-use crate::sandbox::wit;
+use crate::runtime::convert::to_wit_step;
+use crate::runtime::instance::{Request, Response};
+use crate::runtime::sandbox::wit;
 use crate::session::{Session, Verdict, deny_verdict};
 use crate::types::{Context, PreStep, PreStepDecision};
 use std::sync::Arc;

@@ -2,9 +2,9 @@
 //! cannot block startup (a guard grant is refused at load, and a failure is only recorded).
 //! Hooks granted `transform` may return contexts to inject, collected in hook order.
 
-use crate::convert::to_wit_source;
-use crate::instance::{Request, Response};
 use crate::point::{Capability, Point};
+use crate::runtime::convert::to_wit_source;
+use crate::runtime::instance::{Request, Response};
 use crate::session::{Session, Verdict};
 use crate::types::{Context, SessionSource};
 

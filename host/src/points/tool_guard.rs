@@ -7,10 +7,10 @@
 //! a rejection, a cancellation, an unavailable channel or no approver at all is a denial),
 //! then `tool-guard`.
 
-use crate::convert::to_wit_call;
-use crate::instance::{Request, Response};
 use crate::point::{Capability, Point};
-use crate::sandbox::wit;
+use crate::runtime::convert::to_wit_call;
+use crate::runtime::instance::{Request, Response};
+use crate::runtime::sandbox::wit;
 use crate::session::{Session, Verdict, deny_verdict};
 use crate::types::{
     Approval, AskRequest, Authorization, Denial, GuardDecision, PreToolDecision, ToolCall,

@@ -6,9 +6,9 @@
 //! "observer failures are contained per listener and cannot change or reject … the returned
 //! outcome").
 
-use crate::convert::{to_wit_call, to_wit_outcome};
-use crate::instance::Request;
 use crate::point::Point;
+use crate::runtime::convert::{to_wit_call, to_wit_outcome};
+use crate::runtime::instance::Request;
 use crate::session::Session;
 use crate::types::{ToolCall, ToolOutcome};
 use std::sync::Arc;

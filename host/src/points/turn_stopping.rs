@@ -4,9 +4,9 @@
 //! the content is not honoured (`not-granted`). A failure is only recorded: it can neither
 //! stop nor continue a turn.
 
-use crate::convert::to_wit_stop;
-use crate::instance::{Request, Response};
 use crate::point::{Capability, Point};
+use crate::runtime::convert::to_wit_stop;
+use crate::runtime::instance::{Request, Response};
 use crate::session::{Session, Verdict};
 use crate::types::{Steering, StopEvent};
 use std::sync::Arc;

@@ -11,8 +11,8 @@ pub(crate) mod native;
 pub(crate) mod wire;
 
 use crate::failure::{Failure, FailureReason};
-use crate::instance::{Request, Response};
 use crate::manifest::{Limits, Protocol};
+use crate::runtime::instance::{Request, Response};
 use std::path::PathBuf;
 pub(crate) use wire::Caller;
 

@@ -7,9 +7,9 @@
 //! events (levels `stdout` / `stderr`) attributed to the plugin. Clocks and randomness are
 //! allowed.
 
-use crate::convert::to_wit_outcome;
 use crate::events::{Event, EventKind, EventSink, now_ms};
 use crate::point::Point;
+use crate::runtime::convert::to_wit_outcome;
 use crate::types::ToolOutcome;
 use std::sync::Arc;
 use std::time::Instant;
@@ -399,7 +399,7 @@ impl bindings::palisade::hooks::tool_dispatch::Host for State {
         self.call.next_bytes = self
             .call
             .next_bytes
-            .max(crate::instance::outcome_bytes(&outcome));
+            .max(crate::runtime::instance::outcome_bytes(&outcome));
         outcome
     }
 }

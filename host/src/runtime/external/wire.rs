@@ -11,9 +11,9 @@
 
 use crate::claude_code::{Decision, HookAnswer, HookEvent, Permission};
 use crate::failure::{Failure, FailureReason};
-use crate::instance::{Request, Response};
 use crate::point::Point;
-use crate::sandbox::wit;
+use crate::runtime::instance::{Request, Response};
+use crate::runtime::sandbox::wit;
 use serde_json::{Map, Value, json};
 
 /// Claude Code's name for the event of `point`, where it has one; Palisade's (PascalCase)

@@ -18,9 +18,9 @@
 //! them) make the answer `invalid-response`. Only exit status 0 (HTTP 2xx) is an answer.
 
 use crate::failure::{Failure, FailureReason};
-use crate::instance::{Request, Response};
 use crate::point::Point;
-use crate::sandbox::wit;
+use crate::runtime::instance::{Request, Response};
+use crate::runtime::sandbox::wit;
 use base64::Engine as _;
 use serde::Deserialize;
 use serde_json::{Map, Value, json};

@@ -4,7 +4,7 @@
 //! JSON is an `invalid-response` failure.
 
 use crate::failure::{Failure, FailureReason};
-use crate::sandbox::wit;
+use crate::runtime::sandbox::wit;
 use crate::types::{
     CommittedFact, ContentBlock, Denial, LlmResponse, Message, Observation, PreStep, Provenance,
     Role, ServerToolContent, SessionSource, StopEvent, ToolCall, ToolOutcome, ToolResult,

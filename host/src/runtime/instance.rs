@@ -4,8 +4,8 @@
 use crate::failure::{Failure, FailureReason};
 use crate::manifest::Limits;
 use crate::plugin::Wasm;
-use crate::sandbox::bindings::exports::palisade::hooks as ex;
-use crate::sandbox::{CallContext, MAX_LOG_LINES_PER_CALL, NextLayer, State, wit};
+use crate::runtime::sandbox::bindings::exports::palisade::hooks as ex;
+use crate::runtime::sandbox::{CallContext, MAX_LOG_LINES_PER_CALL, NextLayer, State, wit};
 use std::sync::Arc;
 use wasmtime::component::Instance as ComponentInstance;
 use wasmtime::{Engine, Store, Trap, UpdateDeadline};

@@ -7,7 +7,7 @@
 //! shows the expected and the actual signature.
 
 use crate::point::Interface;
-use crate::sandbox::wit;
+use crate::runtime::sandbox::wit;
 use wasmtime::Engine;
 use wasmtime::component::Component;
 use wasmtime::component::types::{self, ComponentFunc, ComponentItem, Type};

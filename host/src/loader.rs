@@ -1,0 +1,766 @@
+//! Loading a plugin directory: one folder per plugin, each with a `plugin.toml` and its
+//! component (or its command, or its URL), into [`Plugins`].
+//!
+//! The directory is read through `cap-std`: a manifest can only name a file inside its own
+//! plugin folder. Absolute paths, `..` and symlinks that lead out are refused. Every problem
+//! of every plugin is reported at once, each naming the file, the field and the fix.
+//!
+//! Registration order — the tie-breaker after priority — is deterministic: plugins sorted by
+//! name, then hooks in manifest order.
+
+use crate::engine::{CompileProgress, Host};
+use crate::error::{Error, Problem};
+use crate::manifest::{self, MANIFEST_FILE, Manifest, RuntimeSpec};
+use crate::plugin::{Exports, Plugin, Plugins, Runtime, Skipped, Wasm};
+use crate::point::Point;
+use crate::runtime::external::{External, Target};
+use crate::runtime::sandbox::PluginEnv;
+use cap_std::ambient_authority;
+use cap_std::fs::Dir;
+use sha2::{Digest, Sha256};
+use std::io::ErrorKind;
+use std::path::{Component as PathComponent, Path, PathBuf};
+use std::sync::Arc;
+use wasmtime::component::Component;
+
+impl Host {
+    /// Loads every plugin folder of `dir` (a folder with a `plugin.toml`; others are skipped
+    /// and listed by [`Plugins::skipped`]).
+    ///
+    /// Either every plugin loads, or nothing does and [`Error::Invalid`] lists every problem
+    /// found, each naming the file, the field and the fix.
+    pub fn load_dir(&self, dir: impl AsRef<Path>) -> Result<Plugins, Error> {
+        self.load(dir.as_ref(), None)
+    }
+
+    /// Loads the plugins of `dir` that have a hook on one of `points`: every manifest is
+    /// read and validated, but only those plugins' components are loaded. For a process that
+    /// serves one event and exits (a bridge run), where loading the rest is wasted time.
+    pub fn load_dir_for(&self, dir: impl AsRef<Path>, points: &[Point]) -> Result<Plugins, Error> {
+        self.load(dir.as_ref(), Some(points))
+    }
+
+    fn load(&self, dir: &Path, points: Option<&[Point]>) -> Result<Plugins, Error> {
+        let directory_error = |source| Error::Directory {
+            path: dir.to_path_buf(),
+            source,
+        };
+        // A plugin's own folder (it has a `plugin.toml`) loads as a directory of that one
+        // plugin: `palisade check .` in a plugin being written.
+        if dir.join(MANIFEST_FILE).is_file() {
+            let dir = dir.canonicalize().map_err(directory_error)?;
+            if let (Some(parent), Some(name)) = (dir.parent(), dir.file_name()) {
+                let root =
+                    Dir::open_ambient_dir(parent, ambient_authority()).map_err(directory_error)?;
+                let folders = vec![Folder {
+                    name: name.to_string_lossy().into_owned(),
+                    link: None,
+                }];
+                return self.load_folders(parent, &root, folders, points, Vec::new(), Vec::new());
+            }
+        }
+        let root = Dir::open_ambient_dir(dir, ambient_authority()).map_err(directory_error)?;
+        let mut folders: Vec<Folder> = Vec::new();
+        let mut skipped = Vec::new();
+        let mut problems = Vec::new();
+        for entry in root.entries().map_err(directory_error)? {
+            let entry = entry.map_err(directory_error)?;
+            let name = entry.file_name().to_string_lossy().into_owned();
+            // Hidden entries (`.git`, editor files) are never plugins.
+            if name.starts_with('.') {
+                continue;
+            }
+            let path = dir.join(&name);
+            let skip = |reason: &str| Skipped {
+                path: path.clone(),
+                reason: reason.to_string(),
+            };
+            match entry.file_type() {
+                Ok(t) if t.is_dir() => folders.push(Folder { name, link: None }),
+                // A symlinked plugin folder (`ln -s ~/guards/shell-guard plugins/`) is the
+                // operator's way to install a plugin: followed, and reported as such.
+                Ok(t) if t.is_symlink() => match std::fs::metadata(&path) {
+                    Ok(meta) if meta.is_dir() => match path.canonicalize() {
+                        Ok(target) => folders.push(Folder {
+                            name,
+                            link: Some(target),
+                        }),
+                        Err(err) => problems.push(broken_link(&path, &err)),
+                    },
+                    Ok(_) => skipped.push(skip("a symlink to a file, not to a plugin folder")),
+                    Err(err) => problems.push(broken_link(&path, &err)),
+                },
+                Ok(t) if t.is_file() => skipped.push(skip("a file, not a plugin folder")),
+                Ok(_) => skipped.push(skip("not a file or a folder (a FIFO, socket or device)")),
+                Err(err) => {
+                    problems.push(Problem::new(&path, format!("cannot read its type: {err}")))
+                }
+            }
+        }
+        folders.sort_by(|a, b| a.name.cmp(&b.name));
+        skipped.sort_by(|a: &Skipped, b| a.path.cmp(&b.path));
+        self.load_folders(dir, &root, folders, points, problems, skipped)
+    }
+
+    /// Loads the plugin folders of `dir` (opened as `root`), adding to the problems and
+    /// skipped entries already found.
+    fn load_folders(
+        &self,
+        dir: &Path,
+        root: &Dir,
+        folders: Vec<Folder>,
+        points: Option<&[Point]>,
+        mut problems: Vec<Problem>,
+        mut skipped: Vec<Skipped>,
+    ) -> Result<Plugins, Error> {
+        // Manifests first (cheap), in name order.
+        let mut pending = Vec::new();
+        for Folder { name, link } in folders {
+            let folder = dir.join(&name);
+            let opened = match &link {
+                // Opened where it leads; inside it, the plugin's files are confined as usual.
+                Some(target) => Dir::open_ambient_dir(target, ambient_authority()),
+                None => root.open_dir(&name),
+            };
+            let plugin_dir = match opened {
+                Ok(d) => d,
+                Err(err) => {
+                    problems.push(Problem::new(&folder, format!("cannot open: {err}")));
+                    continue;
+                }
+            };
+            let manifest_path = folder.join(MANIFEST_FILE);
+            let text = match read_manifest(&plugin_dir) {
+                Ok(text) => text,
+                Err(err) if err.kind() == ErrorKind::NotFound => {
+                    skipped.push(Skipped {
+                        path: folder,
+                        reason: "no plugin.toml".into(),
+                    });
+                    continue;
+                }
+                Err(err) => {
+                    problems.push(
+                        Problem::new(&manifest_path, format!("cannot read: {err}"))
+                            .fix("make plugin.toml a regular file of the plugin's folder"),
+                    );
+                    continue;
+                }
+            };
+            let Some(manifest) = manifest::parse(&manifest_path, &text, &mut problems) else {
+                continue;
+            };
+            if let Some(points) = points
+                && !manifest.hooks.iter().any(|h| points.contains(&h.point))
+            {
+                continue;
+            }
+            pending.push(Pending {
+                plugin_dir,
+                folder,
+                link,
+                manifest_path,
+                manifest,
+            });
+        }
+        // Then the components, in parallel: reading, verifying and compiling (or loading
+        // from the cache) is the bulk of a cold start.
+        let loaded = self.load_parallel(pending);
+        let mut plugins: Vec<Plugin> = Vec::new();
+        for (plugin, found) in loaded {
+            problems.extend(found);
+            let Some(plugin) = plugin else { continue };
+            if let Some(first) = plugins.iter().find(|p| p.name() == plugin.name()) {
+                problems.push(
+                    Problem::new(
+                        plugin.dir.join(MANIFEST_FILE),
+                        format!(
+                            "plugin name `{}` is already used by {}",
+                            plugin.name(),
+                            first.dir.join(MANIFEST_FILE).display()
+                        ),
+                    )
+                    .field("name")
+                    .fix("give each plugin a unique name"),
+                );
+                continue;
+            }
+            plugins.push(plugin);
+        }
+        if !problems.is_empty() {
+            return Err(Error::Invalid { problems });
+        }
+        plugins.sort_by(|a, b| a.name().cmp(b.name()));
+        Ok(Plugins::new(self.clone(), plugins, skipped))
+    }
+
+    /// Loads the pending plugins in parallel, on rayon's pool (the one wasmtime's parallel
+    /// compilation already runs on); the results keep the order of `pending`.
+    fn load_parallel(&self, pending: Vec<Pending>) -> Vec<(Option<Plugin>, Vec<Problem>)> {
+        use rayon::prelude::*;
+        pending
+            .into_par_iter()
+            .map(|pending| {
+                let mut problems = Vec::new();
+                let plugin = self.load_plugin(pending, &mut problems);
+                (plugin, problems)
+            })
+            .collect()
+    }
+
+    fn load_plugin(&self, pending: Pending, problems: &mut Vec<Problem>) -> Option<Plugin> {
+        let Pending {
+            plugin_dir,
+            folder,
+            link,
+            manifest_path,
+            manifest,
+        } = pending;
+        let (plugin_dir, folder, manifest_path) = (&plugin_dir, &folder, &manifest_path);
+        let runtime = match &manifest.runtime {
+            RuntimeSpec::Wasm(wasm) => Runtime::Wasm(Box::new(self.load_wasm(
+                plugin_dir,
+                folder,
+                manifest_path,
+                &manifest,
+                wasm,
+                problems,
+            )?)),
+            RuntimeSpec::Command { argv } => {
+                check_program(plugin_dir, manifest_path, &argv[0], problems)?;
+                Runtime::External(External {
+                    target: Target::Command {
+                        argv: argv.clone(),
+                        env: manifest.env.clone(),
+                        // The real folder: a symlinked plugin's command runs where it lives.
+                        dir: link.clone().unwrap_or_else(|| folder.to_path_buf()),
+                    },
+                    protocol: manifest.protocol,
+                })
+            }
+            RuntimeSpec::Http { url } => Runtime::External(External {
+                target: Target::Http { url: url.clone() },
+                protocol: manifest.protocol,
+            }),
+        };
+        let env = Arc::new(PluginEnv {
+            name: manifest.name.clone(),
+            config: manifest
+                .config
+                .iter()
+                .map(|(k, v)| (k.clone(), v.to_string()))
+                .collect(),
+        });
+        Some(Plugin {
+            manifest,
+            dir: folder.to_path_buf(),
+            link,
+            runtime,
+            env,
+        })
+    }
+
+    fn load_wasm(
+        &self,
+        plugin_dir: &Dir,
+        folder: &Path,
+        manifest_path: &Path,
+        manifest: &Manifest,
+        wasm: &str,
+        problems: &mut Vec<Problem>,
+    ) -> Option<Wasm> {
+        let wasm_path = folder.join(wasm);
+        let max = self.inner.limits.max_component_bytes;
+        let file = open_component(plugin_dir, manifest_path, wasm, &wasm_path, max, problems)?;
+        let scanned = (|| -> std::io::Result<(String, Option<Vec<u8>>, std::fs::Metadata)> {
+            let meta = file.metadata()?;
+            // Remembered while the file is provably unchanged: no read at all.
+            if let Some(sha256) = self.inner.cache.as_ref().and_then(|c| c.recall(&meta)) {
+                return Ok((sha256, None, meta));
+            }
+            let bytes = read_all(&file, max)?;
+            let sha256 = sha256_hex(&bytes);
+            if let Some(cache) = &self.inner.cache {
+                cache.remember(&meta, &file.metadata()?, &sha256);
+            }
+            Ok((sha256, Some(bytes), meta))
+        })();
+        let (sha256, bytes, meta) = match scanned {
+            Ok(scanned) => scanned,
+            Err(err) => {
+                problems.push(Problem::new(&wasm_path, format!("cannot read: {err}")));
+                return None;
+            }
+        };
+        let size = usize::try_from(meta.len()).unwrap_or(usize::MAX);
+        if let Some(pinned) = &manifest.sha256
+            && *pinned != sha256
+        {
+            problems.push(
+                Problem::new(
+                    manifest_path,
+                    format!("the component's sha256 is {sha256}, the manifest pins {pinned}"),
+                )
+                .field("sha256")
+                .fix("rebuild from the pinned source, or update the pin if the change is yours"),
+            );
+            return None;
+        }
+        let head = match &bytes {
+            Some(bytes) => Ok(bytes[..bytes.len().min(8)].to_vec()),
+            None => read_head(&file),
+        };
+        let head = match head {
+            Ok(head) => head,
+            Err(err) => {
+                problems.push(Problem::new(&wasm_path, format!("cannot read: {err}")));
+                return None;
+            }
+        };
+        if let Some(problem) = check_header(&head, &wasm_path) {
+            problems.push(problem);
+            return None;
+        }
+        let engine = &self.inner.engine;
+        let compiled = self.compile(&manifest.name, size, &sha256, bytes, &file);
+        let component = match compiled {
+            Ok(c) => c,
+            Err(err) => {
+                problems.push(
+                    Problem::new(&wasm_path, format!("not a valid component: {err:#}"))
+                        .fix("rebuild it; a truncated or corrupted file cannot load"),
+                );
+                return None;
+            }
+        };
+        if let Some(problem) = starts_within_limits(&component, manifest, manifest_path, wasm) {
+            problems.push(problem);
+            return None;
+        }
+        let pre = match self.inner.linker.instantiate_pre(&component) {
+            Ok(pre) => pre,
+            Err(err) => {
+                problems.push(
+                    Problem::new(&wasm_path, format!("cannot be linked: {err:#}"))
+                        .fix("a plugin may import only palisade:hooks and WASI 0.2; remove other imports"),
+                );
+                return None;
+            }
+        };
+        let exports = Exports::probe(&pre);
+        if !subscriptions_exported(
+            engine,
+            &component,
+            &exports,
+            manifest,
+            manifest_path,
+            &wasm_path,
+            wasm,
+            problems,
+        ) {
+            return None;
+        }
+        Some(Wasm {
+            size,
+            path: wasm_path,
+            sha256,
+            pre,
+            exports,
+        })
+    }
+
+    /// Compiles the component of `plugin` (`size` bytes, digest `sha256`), or loads its
+    /// compiled code from the cache, reporting progress when it compiles. `bytes` are its
+    /// contents when already read; otherwise they are read from `file` only if it compiles,
+    /// and must still have that digest.
+    fn compile(
+        &self,
+        plugin: &str,
+        size: usize,
+        sha256: &str,
+        mut bytes: Option<Vec<u8>>,
+        file: &std::fs::File,
+    ) -> wasmtime::Result<Component> {
+        let engine = &self.inner.engine;
+        let max = self.inner.limits.max_component_bytes;
+        // The bytes are read only to compile (a cache hit maps the compiled code instead):
+        // that is when compiling starts.
+        let started = std::cell::Cell::new(None);
+        let mut read = || {
+            started.set(Some(std::time::Instant::now()));
+            if let Some(observer) = &self.inner.on_compile {
+                observer(&CompileProgress::Started {
+                    plugin: plugin.to_string(),
+                    bytes: size as u64,
+                });
+            }
+            match bytes.take() {
+                Some(bytes) => Ok(bytes),
+                // The digest was remembered, the compiled code was not in the cache: read the
+                // same open file now, and compile it only if it still has that digest.
+                None => {
+                    let bytes = read_all(file, max)?;
+                    if sha256_hex(&bytes) != *sha256 {
+                        return Err(std::io::Error::other(
+                            "the component changed while it was being loaded; load again",
+                        ));
+                    }
+                    Ok(bytes)
+                }
+            }
+        };
+        let compiled = match &self.inner.cache {
+            Some(cache) => cache.load(engine, sha256, read),
+            None => read()
+                .map_err(wasmtime::Error::from)
+                .and_then(|bytes| Component::from_binary(engine, &bytes)),
+        };
+        if let (Some(observer), Some(at)) = (&self.inner.on_compile, started.get()) {
+            observer(&CompileProgress::Finished {
+                plugin: plugin.to_string(),
+                bytes: size as u64,
+                took: at.elapsed(),
+                ok: compiled.is_ok(),
+            });
+        }
+        compiled
+    }
+}
+
+/// A plugin folder to load: its name in the directory, and where it leads if it is a symlink.
+struct Folder {
+    name: String,
+    link: Option<PathBuf>,
+}
+
+/// A plugin whose manifest is read, waiting for its component.
+struct Pending {
+    plugin_dir: Dir,
+    folder: PathBuf,
+    link: Option<PathBuf>,
+    manifest_path: PathBuf,
+    manifest: Manifest,
+}
+
+fn broken_link(path: &Path, err: &std::io::Error) -> Problem {
+    Problem::new(path, format!("a symlink that cannot be followed: {err}"))
+        .fix("point the symlink at the plugin's folder, or remove it")
+}
+
+/// Opens `path` in `dir` for reading, refusing anything but a regular file of at most `max`
+/// bytes. Opened without blocking: a FIFO (or a device) where a plugin's file should be
+/// would otherwise hang the load — and an agent treats a hook that never answers as no
+/// objection. The checks are made on the opened file, so nothing can be swapped in between.
+pub(crate) fn open_regular(dir: &Dir, path: &Path, max: u64) -> std::io::Result<std::fs::File> {
+    let mut options = cap_std::fs::OpenOptions::new();
+    options.read(true);
+    #[cfg(unix)]
+    cap_std::fs::OpenOptionsExt::custom_flags(&mut options, libc::O_NONBLOCK | libc::O_NOCTTY);
+    let file = dir.open_with(path, &options)?.into_std();
+    let meta = file.metadata()?;
+    if !meta.is_file() {
+        return Err(std::io::Error::other(
+            "not a regular file (a FIFO, socket, device or folder cannot be a plugin's file)",
+        ));
+    }
+    if meta.len() > max {
+        return Err(std::io::Error::other(format!(
+            "{} bytes, over the limit of {max} bytes",
+            meta.len()
+        )));
+    }
+    // O_NONBLOCK stays set: it means nothing for a regular file's reads.
+    Ok(file)
+}
+
+/// Reads a plugin's `plugin.toml` (a regular file of at most
+/// [`MAX_MANIFEST_BYTES`](manifest::MAX_MANIFEST_BYTES)).
+fn read_manifest(dir: &Dir) -> std::io::Result<String> {
+    use std::io::Read;
+    let file = open_regular(dir, Path::new(MANIFEST_FILE), manifest::MAX_MANIFEST_BYTES)?;
+    let mut text = String::new();
+    file.take(manifest::MAX_MANIFEST_BYTES)
+        .read_to_string(&mut text)?;
+    Ok(text)
+}
+
+/// A command's program, when it names a file: an absolute path must exist; a relative one
+/// (`./hook.sh`, `bin/guard`) must be inside the plugin folder and exist. A bare name
+/// (`python3`) is looked up on `PATH` when it runs.
+fn check_program(
+    plugin_dir: &Dir,
+    manifest_path: &Path,
+    program: &str,
+    problems: &mut Vec<Problem>,
+) -> Option<()> {
+    if !program.contains('/') {
+        return Some(());
+    }
+    let path = Path::new(program);
+    let exists = if path.is_absolute() {
+        std::fs::metadata(path).is_ok_and(|m| m.is_file())
+    } else if path
+        .components()
+        .all(|c| matches!(c, PathComponent::Normal(_) | PathComponent::CurDir))
+    {
+        plugin_dir.metadata(path).is_ok_and(|m| m.is_file())
+    } else {
+        problems.push(
+            Problem::new(
+                manifest_path,
+                format!("`{program}` leads out of the plugin folder"),
+            )
+            .field("command")
+            .fix("name the program relative to the plugin folder (`./hook.sh`), by an absolute path, or by a name on PATH"),
+        );
+        return None;
+    };
+    if !exists {
+        problems.push(
+            Problem::new(manifest_path, format!("the program `{program}` does not exist"))
+                .field("command")
+                .fix("create the program, or correct the path (a relative path is taken from the plugin folder)"),
+        );
+        return None;
+    }
+    Some(())
+}
+
+/// The first 8 bytes of a file (fewer if it is shorter).
+fn read_head(file: &std::fs::File) -> std::io::Result<Vec<u8>> {
+    use std::os::unix::fs::FileExt;
+    let mut head = vec![0u8; 8];
+    let mut filled = 0;
+    while filled < head.len() {
+        match file.read_at(&mut head[filled..], filled as u64)? {
+            0 => break,
+            n => filled += n,
+        }
+    }
+    head.truncate(filled);
+    Ok(head)
+}
+
+/// The whole file, from its start, refusing more than `max` bytes (it may have grown since
+/// it was opened).
+fn read_all(file: &std::fs::File, max: u64) -> std::io::Result<Vec<u8>> {
+    use std::os::unix::fs::FileExt;
+    let expected = file.metadata()?.len();
+    let mut bytes = Vec::with_capacity(usize::try_from(expected.min(max)).unwrap_or(0));
+    let mut buf = vec![0u8; 64 * 1024];
+    loop {
+        let n = file.read_at(&mut buf, bytes.len() as u64)?;
+        if n == 0 {
+            return Ok(bytes);
+        }
+        if bytes.len() as u64 + n as u64 > max {
+            return Err(std::io::Error::other(format!(
+                "over the limit of {max} bytes"
+            )));
+        }
+        bytes.extend_from_slice(&buf[..n]);
+    }
+}
+
+fn sha256_hex(bytes: &[u8]) -> String {
+    hex(&Sha256::digest(bytes))
+}
+
+fn is_escape(err: &std::io::Error) -> bool {
+    // cap-std reports an escape attempt with this message.
+    err.to_string().contains("outside of the filesystem")
+}
+
+/// Opens the component `wasm` names, a regular file inside the plugin's folder of at most
+/// `max` bytes; anything else is a problem.
+fn open_component(
+    plugin_dir: &Dir,
+    manifest_path: &Path,
+    wasm: &str,
+    wasm_path: &Path,
+    max: u64,
+    problems: &mut Vec<Problem>,
+) -> Option<std::fs::File> {
+    let wasm_rel = Path::new(wasm);
+    let outside = || {
+        Problem::new(
+            manifest_path,
+            format!("`{wasm}` is outside the plugin folder"),
+        )
+        .field("wasm")
+        .fix("put the component inside the plugin's own folder and name it relative to it")
+    };
+    if wasm_rel.is_absolute()
+        || wasm_rel
+            .components()
+            .any(|c| !matches!(c, PathComponent::Normal(_) | PathComponent::CurDir))
+    {
+        problems.push(outside());
+        return None;
+    }
+    // What is pinned is what runs: the file is opened once, and its digest, the pin
+    // check, the cache key and (on a cache miss) the compiled bytes all come from that
+    // open file — the bytes hashed are the bytes compiled.
+    match open_regular(plugin_dir, wasm_rel, max) {
+        Ok(file) => Some(file),
+        Err(err) if err.kind() == ErrorKind::NotFound => {
+            problems.push(
+                Problem::new(manifest_path, format!("`{wasm}` does not exist"))
+                    .field("wasm")
+                    .fix("build the plugin, or correct the path"),
+            );
+            None
+        }
+        Err(err) if err.kind() == ErrorKind::PermissionDenied || is_escape(&err) => {
+            // cap-std refuses a symlink that leads out of the folder.
+            problems.push(outside());
+            None
+        }
+        Err(err) => {
+            problems.push(
+                Problem::new(wasm_path, format!("cannot load: {err}")).fix(format!(
+                    "point `wasm` at the regular file the build produced (components over \
+                     {max} bytes need a host built with a larger `max_component_bytes`)"
+                )),
+            );
+            None
+        }
+    }
+}
+
+/// Whether the component exports every point the manifest subscribes to, each with the
+/// signature the host calls; every one that does not is a problem.
+#[allow(clippy::too_many_arguments)]
+fn subscriptions_exported(
+    engine: &wasmtime::Engine,
+    component: &Component,
+    exports: &Exports,
+    manifest: &Manifest,
+    manifest_path: &Path,
+    wasm_path: &Path,
+    wasm: &str,
+    problems: &mut Vec<Problem>,
+) -> bool {
+    let mut ok = true;
+    for (i, hook) in manifest.hooks.iter().enumerate() {
+        if !exports.has(hook.point.interface()) {
+            ok = false;
+            let exported: Vec<_> = exports.interfaces().iter().map(|i| i.wit_name()).collect();
+            problems.push(
+                Problem::new(
+                    manifest_path,
+                    format!(
+                        "subscribes to `{}`, but {} does not export `{}` (it exports: {})",
+                        hook.point,
+                        wasm,
+                        hook.point.interface().wit_name(),
+                        if exported.is_empty() {
+                            "nothing of palisade:hooks".to_string()
+                        } else {
+                            exported.join(", ")
+                        }
+                    ),
+                )
+                .field(format!("hooks[{i}].point"))
+                .fix("remove the hook, or implement and export that interface in the plugin"),
+            );
+        }
+    }
+    if !ok {
+        return false;
+    }
+    for (i, hook) in manifest.hooks.iter().enumerate() {
+        if let Err(mismatch) =
+            crate::runtime::signatures::check(engine, component, hook.point.interface())
+        {
+            ok = false;
+            problems.push(
+                Problem::new(wasm_path, format!("{wasm} {mismatch}"))
+                    .field(format!("hooks[{i}].point"))
+                    .fix("build the plugin against the palisade:hooks@0.1.0 WIT (the SDK, or the `wit/` folder `palisade new` writes)"),
+            );
+        }
+    }
+    ok
+}
+
+/// A component whose initial linear memory (or table) is over a hook's cap could never be
+/// instantiated: every call would fail with `memory-limit`. Said at load instead, with the
+/// size to set. (An interpreter built into a Python or JavaScript component starts with tens
+/// of MiB.)
+fn starts_within_limits(
+    component: &Component,
+    manifest: &Manifest,
+    manifest_path: &Path,
+    wasm: &str,
+) -> Option<Problem> {
+    const PAGE: u64 = 64 * 1024;
+    const MIB: u64 = 1024 * 1024;
+    let needed = component.resources_required()?;
+    let initial = needed
+        .max_initial_memory_size
+        .unwrap_or(0)
+        .saturating_mul(PAGE);
+    let (hook, cap) = manifest
+        .hooks
+        .iter()
+        .map(|h| (h, h.limits.memory_bytes as u64))
+        .min_by_key(|(_, cap)| *cap)?;
+    if initial > cap {
+        let at_least = initial.div_ceil(MIB);
+        return Some(
+            Problem::new(
+                manifest_path,
+                format!(
+                    "`{wasm}` starts with {at_least} MiB of linear memory, over the {} MiB cap of \
+                     its `{}` hook: it could never be instantiated",
+                    cap / MIB,
+                    hook.point
+                ),
+            )
+            .field("limits.memory_mb")
+            .fix(format!(
+                "set `memory_mb` to at least {} (its start plus room to grow)",
+                at_least + at_least / 2
+            )),
+        );
+    }
+    let table = needed.max_initial_table_size.unwrap_or(0);
+    if table > crate::runtime::sandbox::MAX_TABLE_ELEMENTS as u64 {
+        return Some(
+            Problem::new(
+                manifest_path,
+                format!(
+                    "`{wasm}` starts with a table of {table} elements, over the host's cap of {}",
+                    crate::runtime::sandbox::MAX_TABLE_ELEMENTS
+                ),
+            )
+            .fix("build the component with a smaller function table"),
+        );
+    }
+    None
+}
+
+/// Tells a core module, a component and something else apart before compiling, for a clear
+/// message.
+fn check_header(bytes: &[u8], path: &Path) -> Option<Problem> {
+    const MAGIC: &[u8] = b"\0asm";
+    if bytes.len() < 8 || &bytes[..4] != MAGIC {
+        return Some(
+            Problem::new(path, "not a WebAssembly file (no `\\0asm` header)")
+                .fix("point `wasm` at the component the build produced"),
+        );
+    }
+    // Bytes 6..8 are the layer: 0 for a core module, 1 for a component.
+    if bytes[6..8] == [0, 0] {
+        return Some(
+            Problem::new(path, "a core WebAssembly module, not a component")
+                .fix("build for `wasm32-wasip2` (which produces a component), or wrap the module with `wasm-tools component new`"),
+        );
+    }
+    None
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
