@@ -148,50 +148,34 @@ impl Plugin {
     }
 }
 
-/// The export indices of the interfaces a component has; `None` where it lacks one.
-#[derive(Default)]
-pub(crate) struct Exports {
-    pub session_start: Option<ex::session_start::GuestIndices>,
-    pub prompt_submit: Option<ex::prompt_submit::GuestIndices>,
-    pub pre_tool: Option<ex::pre_tool::GuestIndices>,
-    pub tool_guard: Option<ex::tool_guard::GuestIndices>,
-    pub tool_execute: Option<ex::tool_execute::GuestIndices>,
-    pub post_tool: Option<ex::post_tool::GuestIndices>,
-    pub tool_result: Option<ex::tool_result::GuestIndices>,
-    pub turn_stopping: Option<ex::turn_stopping::GuestIndices>,
-    pub committed: Option<ex::committed::GuestIndices>,
+macro_rules! exports {
+    (version $version:literal; $($variant:ident $snake:ident $wit:literal $method:ident ($($arg:ident: $ty:ty),*) -> ($($ret:ty)?);)*) => {
+        /// The export indices of the interfaces a component has; `None` where it lacks one.
+        #[derive(Default)]
+        pub(crate) struct Exports {
+            $(pub $snake: Option<ex::$snake::GuestIndices>,)*
+        }
+
+        impl Exports {
+            pub(crate) fn probe(pre: &InstancePre<State>) -> Exports {
+                // `GuestIndices::new` fails when the component lacks the interface: keep what
+                // loads.
+                Exports {
+                    $($snake: ex::$snake::GuestIndices::new(pre).ok(),)*
+                }
+            }
+
+            pub fn has(&self, interface: Interface) -> bool {
+                match interface {
+                    $(Interface::$variant => self.$snake.is_some(),)*
+                }
+            }
+        }
+    };
 }
+palisade_wit::foreach_interface!(exports);
 
 impl Exports {
-    pub(crate) fn probe(pre: &InstancePre<State>) -> Exports {
-        // `GuestIndices::new` fails when the component lacks the interface: keep what loads.
-        Exports {
-            session_start: ex::session_start::GuestIndices::new(pre).ok(),
-            prompt_submit: ex::prompt_submit::GuestIndices::new(pre).ok(),
-            pre_tool: ex::pre_tool::GuestIndices::new(pre).ok(),
-            tool_guard: ex::tool_guard::GuestIndices::new(pre).ok(),
-            tool_execute: ex::tool_execute::GuestIndices::new(pre).ok(),
-            post_tool: ex::post_tool::GuestIndices::new(pre).ok(),
-            tool_result: ex::tool_result::GuestIndices::new(pre).ok(),
-            turn_stopping: ex::turn_stopping::GuestIndices::new(pre).ok(),
-            committed: ex::committed::GuestIndices::new(pre).ok(),
-        }
-    }
-
-    pub fn has(&self, interface: Interface) -> bool {
-        match interface {
-            Interface::SessionStart => self.session_start.is_some(),
-            Interface::PromptSubmit => self.prompt_submit.is_some(),
-            Interface::PreTool => self.pre_tool.is_some(),
-            Interface::ToolGuard => self.tool_guard.is_some(),
-            Interface::ToolExecute => self.tool_execute.is_some(),
-            Interface::PostTool => self.post_tool.is_some(),
-            Interface::ToolResult => self.tool_result.is_some(),
-            Interface::TurnStopping => self.turn_stopping.is_some(),
-            Interface::Committed => self.committed.is_some(),
-        }
-    }
-
     pub(crate) fn interfaces(&self) -> Vec<Interface> {
         Point::ALL
             .iter()

@@ -190,46 +190,40 @@ impl FromStr for Point {
     }
 }
 
-/// An exported WIT interface of `palisade:hooks`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-#[non_exhaustive]
-pub enum Interface {
-    /// `palisade:hooks/session-start`
-    SessionStart,
-    /// `palisade:hooks/prompt-submit`
-    PromptSubmit,
-    /// `palisade:hooks/pre-tool`
-    PreTool,
-    /// `palisade:hooks/tool-guard`
-    ToolGuard,
-    /// `palisade:hooks/tool-execute`
-    ToolExecute,
-    /// `palisade:hooks/post-tool`
-    PostTool,
-    /// `palisade:hooks/tool-result`
-    ToolResult,
-    /// `palisade:hooks/turn-stopping`
-    TurnStopping,
-    /// `palisade:hooks/committed`
-    Committed,
-}
-
-impl Interface {
-    /// The interface's full name, as a component exports it.
-    pub fn wit_name(self) -> &'static str {
-        match self {
-            Interface::SessionStart => "palisade:hooks/session-start@0.1.0",
-            Interface::PromptSubmit => "palisade:hooks/prompt-submit@0.1.0",
-            Interface::PreTool => "palisade:hooks/pre-tool@0.1.0",
-            Interface::ToolGuard => "palisade:hooks/tool-guard@0.1.0",
-            Interface::ToolExecute => "palisade:hooks/tool-execute@0.1.0",
-            Interface::PostTool => "palisade:hooks/post-tool@0.1.0",
-            Interface::ToolResult => "palisade:hooks/tool-result@0.1.0",
-            Interface::TurnStopping => "palisade:hooks/turn-stopping@0.1.0",
-            Interface::Committed => "palisade:hooks/committed@0.1.0",
+macro_rules! interfaces {
+    (version $version:literal; $($variant:ident $snake:ident $wit:literal $method:ident ($($arg:ident: $ty:ty),*) -> ($($ret:ty)?);)*) => {
+        /// An exported WIT interface of `palisade:hooks` (one per row of
+        /// [`palisade_wit::foreach_interface!`]).
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+        #[non_exhaustive]
+        pub enum Interface {
+            $(
+                #[doc = concat!("`palisade:hooks/", $wit, "`")]
+                $variant,
+            )*
         }
-    }
+
+        impl Interface {
+            /// Every interface, in lifecycle order.
+            pub const ALL: &[Interface] = &[$(Interface::$variant),*];
+
+            /// The interface's name in the package (`pre-tool`).
+            pub fn name(self) -> &'static str {
+                match self {
+                    $(Interface::$variant => $wit,)*
+                }
+            }
+
+            /// The interface's full name, as a component exports it.
+            pub fn wit_name(self) -> &'static str {
+                match self {
+                    $(Interface::$variant => concat!("palisade:hooks/", $wit, "@", $version),)*
+                }
+            }
+        }
+    };
 }
+palisade_wit::foreach_interface!(interfaces);
 
 /// What a hook's decision is allowed to change. Granted per hook in the manifest; a component
 /// can never grant itself one.

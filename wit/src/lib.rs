@@ -25,13 +25,49 @@ pub const FILES: &[(&str, &str)] = &[
     ("committed.wit", include_str!("../committed.wit")),
 ];
 
-/// The package's version: `palisade:hooks@VERSION`.
-pub const VERSION: &str = "0.1.0";
-
 /// The folder that holds the package (this crate's own), for tools that read it from disk.
 pub const DIR: &str = env!("CARGO_MANIFEST_DIR");
 
 include!(concat!(env!("OUT_DIR"), "/macros.rs"));
+
+/// The table of extension points: one row per exported interface of the package, in
+/// lifecycle order. Calls `$callback!` with the package's version (`version "0.1.0";`), then
+/// every row, as `Variant snake_name "wit-name" method (param: Type, ...) -> (Result);` (the types are the
+/// package's, by their Rust names; `()` for none). The host generates its interface list, the
+/// export lookups and the signature checks from it, and the SDK its `export!` adapters; a test
+/// of this crate fails when an interface of the `.wit` files has no row, or a row no interface.
+#[macro_export]
+macro_rules! foreach_interface {
+    ($callback:ident) => {
+        $callback! {
+            version "0.1.0";
+            SessionStart session_start "session-start" on_session_start
+                (source: SessionSource) -> (Vec<String>);
+            PromptSubmit prompt_submit "prompt-submit" on_prompt_submit
+                (step: PreStep) -> (PreStepDecision);
+            PreTool pre_tool "pre-tool" on_pre_tool (call: ToolCall) -> (PreToolDecision);
+            ToolGuard tool_guard "tool-guard" on_tool_guard (call: ToolCall) -> (GuardDecision);
+            ToolExecute tool_execute "tool-execute" on_tool_execute (call: ToolCall) -> (ToolOutcome);
+            PostTool post_tool "post-tool" on_post_tool
+                (call: ToolCall, outcome: ToolOutcome) -> (PostToolDecision);
+            ToolResult tool_result "tool-result" on_tool_result
+                (call: ToolCall, outcome: ToolOutcome) -> ();
+            TurnStopping turn_stopping "turn-stopping" on_turn_stopping
+                (event: StopEvent) -> (Option<String>);
+            Committed committed "committed" on_committed (observation: Observation) -> ();
+        }
+    };
+}
+
+macro_rules! interface_names {
+    (version $version:literal; $($variant:ident $snake:ident $wit:literal $method:ident ($($arg:ident: $ty:ty),*) -> ($($ret:ty)?);)*) => {
+        /// The package's version: `palisade:hooks@VERSION`.
+        pub const VERSION: &str = $version;
+        /// The WIT names of the extension-point interfaces, from [`foreach_interface!`].
+        pub const INTERFACES: &[&str] = &[$($wit),*];
+    };
+}
+foreach_interface!(interface_names);
 
 #[cfg(test)]
 mod tests {
@@ -51,6 +87,23 @@ mod tests {
         let mut listed: Vec<_> = super::FILES.iter().map(|(name, _)| *name).collect();
         listed.sort();
         assert_eq!(on_disk, listed);
+    }
+
+    /// The interfaces the `.wit` files declare, but the shared ones (`types`, the host's
+    /// imports): each must be a row of the table, and each row one of them.
+    #[test]
+    fn every_extension_point_interface_has_a_row_of_the_table() {
+        let mut declared: Vec<&str> = super::FILES
+            .iter()
+            .flat_map(|(_, text)| text.lines())
+            .filter_map(|line| line.trim().strip_prefix("interface "))
+            .filter_map(|rest| rest.split_whitespace().next())
+            .filter(|name| !["types", "host", "tool-dispatch"].contains(name))
+            .collect();
+        declared.sort();
+        let mut rows = super::INTERFACES.to_vec();
+        rows.sort();
+        assert_eq!(declared, rows);
     }
 
     #[test]

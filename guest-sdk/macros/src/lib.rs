@@ -19,89 +19,21 @@ struct Point {
     ret: &'static str,
 }
 
-const POINTS: &[Point] = &[
-    Point {
-        sdk_trait: "SessionStart",
-        interface: "session-start",
-        module: "session_start",
-        method: "on_session_start",
-        params: "source: ::palisade_sdk::SessionSource",
-        args: "source",
-        ret: " -> ::std::vec::Vec<::std::string::String>",
-    },
-    Point {
-        sdk_trait: "PromptSubmit",
-        interface: "prompt-submit",
-        module: "prompt_submit",
-        method: "on_prompt_submit",
-        params: "step: ::palisade_sdk::PreStep",
-        args: "step",
-        ret: " -> ::palisade_sdk::PreStepDecision",
-    },
-    Point {
-        sdk_trait: "PreTool",
-        interface: "pre-tool",
-        module: "pre_tool",
-        method: "on_pre_tool",
-        params: "call: ::palisade_sdk::ToolCall",
-        args: "call",
-        ret: " -> ::palisade_sdk::PreToolDecision",
-    },
-    Point {
-        sdk_trait: "ToolGuard",
-        interface: "tool-guard",
-        module: "tool_guard",
-        method: "on_tool_guard",
-        params: "call: ::palisade_sdk::ToolCall",
-        args: "call",
-        ret: " -> ::palisade_sdk::GuardDecision",
-    },
-    Point {
-        sdk_trait: "ToolExecute",
-        interface: "tool-execute",
-        module: "tool_execute",
-        method: "on_tool_execute",
-        params: "call: ::palisade_sdk::ToolCall",
-        args: "call",
-        ret: " -> ::palisade_sdk::ToolOutcome",
-    },
-    Point {
-        sdk_trait: "PostTool",
-        interface: "post-tool",
-        module: "post_tool",
-        method: "on_post_tool",
-        params: "call: ::palisade_sdk::ToolCall, outcome: ::palisade_sdk::ToolOutcome",
-        args: "call, outcome",
-        ret: " -> ::palisade_sdk::PostToolDecision",
-    },
-    Point {
-        sdk_trait: "ToolResult",
-        interface: "tool-result",
-        module: "tool_result",
-        method: "on_tool_result",
-        params: "call: ::palisade_sdk::ToolCall, outcome: ::palisade_sdk::ToolOutcome",
-        args: "call, outcome",
-        ret: "",
-    },
-    Point {
-        sdk_trait: "TurnStopping",
-        interface: "turn-stopping",
-        module: "turn_stopping",
-        method: "on_turn_stopping",
-        params: "event: ::palisade_sdk::StopEvent",
-        args: "event",
-        ret: " -> ::std::option::Option<::std::string::String>",
-    },
-    Point {
-        sdk_trait: "Committed",
-        interface: "committed",
-        module: "committed",
-        method: "on_committed",
-        params: "observation: ::palisade_sdk::Observation",
-        args: "observation",
-        ret: "",
-    },
-];
+// One row per extension point, from the package's table.
+macro_rules! points {
+    (version $version:literal; $($variant:ident $snake:ident $wit:literal $method:ident ($($arg:ident: $ty:ty),*) -> ($($ret:ty)?);)*) => {
+        const POINTS: &[Point] = &[$(Point {
+            sdk_trait: stringify!($variant),
+            interface: $wit,
+            module: stringify!($snake),
+            method: stringify!($method),
+            params: concat!($(stringify!($arg), ": ", stringify!($ty), ", "),*),
+            args: concat!($(stringify!($arg), ", "),*),
+            ret: concat!($(" -> ", stringify!($ret))?),
+        }),*];
+    };
+}
+palisade_wit::foreach_interface!(points);
 
 /// `export!(MyPlugin: PreTool + ToolResult)`: exports the named extension points, each
 /// implemented by `MyPlugin`'s impl of the SDK trait of the same name.
@@ -236,6 +168,9 @@ fn render(ty: &str, points: &[&Point]) -> String {
                     \"palisade:hooks/tool-dispatch@0.1.0\": ::palisade_sdk::wit::tool_dispatch,
                 }},
             }});
+            // The table's types, by their names.
+            #[allow(unused_imports)]
+            use ::palisade_sdk::types::*;
             struct __PalisadeAdapter;
             ::std::thread_local! {{
                 /// The plugin's value: made by the instance's first call, kept while the

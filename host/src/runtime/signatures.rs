@@ -7,80 +7,81 @@
 //! shows the expected and the actual signature.
 
 use crate::point::Interface;
-use crate::runtime::sandbox::wit;
+use crate::runtime::sandbox::wit::{
+    GuardDecision, Observation, PostToolDecision, PreStep, PreStepDecision, PreToolDecision,
+    SessionSource, StopEvent, ToolCall, ToolOutcome,
+};
 use wasmtime::Engine;
 use wasmtime::component::Component;
 use wasmtime::component::types::{self, ComponentFunc, ComponentItem, Type};
 
 /// What one exported function must look like.
 struct Expected {
-    function: &'static str,
+    function: String,
     /// As the WIT writes it.
-    signature: &'static str,
+    signature: String,
     check: fn(&ComponentFunc, &types::Component) -> wasmtime::Result<()>,
 }
 
-macro_rules! expected {
-    ($function:literal, $signature:literal, ($($param:ty),*) -> ($($result:ty),*)) => {
-        Expected {
-            function: $function,
-            signature: $signature,
-            check: |func, component| {
-                // The check wasmtime runs before the host's typed call of the export.
-                func.typecheck::<($($param,)*), ($($result,)*)>(&component.instance_type())
-            },
+macro_rules! expectations {
+    (version $version:literal; $($variant:ident $snake:ident $wit:literal $method:ident ($($arg:ident: $ty:ty),*) -> ($($ret:ty)?);)*) => {
+        /// The function each interface exports, from the table of extension points.
+        fn expected(interface: Interface) -> Expected {
+            match interface {
+                $(Interface::$variant => Expected {
+                    function: stringify!($method).replace('_', "-"),
+                    signature: signature(
+                        &[$((stringify!($arg), stringify!($ty))),*],
+                        [$(stringify!($ret))?].first().copied(),
+                    ),
+                    check: |func, component| {
+                        // The check wasmtime runs before the host's typed call of the export.
+                        func.typecheck::<($($ty,)*), ($($ret,)?)>(&component.instance_type())
+                    },
+                },)*
+            }
         }
     };
 }
+palisade_wit::foreach_interface!(expectations);
 
-fn expected(interface: Interface) -> Expected {
-    match interface {
-        Interface::SessionStart => expected!(
-            "on-session-start",
-            "func(source: session-source) -> list<string>",
-            (wit::SessionSource) -> (Vec<String>)
-        ),
-        Interface::PromptSubmit => expected!(
-            "on-prompt-submit",
-            "func(step: pre-step) -> pre-step-decision",
-            (wit::PreStep) -> (wit::PreStepDecision)
-        ),
-        Interface::PreTool => expected!(
-            "on-pre-tool",
-            "func(call: tool-call) -> pre-tool-decision",
-            (wit::ToolCall) -> (wit::PreToolDecision)
-        ),
-        Interface::ToolGuard => expected!(
-            "on-tool-guard",
-            "func(call: tool-call) -> guard-decision",
-            (wit::ToolCall) -> (wit::GuardDecision)
-        ),
-        Interface::ToolExecute => expected!(
-            "on-tool-execute",
-            "func(call: tool-call) -> tool-outcome",
-            (wit::ToolCall) -> (wit::ToolOutcome)
-        ),
-        Interface::PostTool => expected!(
-            "on-post-tool",
-            "func(call: tool-call, outcome: tool-outcome) -> post-tool-decision",
-            (wit::ToolCall, wit::ToolOutcome) -> (wit::PostToolDecision)
-        ),
-        Interface::ToolResult => expected!(
-            "on-tool-result",
-            "func(call: tool-call, outcome: tool-outcome)",
-            (wit::ToolCall, wit::ToolOutcome) -> ()
-        ),
-        Interface::TurnStopping => expected!(
-            "on-turn-stopping",
-            "func(event: stop-event) -> option<string>",
-            (wit::StopEvent) -> (Option<String>)
-        ),
-        Interface::Committed => expected!(
-            "on-committed",
-            "func(observation: observation)",
-            (wit::Observation) -> ()
-        ),
+/// `func(a: t, …) -> r` in WIT's syntax, from the table's Rust names.
+fn signature(params: &[(&str, &str)], result: Option<&str>) -> String {
+    let params: Vec<String> = params
+        .iter()
+        .map(|(name, ty)| format!("{name}: {}", wit_type(ty)))
+        .collect();
+    match result {
+        Some(result) => format!("func({}) -> {}", params.join(", "), wit_type(result)),
+        None => format!("func({})", params.join(", ")),
     }
+}
+
+/// A type of the table in WIT's syntax: `Vec<String>` is `list<string>`, `ToolCall` is
+/// `tool-call`.
+fn wit_type(rust: &str) -> String {
+    let rust: String = rust.chars().filter(|c| !c.is_whitespace()).collect();
+    if let Some(inner) = rust.strip_prefix("Vec<").and_then(|r| r.strip_suffix('>')) {
+        return format!("list<{}>", wit_type(inner));
+    }
+    if let Some(inner) = rust
+        .strip_prefix("Option<")
+        .and_then(|r| r.strip_suffix('>'))
+    {
+        return format!("option<{}>", wit_type(inner));
+    }
+    let mut kebab = String::new();
+    for (i, c) in rust.chars().enumerate() {
+        if c.is_ascii_uppercase() {
+            if i > 0 {
+                kebab.push('-');
+            }
+            kebab.push(c.to_ascii_lowercase());
+        } else {
+            kebab.push(c);
+        }
+    }
+    kebab
 }
 
 /// Checks that `component` exports `interface` with the function the host calls, typed as the
@@ -101,7 +102,7 @@ pub(crate) fn check(
             "exports `{name}`, but not as an interface instance"
         ));
     };
-    let Some(function) = instance.get_export(engine, expected.function) else {
+    let Some(function) = instance.get_export(engine, &expected.function) else {
         return Err(format!(
             "exports `{name}` without its function `{}` (expected `{}: {}`)",
             expected.function, expected.function, expected.signature
@@ -195,5 +196,26 @@ fn render(ty: &Type, depth: usize) -> String {
         Type::Enum(e) => format!("enum {{ {} }}", e.names().collect::<Vec<_>>().join(", ")),
         Type::Flags(f) => format!("flags {{ {} }}", f.names().collect::<Vec<_>>().join(", ")),
         other => format!("{other:?}"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The table of extension points says what the `.wit` files say: each interface's
+    /// function, written out from the table, is a line of the package.
+    #[test]
+    fn the_table_matches_the_wit_files() {
+        let wit: Vec<&str> = palisade_wit::FILES
+            .iter()
+            .flat_map(|(_, text)| text.lines())
+            .map(str::trim)
+            .collect();
+        for interface in Interface::ALL {
+            let expected = expected(*interface);
+            let line = format!("{}: {};", expected.function, expected.signature);
+            assert!(wit.contains(&line.as_str()), "no `{line}` in the WIT files");
+        }
     }
 }
