@@ -348,29 +348,7 @@ impl Agent {
                     step,
                 })
                 .await;
-            self.append(Entry::Assistant {
-                text: reply.text.clone(),
-                tool_calls: reply
-                    .tool_calls
-                    .iter()
-                    .map(|c| c.tool_use_id.clone())
-                    .collect(),
-            });
-            self.lifecycle.llm_response(
-                step,
-                LlmResponse {
-                    model: self.model.name().to_string(),
-                    text: reply.text.clone(),
-                    tool_calls: reply.tool_calls.iter().map(ToolRequest::call).collect(),
-                    server_tool_content: Vec::new(),
-                    stop_reason: if reply.tool_calls.is_empty() {
-                        "end_turn"
-                    } else {
-                        "tool_use"
-                    }
-                    .into(),
-                },
-            );
+            self.record_reply(step, &reply);
 
             if reply.tool_calls.is_empty() {
                 if self.handle.is_interrupted() {
@@ -400,35 +378,7 @@ impl Agent {
 
             // Decision 2: run the batch; its contexts wait in the FIFO until it settles, with
             // whatever is injected meanwhile, in arrival order.
-            let mut terminal = false;
-            for request in reply.tool_calls {
-                let (tool_use_id, outcome) = if self.handle.is_interrupted() {
-                    // Every call gets its result, so none is left unanswered.
-                    let call = request.call();
-                    let outcome = ToolOutcome::error(format!(
-                        "{} did not run: the turn was interrupted",
-                        call.name
-                    ));
-                    self.lifecycle.tool_call(&call);
-                    self.lifecycle.tool_result(ToolResult {
-                        tool_use_id: call.tool_use_id.clone(),
-                        name: call.name,
-                        provenance: call.provenance,
-                        outcome: outcome.clone(),
-                    });
-                    (call.tool_use_id, outcome)
-                } else {
-                    let execution = self.lifecycle.execute(&self.tools, request).await;
-                    self.handle.fifo().extend(execution.contexts);
-                    terminal |= execution.terminal;
-                    (execution.call.tool_use_id.clone(), execution.outcome)
-                };
-                self.append(Entry::ToolResult {
-                    tool_use_id,
-                    is_error: outcome.is_error,
-                    content: text_of(&outcome),
-                });
-            }
+            let terminal = self.run_batch(reply.tool_calls).await;
             // The batch has settled (or was interrupted): the FIFO appends after every result.
             self.flush();
             if self.handle.is_interrupted() {
@@ -440,6 +390,69 @@ impl Agent {
             }
             // A tool continuation: the next step claims an empty batch.
         }
+    }
+
+    /// Records the model's reply: in the transcript, and committed as the step's response.
+    fn record_reply(&mut self, step: u32, reply: &ModelReply) {
+        self.append(Entry::Assistant {
+            text: reply.text.clone(),
+            tool_calls: reply
+                .tool_calls
+                .iter()
+                .map(|c| c.tool_use_id.clone())
+                .collect(),
+        });
+        self.lifecycle.llm_response(
+            step,
+            LlmResponse {
+                model: self.model.name().to_string(),
+                text: reply.text.clone(),
+                tool_calls: reply.tool_calls.iter().map(ToolRequest::call).collect(),
+                server_tool_content: Vec::new(),
+                stop_reason: if reply.tool_calls.is_empty() {
+                    "end_turn"
+                } else {
+                    "tool_use"
+                }
+                .into(),
+            },
+        );
+    }
+
+    /// Runs a batch of calls, recording each result as it comes: a call of an interrupted
+    /// turn gets an error result without running. Its contexts go into the FIFO. Returns
+    /// whether a result was terminal.
+    async fn run_batch(&mut self, calls: Vec<ToolRequest>) -> bool {
+        let mut terminal = false;
+        for request in calls {
+            let (tool_use_id, outcome) = if self.handle.is_interrupted() {
+                // Every call gets its result, so none is left unanswered.
+                let call = request.call();
+                let outcome = ToolOutcome::error(format!(
+                    "{} did not run: the turn was interrupted",
+                    call.name
+                ));
+                self.lifecycle.tool_call(&call);
+                self.lifecycle.tool_result(ToolResult {
+                    tool_use_id: call.tool_use_id.clone(),
+                    name: call.name,
+                    provenance: call.provenance,
+                    outcome: outcome.clone(),
+                });
+                (call.tool_use_id, outcome)
+            } else {
+                let execution = self.lifecycle.execute(&self.tools, request).await;
+                self.handle.fifo().extend(execution.contexts);
+                terminal |= execution.terminal;
+                (execution.call.tool_use_id.clone(), execution.outcome)
+            };
+            self.append(Entry::ToolResult {
+                tool_use_id,
+                is_error: outcome.is_error,
+                content: text_of(&outcome),
+            });
+        }
+        terminal
     }
 
     /// Ends the session.

@@ -1,7 +1,7 @@
 //! `palisade check DIR`.
 
 use crate::output::table;
-use palisade::{Capability, Error, Mode, Point};
+use palisade::{Capability, Error, Mode, Plugins, Point};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
@@ -37,7 +37,29 @@ fn check(dir: &Path) -> anyhow::Result<ExitCode> {
         }
         Err(err) => return Err(err.into()),
     };
+    let (hooks_table, hooks) = hooks_table(&plugins);
+    print!("{hooks_table}");
+    println!();
+    print!("{}", plugins_table(&plugins));
+    print_notes(&plugins);
+    print_warnings(&plugins);
+    let points: std::collections::BTreeSet<Point> = plugins
+        .iter()
+        .flat_map(|p| p.manifest().hooks.iter().map(|h| h.point))
+        .collect();
+    println!(
+        "\nok: {} plugin{}, {hooks} hook{} on {} point{}",
+        plugins.iter().count(),
+        if plugins.iter().count() == 1 { "" } else { "s" },
+        if hooks == 1 { "" } else { "s" },
+        points.len(),
+        if points.len() == 1 { "" } else { "s" },
+    );
+    Ok(ExitCode::SUCCESS)
+}
 
+/// One row per hook: what it may do, how it fails, its limits; and the number of hooks.
+fn hooks_table(plugins: &Plugins) -> (String, usize) {
     let mut rows = vec![
         [
             "PLUGIN",
@@ -91,8 +113,11 @@ fn check(dir: &Path) -> anyhow::Result<ExitCode> {
             ]);
         }
     }
-    print!("{}", table(&rows));
-    println!();
+    (table(&rows), hooks)
+}
+
+/// One row per plugin: its runtime, instance lifetime, component and exports.
+fn plugins_table(plugins: &Plugins) -> String {
     let mut rows = vec![
         [
             "PLUGIN", "RUNTIME", "INSTANCE", "RUNS", "SIZE", "SHA256", "EXPORTS",
@@ -104,11 +129,7 @@ fn check(dir: &Path) -> anyhow::Result<ExitCode> {
         let exports: Vec<_> = plugin
             .exported_interfaces()
             .iter()
-            .map(|i| {
-                i.wit_name()
-                    .trim_start_matches("palisade:hooks/")
-                    .trim_end_matches("@0.1.0")
-            })
+            .map(|i| i.name())
             .collect();
         let runtime = &plugin.manifest().runtime;
         let wasm = runtime.family() == "wasm";
@@ -129,7 +150,11 @@ fn check(dir: &Path) -> anyhow::Result<ExitCode> {
             exports.join(", "),
         ]);
     }
-    print!("{}", table(&rows));
+    table(&rows)
+}
+
+/// What was skipped, and which plugin folders are symlinks.
+fn print_notes(plugins: &Plugins) {
     for skipped in plugins.skipped() {
         println!(
             "skipped {} ({})",
@@ -146,6 +171,10 @@ fn check(dir: &Path) -> anyhow::Result<ExitCode> {
             );
         }
     }
+}
+
+/// Configurations that load but may not do what the operator means.
+fn print_warnings(plugins: &Plugins) {
     // A bridged event runs its points' foreground hooks one after another, within one budget.
     for event in palisade::bridge::EVENTS {
         let points = palisade::bridge::points_for(event);
@@ -183,17 +212,4 @@ fn check(dir: &Path) -> anyhow::Result<ExitCode> {
             }
         }
     }
-    let points: std::collections::BTreeSet<Point> = plugins
-        .iter()
-        .flat_map(|p| p.manifest().hooks.iter().map(|h| h.point))
-        .collect();
-    println!(
-        "\nok: {} plugin{}, {hooks} hook{} on {} point{}",
-        plugins.iter().count(),
-        if plugins.iter().count() == 1 { "" } else { "s" },
-        if hooks == 1 { "" } else { "s" },
-        points.len(),
-        if points.len() == 1 { "" } else { "s" },
-    );
-    Ok(ExitCode::SUCCESS)
 }
