@@ -5,7 +5,7 @@
 use palisade::agent::{Agent, Entry, ModelReply, ScriptedModel};
 use palisade::{SessionSource, Tool, ToolOutcome, ToolRegistry, ToolRequest, TurnOutcome};
 use palisade_tests::transcript::{context, result};
-use palisade_tests::{PluginDir, load_recorded};
+use palisade_tests::{PluginDir, load, load_recorded};
 use serde_json::json;
 use std::sync::{Arc, Mutex};
 
@@ -20,9 +20,7 @@ fn reply(text: &str, calls: &[(&str, &str)]) -> ModelReply {
 }
 
 fn no_plugins() -> palisade::Plugins {
-    let dir = PluginDir::new();
-    let (plugins, _) = load_recorded(&dir);
-    plugins
+    load(&PluginDir::new())
 }
 
 /// "agent/session-start … emit, once before turn 1"

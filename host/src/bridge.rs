@@ -28,6 +28,7 @@ use crate::types::{
     ContentBlock, PreStepDecision, PreToolDecision, Provenance, SessionSource, StopEvent, ToolCall,
     ToolOutcome,
 };
+use serde::Deserialize;
 use serde_json::{Value, json};
 
 /// Which agent's hook protocol to speak.
@@ -171,7 +172,8 @@ pub async fn handle(plugins: &Plugins, dialect: Dialect, input: &Value) -> Reply
 /// agent session (so per-session plugin instances keep their state, and turns are numbered):
 /// a long-running server. Background hooks go on after it returns, in the session's tasks.
 pub async fn handle_in(lifecycle: &Lifecycle, dialect: Dialect, input: &Value) -> Reply {
-    let input: HookEvent = match serde_json::from_value(input.clone()) {
+    // Read from the borrowed JSON: the event (up to the input bound) is not copied first.
+    let input = match HookEvent::deserialize(input) {
         Ok(input) => input,
         Err(e) => {
             // What the event is decides whether failing blocks: read its name alone.
