@@ -22,9 +22,10 @@
 //! call of its batch and flushes the FIFO before it closes; a tool that marks its result
 //! terminal ([`crate::ToolContext::end_turn`]) ends the turn when its batch settles.
 
+use crate::hook::BoxFuture;
 use crate::lifecycle::Lifecycle;
 use crate::pipeline::{ToolRegistry, ToolRequest};
-use crate::session::{BoxFuture, Session};
+use crate::session::Session;
 use crate::types::Context;
 use crate::types::{
     ContentBlock, LlmResponse, Message, PreStepDecision, Role, SessionSource, StopEvent,

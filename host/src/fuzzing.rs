@@ -5,14 +5,12 @@
 //! answer, an agent's hook event, a component's decisions) and checks what must hold whatever
 //! the input: no panic, and the bounds and fail-closed rules the host promises.
 
+use crate::hook::{Request, Shared};
 use crate::manifest::{self, MAX_FUEL, MAX_MEMORY_MB, MAX_TIMEOUT_MS};
 use crate::point::Point;
 use crate::runtime::external::wire;
-use crate::runtime::instance::Request;
-use crate::runtime::sandbox::wit;
 use arbitrary::Unstructured;
 use std::path::Path;
-use std::sync::Arc;
 
 /// Fuzzes the manifest parser: a valid manifest's every limit is in range, every matcher
 /// matches whole names only; an invalid one has at least one problem.
@@ -266,20 +264,14 @@ fn native_answer_text(u: &mut Unstructured<'_>) -> arbitrary::Result<Vec<u8>> {
 }
 
 fn request_for(point: Point) -> Request {
-    let call = Arc::new(wit::ToolCall {
-        tool_use_id: "t".into(),
-        name: "Bash".into(),
-        arguments: "{}".into(),
-        provenance: None,
-    });
-    let outcome = Arc::new(wit::ToolOutcome {
-        content_blocks: vec![wit::ContentBlock::Text("out".into())],
-        is_error: false,
-        value: None,
-    });
+    use crate::types::{
+        CommittedFact, Observation, PreStep, SessionSource, StopEvent, ToolCall, ToolOutcome,
+    };
+    let call = Shared::new(ToolCall::new("t", "Bash", serde_json::json!({})));
+    let outcome = Shared::new(ToolOutcome::text("out"));
     match point {
-        Point::SessionStart => Request::SessionStart(wit::SessionSource::Startup),
-        Point::PromptSubmit => Request::PromptSubmit(Arc::new(wit::PreStep {
+        Point::SessionStart => Request::SessionStart(SessionSource::Startup),
+        Point::PromptSubmit => Request::PromptSubmit(Shared::new(PreStep {
             messages: vec![],
             turn: 1,
             step: 1,
@@ -288,16 +280,16 @@ fn request_for(point: Point) -> Request {
         Point::ToolGuard | Point::ToolExecute => Request::ToolGuard(call),
         Point::PostTool => Request::PostTool(call, outcome),
         Point::ToolResult => Request::ToolResult(call, outcome),
-        Point::TurnStopping => Request::TurnStopping(Arc::new(wit::StopEvent {
+        Point::TurnStopping => Request::TurnStopping(Shared::new(StopEvent {
             turn: 1,
             step: 1,
             last_assistant_message: None,
             continuations: 0,
         })),
-        _ => Request::Committed(Arc::new(wit::Observation {
+        _ => Request::Committed(Shared::new(Observation {
             interaction_id: "i".into(),
             turn: 1,
-            fact: wit::CommittedFact::SessionEnded("x".into()),
+            fact: CommittedFact::SessionEnded { reason: "x".into() },
         })),
     }
 }

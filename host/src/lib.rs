@@ -37,6 +37,7 @@ mod failure;
 #[cfg(any(test, feature = "fuzzing"))]
 #[doc(hidden)]
 pub mod fuzzing;
+mod hook;
 pub mod lifecycle;
 mod loader;
 pub mod manifest;
@@ -55,6 +56,7 @@ pub use engine::{
 pub use error::{Error, Problem};
 pub use events::{Event, EventKind, EventSink, JsonlSink};
 pub use failure::{Failure, FailureReason};
+pub use hook::BoxFuture;
 pub use lifecycle::Lifecycle;
 pub use manifest::{DEFAULT_PAYLOAD_MAX_BYTES, HookSpec, Limits, Manifest, Protocol, RuntimeSpec};
 pub use pipeline::{
@@ -66,7 +68,7 @@ pub use runtime::sandbox::{
     MAX_CORE_INSTANCES, MAX_LOG_LINE_BYTES, MAX_LOG_LINES_PER_CALL, MAX_MEMORIES, MAX_NEXT_CALLS,
     MAX_OUTPUT_BYTES_PER_CALL, MAX_TABLE_ELEMENTS, MAX_TABLES, MAX_WASI_RESOURCES,
 };
-pub use session::{Approver, BoxFuture, DEFAULT_BACKGROUND_QUEUE, Session};
+pub use session::{Approver, DEFAULT_BACKGROUND_QUEUE, Session};
 pub use types::{
     Approval, AskRequest, Authorization, CommittedFact, ContentBlock, Context, Denial,
     GuardDecision, LlmResponse, Message, Observation, PostToolResult, PreStep, PreStepDecision,

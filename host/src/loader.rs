@@ -11,10 +11,12 @@
 use crate::engine::{CompileProgress, Host};
 use crate::error::{Error, Problem};
 use crate::manifest::{self, MANIFEST_FILE, Manifest, RuntimeSpec};
-use crate::plugin::{Exports, Plugin, Plugins, Runtime, Skipped, Wasm};
+use crate::plugin::{Plugin, Plugins, Skipped};
 use crate::point::Point;
 use crate::runtime::external::{External, Target};
 use crate::runtime::sandbox::PluginEnv;
+use crate::runtime::wasm::Exports;
+use crate::runtime::{Runtime, Wasm};
 use cap_std::ambient_authority;
 use cap_std::fs::Dir;
 use sha2::{Digest, Sha256};

@@ -20,14 +20,11 @@
 //!   come before the `post-tool` decision contexts of an accepted call; a block keeps only the
 //!   contexts the blocking decision supplied.
 
-use crate::failure::Failure;
+use crate::hook::{Answer, BoxFuture, NextLayer, Request, Shared};
 use crate::point::{Capability, Point};
-use crate::runtime::convert::{from_wit_blocks, parse_json, project_value, to_wit_call};
-use crate::runtime::instance::{Request, Response};
-use crate::runtime::sandbox::{NextLayer, wit};
-use crate::session::{BoxFuture, Judged, Session, Verdict};
+use crate::session::{Judged, Session, Verdict};
 use crate::types::{
-    Authorization, ContentBlock, Context, Denial, Provenance, ToolCall, ToolOutcome,
+    Authorization, ContentBlock, Context, Denial, Provenance, ToolCall, ToolOutcome, project_value,
 };
 use serde_json::Value;
 use std::collections::HashMap;
@@ -315,7 +312,7 @@ impl Session {
         };
         let outcome = normalize_value(tool, outcome);
         let post = self
-            .post_tool_checked(&call, &outcome, tool.and_then(|t| t.output.as_ref()))
+            .post_tool_checked(&call, &outcome, tool.and_then(|t| t.output.as_deref()))
             .await;
         let mut outcome = normalize_value(tool, post.outcome);
         if let Some(finalize) = tool.and_then(|t| t.finalize_content.as_ref()) {
@@ -372,7 +369,7 @@ impl Session {
         let wrapped = !wrappers.is_empty();
         let chain = Arc::new(Chain {
             session: self.clone(),
-            wit_call: Arc::new(to_wit_call(&call)),
+            shared_call: Shared::new((*call).clone()),
             call,
             token,
             context,
@@ -398,7 +395,8 @@ impl Session {
 struct Chain {
     session: Session,
     call: Arc<ToolCall>,
-    wit_call: Arc<wit::ToolCall>,
+    /// The call as a wrapper is handed it.
+    shared_call: Arc<Shared<ToolCall>>,
     token: CallToken,
     context: ToolContext,
     wrappers: Vec<crate::plugin::HookRef>,
@@ -437,18 +435,18 @@ impl Chain {
         let inner = chain.clone();
         let next: NextLayer =
             Arc::new(move |timeout_ms| Chain::layer(inner.clone(), index + 1, timeout_ms));
-        let request = Request::ToolExecute(self.wit_call.clone(), next);
+        let request = Request::ToolExecute(self.shared_call.clone(), next);
         let inv = self.session.begin(Point::ToolExecute);
         let judged = self
             .session
             .judge_one(hook, inv, &request, |_, spec, response| {
-                let Response::ToolExecute(outcome) = response else {
+                let Answer::ToolExecute(outcome) = response else {
                     unreachable!("a tool-execute request gets a tool-execute response")
                 };
                 if !spec.has(Capability::Wrap) {
                     return Verdict::NotGranted(Capability::Wrap);
                 }
-                match from_wit_outcome(&outcome) {
+                match outcome.parse() {
                     Ok(outcome) => Verdict::Final(outcome),
                     Err(failure) => Verdict::Invalid(failure),
                 }
@@ -511,18 +509,6 @@ impl<T> Drop for AbortOnDrop<T> {
     fn drop(&mut self) {
         self.0.abort();
     }
-}
-
-/// A wrapper's outcome, parsed.
-fn from_wit_outcome(outcome: &wit::ToolOutcome) -> Result<ToolOutcome, Failure> {
-    Ok(ToolOutcome {
-        content_blocks: from_wit_blocks(&outcome.content_blocks)?,
-        is_error: outcome.is_error,
-        value: match &outcome.value {
-            None => None,
-            Some(text) => Some(parse_json("the outcome's value", text)?),
-        },
-    })
 }
 
 /// Checks the canonical value against the tool's output declaration, and derives the

@@ -5,14 +5,12 @@
 use crate::engine::Host;
 use crate::manifest::{HookSpec, Manifest};
 use crate::point::{Interface, Point};
-use crate::runtime::external::External;
-use crate::runtime::sandbox::bindings::exports::palisade::hooks as ex;
-use crate::runtime::sandbox::{PluginEnv, State};
+use crate::runtime::sandbox::PluginEnv;
+use crate::runtime::{Runtime, Wasm};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::AtomicUsize;
-use wasmtime::component::InstancePre;
 
 /// A loaded, validated set of plugins, ready to serve sessions. Cheap to clone.
 #[derive(Clone)]
@@ -66,21 +64,6 @@ pub struct Plugin {
     pub(crate) env: Arc<PluginEnv>,
 }
 
-/// How a loaded plugin's hooks run.
-pub(crate) enum Runtime {
-    Wasm(Box<Wasm>),
-    External(External),
-}
-
-/// A loaded component.
-pub(crate) struct Wasm {
-    pub path: PathBuf,
-    pub sha256: String,
-    pub size: usize,
-    pub pre: InstancePre<State>,
-    pub exports: Exports,
-}
-
 impl std::fmt::Debug for Plugin {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Plugin")
@@ -107,10 +90,7 @@ impl Plugin {
     }
 
     fn wasm(&self) -> Option<&Wasm> {
-        match &self.runtime {
-            Runtime::Wasm(wasm) => Some(wasm),
-            Runtime::External(_) => None,
-        }
+        self.runtime.wasm()
     }
 
     /// Its component file (`None` for a command or HTTP plugin).
@@ -145,47 +125,6 @@ impl Plugin {
                 acc
             }),
         }
-    }
-}
-
-macro_rules! exports {
-    (version $version:literal; $($variant:ident $snake:ident $wit:literal $method:ident ($($arg:ident: $ty:ty),*) -> ($($ret:ty)?);)*) => {
-        /// The export indices of the interfaces a component has; `None` where it lacks one.
-        #[derive(Default)]
-        pub(crate) struct Exports {
-            $(pub $snake: Option<ex::$snake::GuestIndices>,)*
-        }
-
-        impl Exports {
-            pub(crate) fn probe(pre: &InstancePre<State>) -> Exports {
-                // `GuestIndices::new` fails when the component lacks the interface: keep what
-                // loads.
-                Exports {
-                    $($snake: ex::$snake::GuestIndices::new(pre).ok(),)*
-                }
-            }
-
-            pub fn has(&self, interface: Interface) -> bool {
-                match interface {
-                    $(Interface::$variant => self.$snake.is_some(),)*
-                }
-            }
-        }
-    };
-}
-palisade_wit::foreach_interface!(exports);
-
-impl Exports {
-    pub(crate) fn interfaces(&self) -> Vec<Interface> {
-        Point::ALL
-            .iter()
-            .map(|p| p.interface())
-            .fold(Vec::new(), |mut acc, i| {
-                if self.has(i) && !acc.contains(&i) {
-                    acc.push(i);
-                }
-                acc
-            })
     }
 }
 

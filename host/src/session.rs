@@ -8,19 +8,15 @@
 
 use crate::events::{Event, EventKind, now_ms};
 use crate::failure::{Failure, FailureReason};
+use crate::hook::{self, Answer, BoxFuture, Request};
 use crate::manifest::HookSpec;
-use crate::plugin::{HookRef, Plugins, PluginsInner, Runtime, Wasm};
-use crate::point::{Capability, InstanceLifetime, Mode, Point};
-use crate::runtime::convert::failed_closed;
-use crate::runtime::external::{Caller, External};
-use crate::runtime::instance::{Cost, Instance, Request, Response};
-use crate::runtime::sandbox::{
-    CallContext, Clock, MAX_LOG_LINES_PER_CALL, MAX_NEXT_CALLS, State, invocation_id,
-};
+use crate::plugin::{HookRef, Plugins, PluginsInner};
+use crate::point::{Capability, Mode, Point};
+use crate::runtime::sandbox::invocation_id;
+use crate::runtime::{Meter, Run, Site, Slot};
 use crate::types::{Approval, AskRequest, Denial, ToolCall};
 use std::future::Future;
-use std::pin::Pin;
-use std::sync::atomic::{AtomicU8, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tokio::task::JoinSet;
@@ -30,9 +26,6 @@ use tokio::task::JoinSet;
 pub const DEFAULT_BACKGROUND_QUEUE: usize = 64;
 
 static NEXT_INVOCATION: AtomicU64 = AtomicU64::new(1);
-
-/// A boxed, sendable future.
-pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 
 /// The embedder's approval channel: resolves a `pre-tool` ask, typically by asking the user.
 ///
@@ -74,7 +67,7 @@ pub(crate) struct SessionShared {
     pub id: Arc<str>,
     pub plugins: Arc<PluginsInner>,
     /// One slot per plugin: its live instance, for `per-session` plugins.
-    instances: Vec<tokio::sync::Mutex<Option<Instance>>>,
+    instances: Vec<Slot>,
     dropped: AtomicU64,
 }
 
@@ -116,19 +109,6 @@ impl Plugins {
     }
 }
 
-/// The outcome of one hook invocation.
-pub(crate) struct Run {
-    pub result: Result<Response, Failure>,
-    pub meter: Meter,
-}
-
-/// What one invocation cost.
-#[derive(Clone, Copy)]
-pub(crate) struct Meter {
-    pub duration: Duration,
-    pub cost: Cost,
-}
-
 /// One dispatch of one point.
 #[derive(Clone, Copy)]
 pub(crate) struct Invocation {
@@ -156,17 +136,28 @@ pub(crate) enum Verdict<T> {
 }
 
 /// The verdict on a hook's deny: honoured, or an invalid answer if its payload is not JSON.
-pub(crate) fn deny_verdict(
-    hook: &HookRef,
-    deny: &crate::runtime::sandbox::wit::Deny,
-) -> Verdict<Denial> {
-    match crate::runtime::convert::from_wit_deny(&hook.id, deny) {
+pub(crate) fn deny_verdict(hook: &HookRef, deny: hook::Deny) -> Verdict<Denial> {
+    match deny.parse(&hook.id) {
         Ok(denial) => Verdict::Denied {
             reason_code: denial.reason_code.clone(),
             message: denial.message.clone(),
             then: denial,
         },
         Err(failure) => Verdict::Invalid(failure),
+    }
+}
+
+/// The denial a hook's failure produces when it fails closed.
+pub(crate) fn failed_closed(hook_id: &str, failure: &Failure) -> Denial {
+    Denial {
+        hook_id: hook_id.to_string(),
+        reason_code: failure.reason.reason_code(),
+        message: format!(
+            "the policy hook `{hook_id}` failed ({failure}), so this is refused; \
+             it is not a judgement of the request itself"
+        ),
+        payload: None,
+        failure: Some(failure.reason),
     }
 }
 
@@ -330,7 +321,7 @@ impl Session {
         tool: Option<&str>,
         state: &mut S,
         request: impl Fn(&S) -> Request,
-        mut judge: impl FnMut(&mut S, &HookRef, &HookSpec, Response) -> Verdict<T>,
+        mut judge: impl FnMut(&mut S, &HookRef, &HookSpec, Answer) -> Verdict<T>,
         fail_closed: impl Fn(Denial) -> T,
     ) -> Option<T> {
         let inv = self.begin(point);
@@ -360,7 +351,7 @@ impl Session {
         hook: &HookRef,
         inv: Invocation,
         request: &Request,
-        judge: impl FnOnce(&HookRef, &HookSpec, Response) -> Verdict<T>,
+        judge: impl FnOnce(&HookRef, &HookSpec, Answer) -> Verdict<T>,
     ) -> Judged<T> {
         let spec = self.shared.plugins.spec(hook);
         let run = self
@@ -565,20 +556,6 @@ fn failed(meter: Meter, failure: &Failure, closed: bool) -> EventKind {
     }
 }
 
-/// Returns when `clock` expires; waits out pauses.
-async fn watchdog(clock: &Clock) {
-    loop {
-        if clock.is_paused() {
-            clock.resumed.notified().await;
-            continue;
-        }
-        tokio::time::sleep_until(clock.deadline().into()).await;
-        if clock.expired() {
-            return;
-        }
-    }
-}
-
 pub(crate) fn micros(d: Duration) -> u64 {
     u64::try_from(d.as_micros()).unwrap_or(u64::MAX)
 }
@@ -622,8 +599,9 @@ impl SessionShared {
         closed
     }
 
-    /// Runs one hook: emits `hook_started`, then runs it in its runtime (`reentrant`: see
-    /// [`SessionShared::run_wasm`]).
+    /// Runs one hook: emits `hook_started`, then runs it in its runtime (`reentrant`: an
+    /// invocation up this call chain holds the plugin's per-session instance, see
+    /// [`crate::runtime::wasm::run`]).
     async fn run(
         &self,
         hook: &HookRef,
@@ -633,153 +611,26 @@ impl SessionShared {
     ) -> Run {
         self.emit(hook, inv, EventKind::HookStarted);
         let plugin = &self.plugins.plugins[hook.plugin];
-        match &plugin.runtime {
-            Runtime::Wasm(wasm) => self.run_wasm(hook, inv, request, wasm, reentrant).await,
-            Runtime::External(external) => self.run_external(hook, inv, request, external).await,
-        }
-    }
-
-    /// Runs a command or HTTP hook under its deadline and payload bound.
-    async fn run_external(
-        &self,
-        hook: &HookRef,
-        inv: Invocation,
-        request: &Request,
-        external: &External,
-    ) -> Run {
-        let limits = &self.plugins.spec(hook).limits;
-        let started = Instant::now();
-        let invocation = invocation_id(inv.id);
-        let caller = Caller {
+        let site = Site {
             session_id: &self.id,
             hook_id: &hook.id,
-            invocation_id: &invocation,
+            invocation: inv.id,
             point: inv.point,
-            config: &self.plugins.plugins[hook.plugin].manifest().config,
-            guarding: self.plugins.spec(hook).has(Capability::Guard),
+            spec: self.plugins.spec(hook),
+            config: &plugin.manifest().config,
+            env: &plugin.env,
+            lifetime: plugin.manifest().instance,
+            engine: &self.plugins.host.inner.engine,
+            sink: &self.plugins.host.inner.sink,
+            slot: (!reentrant).then(|| &self.instances[hook.plugin]),
         };
-        let called = external.call(&caller, request, limits).await;
-        for (level, message) in called.logs {
+        let mut run = plugin.runtime.call(site, request).await;
+        for (level, message) in std::mem::take(&mut run.logs) {
             self.emit(hook, inv, EventKind::PluginLog { level, message });
         }
-        Run {
-            result: called.result,
-            meter: Meter {
-                duration: started.elapsed(),
-                cost: Cost::default(),
-            },
-        }
-    }
-
-    /// Runs a wasm hook under its one deadline, which covers the whole invocation: waiting
-    /// for the plugin's per-session instance (busy in another invocation of the same session:
-    /// a background observer, a concurrent call), instantiating (start functions and
-    /// constructors are guest code, and may block in a host call), every host call and the
-    /// call itself. Epochs stop wasm code; the watchdog stops everything else. At the
-    /// deadline the invocation fails with `timeout`, which fails closed like any failure.
-    ///
-    /// `reentrant`: the plugin's session instance is held by an invocation up this call
-    /// chain (a `tool-execute` wrapper whose tool makes a nested call); waiting for it would
-    /// deadlock, so this invocation runs in a fresh instance of its own.
-    async fn run_wasm(
-        &self,
-        hook: &HookRef,
-        inv: Invocation,
-        request: &Request,
-        plugin: &Wasm,
-        reentrant: bool,
-    ) -> Run {
-        let env = &self.plugins.plugins[hook.plugin].env;
-        let lifetime = self.plugins.plugins[hook.plugin].manifest().instance;
-        let limits = &self.plugins.spec(hook).limits;
-        let started = Instant::now();
-        let call = CallContext {
-            session_id: self.id.clone(),
-            invocation_id: inv.id,
-            hook_id: hook.id.clone(),
-            point: inv.point,
-            clock: Clock::new(started + limits.timeout),
-            logs_left: MAX_LOG_LINES_PER_CALL,
-            next_left: MAX_NEXT_CALLS,
-            next_bytes: 0,
-        };
-        let clock = call.clock.clone();
-        let host = &self.plugins.host.inner;
-        let phase = AtomicU8::new(PHASE_WAIT);
-
-        let work = async {
-            let mut slot = match lifetime {
-                InstanceLifetime::PerSession if !reentrant => {
-                    Some(self.instances[hook.plugin].lock().await)
-                }
-                _ => None,
-            };
-            let mut fresh_cost = Cost::default();
-            let mut instance = match slot.as_mut().and_then(|s| s.take()) {
-                Some(mut instance) => {
-                    instance.begin(call, limits);
-                    instance
-                }
-                None => {
-                    phase.store(PHASE_INSTANTIATE, Ordering::Relaxed);
-                    let state = State::new(env.clone(), host.sink.clone(), call);
-                    match Instance::new(&host.engine, plugin, state, limits).await {
-                        Ok((instance, cost)) => {
-                            fresh_cost = cost;
-                            instance
-                        }
-                        Err(failure) => return (Err(failure), Cost::default()),
-                    }
-                }
-            };
-            phase.store(PHASE_CALL, Ordering::Relaxed);
-            let (result, cost) = instance.call(plugin, request, limits).await;
-            // A failed instance may be dead (a trap) or mid-call: never reuse it.
-            if result.is_ok()
-                && let Some(slot) = slot.as_mut()
-            {
-                **slot = Some(instance);
-            }
-            (
-                result,
-                Cost {
-                    fuel: cost.fuel + fresh_cost.fuel,
-                },
-            )
-        };
-        let (result, cost) = tokio::select! {
-            // Biased: a call that completes at its first poll never arms the watchdog's timer.
-            biased;
-            done = work => done,
-            () = watchdog(&clock) => {
-                let during = match phase.load(Ordering::Relaxed) {
-                    PHASE_WAIT => "while waiting for its per-session instance, busy in another \
-                                   invocation of this session",
-                    PHASE_INSTANTIATE => "during instantiation",
-                    _ => "in a host call",
-                };
-                (
-                    Err(Failure::new(
-                        FailureReason::Timeout,
-                        format!(
-                            "passed its deadline of {} ms {during}",
-                            limits.timeout.as_millis()
-                        ),
-                    )),
-                    Cost::default(),
-                )
-            }
-        };
-        Run {
-            result,
-            meter: Meter {
-                duration: started.elapsed(),
-                cost,
-            },
-        }
+        run
     }
 }
 
-const PHASE_WAIT: u8 = 0;
-const PHASE_INSTANTIATE: u8 = 1;
-const PHASE_CALL: u8 = 2;
+#[cfg(test)]
+mod tests;

@@ -474,3 +474,13 @@ impl Observation {
         }
     }
 }
+
+/// The presentation of a canonical value: a string is shown as text, anything else as JSON.
+pub(crate) fn project_value(value: &Value) -> Vec<ContentBlock> {
+    match value {
+        Value::String(text) => vec![ContentBlock::Text { text: text.clone() }],
+        other => vec![ContentBlock::Json {
+            value: other.clone(),
+        }],
+    }
+}

@@ -8,16 +8,14 @@
 //! delay the fact. They are best-effort — a crash may lose or replay one — so observers use
 //! the observation's `interaction_id` as the idempotency key of their side effects.
 
-use crate::runtime::convert::to_wit_observation;
-use crate::runtime::instance::Request;
+use crate::hook::{Request, Shared};
 use crate::session::Session;
 use crate::types::Observation;
-use std::sync::Arc;
 
 impl Session {
     /// Hands a committed fact to the hooks of its point, without waiting for them.
     pub fn committed(&self, observation: &Observation) {
-        let request = Request::Committed(Arc::new(to_wit_observation(observation)));
+        let request = Request::Committed(Shared::new(observation.clone()));
         self.notify(observation.point(), observation.tool_name(), request);
     }
 }

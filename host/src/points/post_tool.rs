@@ -13,20 +13,17 @@
 //! contexts survive; a guard that fails closed blocks with no contexts.
 
 use crate::failure::{Failure, FailureReason};
-use crate::pipeline::Validator;
+use crate::hook::{self, Answer, Request, Shared, parse_blocks, parse_json};
 use crate::point::{Capability, Point};
-use crate::runtime::convert::{
-    from_wit_blocks, parse_json, project_value, to_wit_call, to_wit_outcome,
-};
-use crate::runtime::instance::{Request, Response};
-use crate::runtime::sandbox::wit;
 use crate::session::{Session, Verdict};
-use crate::types::{Context, Denial, PostToolResult, ToolCall, ToolOutcome};
+use crate::types::{Context, Denial, PostToolResult, ToolCall, ToolOutcome, project_value};
+use serde_json::Value;
 use std::sync::Arc;
 
 struct State {
     outcome: ToolOutcome,
-    wit: Arc<wit::ToolOutcome>,
+    /// The outcome as the next hook is handed it.
+    shared: Arc<Shared<ToolOutcome>>,
     contexts: Vec<Context>,
 }
 
@@ -43,12 +40,12 @@ impl Session {
         &self,
         call: &ToolCall,
         outcome: &ToolOutcome,
-        output: Option<&Validator>,
+        output: Option<&(dyn Fn(&Value) -> Result<(), String> + Send + Sync)>,
     ) -> PostToolResult {
-        let wit_call = Arc::new(to_wit_call(call));
+        let shared_call = Shared::new(call.clone());
         let mut state = State {
             outcome: outcome.clone(),
-            wit: Arc::new(to_wit_outcome(outcome)),
+            shared: Shared::new(outcome.clone()),
             contexts: Vec::new(),
         };
         let blocked = self
@@ -56,14 +53,14 @@ impl Session {
                 Point::PostTool,
                 Some(&call.name),
                 &mut state,
-                |s| Request::PostTool(wit_call.clone(), s.wit.clone()),
+                |s| Request::PostTool(shared_call.clone(), s.shared.clone()),
                 |s, hook, spec, response| {
-                    let Response::PostTool(decision) = response else {
+                    let Answer::PostTool(decision) = response else {
                         unreachable!("a post-tool request gets a post-tool response")
                     };
                     let needed = match decision.action {
-                        wit::PostToolAction::Accept => None,
-                        wit::PostToolAction::Block(_) => Some(Capability::Guard),
+                        hook::PostToolAction::Accept => None,
+                        hook::PostToolAction::Block(_) => Some(Capability::Guard),
                         _ => Some(Capability::Transform),
                     };
                     let missing = needed
@@ -78,8 +75,8 @@ impl Session {
                         text,
                     });
                     match decision.action {
-                        wit::PostToolAction::Accept => {}
-                        wit::PostToolAction::Block(feedback) => {
+                        hook::PostToolAction::Accept => {}
+                        hook::PostToolAction::Block(feedback) => {
                             s.contexts = contexts.collect();
                             return Verdict::Denied {
                                 reason_code: "blocked".into(),
@@ -93,14 +90,14 @@ impl Session {
                                 },
                             };
                         }
-                        wit::PostToolAction::ReplaceContent(blocks) => {
-                            match from_wit_blocks(&blocks) {
+                        hook::PostToolAction::ReplaceContent(blocks) => {
+                            match parse_blocks(blocks) {
                                 Ok(blocks) => s.outcome.content_blocks = blocks,
                                 Err(failure) => return Verdict::Invalid(failure),
                             }
-                            s.wit = Arc::new(to_wit_outcome(&s.outcome));
+                            s.shared = Shared::new(s.outcome.clone());
                         }
-                        wit::PostToolAction::ReplaceValue(json) => {
+                        hook::PostToolAction::ReplaceValue(json) => {
                             let value = match parse_json("the replacement value", &json) {
                                 Ok(value) => value,
                                 Err(failure) => return Verdict::Invalid(failure),
@@ -117,7 +114,7 @@ impl Session {
                             }
                             s.outcome.content_blocks = project_value(&value);
                             s.outcome.value = Some(value);
-                            s.wit = Arc::new(to_wit_outcome(&s.outcome));
+                            s.shared = Shared::new(s.outcome.clone());
                         }
                     }
                     s.contexts.extend(contexts);

@@ -5,19 +5,16 @@
 //!   background). An ask does not short-circuit: a later guard may still deny.
 //! - With no deny, the first ask wins over allow; [`Session::authorize`] resolves it.
 
+use crate::hook::{self, Answer, Request, Shared};
 use crate::point::{Capability, Point};
-use crate::runtime::convert::to_wit_call;
-use crate::runtime::instance::{Request, Response};
-use crate::runtime::sandbox::wit;
 use crate::session::{Session, Verdict, deny_verdict};
 use crate::types::{AskRequest, PreToolDecision, ToolCall};
-use std::sync::Arc;
 
 impl Session {
     /// Runs the `pre-tool` hooks that match `call`'s tool and returns their combined
     /// decision. [`Session::authorize`] goes on to resolve an ask and run `tool-guard`.
     pub async fn pre_tool(&self, call: &ToolCall) -> PreToolDecision {
-        let request = Request::PreTool(Arc::new(to_wit_call(call)));
+        let request = Request::PreTool(Shared::new(call.clone()));
         let mut ask: Option<AskRequest> = None;
         let denial = self
             .waterfall(
@@ -26,22 +23,22 @@ impl Session {
                 &mut ask,
                 |_| request.clone(),
                 |ask, hook, spec, response| {
-                    let Response::PreTool(decision) = response else {
+                    let Answer::PreTool(decision) = response else {
                         unreachable!("a pre-tool request gets a pre-tool response")
                     };
                     match decision {
-                        wit::PreToolDecision::Allow => Verdict::Completed {
+                        hook::PreToolDecision::Allow => Verdict::Completed {
                             honoured: spec.has(Capability::Guard),
                         },
                         _ if !spec.has(Capability::Guard) => Verdict::NotGranted(Capability::Guard),
-                        wit::PreToolDecision::Ask(a) => {
+                        hook::PreToolDecision::Ask(reason) => {
                             ask.get_or_insert(AskRequest {
                                 hook_id: hook.id.to_string(),
-                                reason: a.reason,
+                                reason,
                             });
                             Verdict::Completed { honoured: true }
                         }
-                        wit::PreToolDecision::Deny(d) => deny_verdict(hook, &d),
+                        hook::PreToolDecision::Deny(d) => deny_verdict(hook, d),
                     }
                 },
                 |denial| denial,

@@ -6,18 +6,15 @@
 //!   model-visible message, and the remaining hooks do not run;
 //! - a guard's failure rejects (fails closed) unless `on_failure = "allow"`.
 
+use crate::hook::{self, Answer, Request, Shared};
 use crate::point::{Capability, Point};
-use crate::runtime::convert::to_wit_step;
-use crate::runtime::instance::{Request, Response};
-use crate::runtime::sandbox::wit;
 use crate::session::{Session, Verdict, deny_verdict};
 use crate::types::{Context, PreStep, PreStepDecision};
-use std::sync::Arc;
 
 impl Session {
     /// Runs the `prompt-submit` hooks for a proposed step.
     pub async fn prompt_submit(&self, step: &PreStep) -> PreStepDecision {
-        let request = Request::PromptSubmit(Arc::new(to_wit_step(step)));
+        let request = Request::PromptSubmit(Shared::new(step.clone()));
         let mut contexts = Vec::new();
         let rejected = self
             .waterfall(
@@ -26,29 +23,29 @@ impl Session {
                 &mut contexts,
                 |_| request.clone(),
                 |contexts: &mut Vec<Context>, hook, spec, response| {
-                    let Response::PromptSubmit(decision) = response else {
+                    let Answer::PromptSubmit(decision) = response else {
                         unreachable!("a prompt-submit request gets a prompt-submit response")
                     };
                     match decision {
-                        wit::PreStepDecision::Enter(texts) if texts.is_empty() => {
+                        hook::PreStepDecision::Enter(texts) if texts.is_empty() => {
                             Verdict::Completed {
                                 honoured: spec.has(Capability::Guard),
                             }
                         }
-                        wit::PreStepDecision::Enter(_) if !spec.has(Capability::Transform) => {
+                        hook::PreStepDecision::Enter(_) if !spec.has(Capability::Transform) => {
                             Verdict::NotGranted(Capability::Transform)
                         }
-                        wit::PreStepDecision::Enter(texts) => {
+                        hook::PreStepDecision::Enter(texts) => {
                             contexts.extend(texts.into_iter().map(|text| Context {
                                 hook_id: hook.id.to_string(),
                                 text,
                             }));
                             Verdict::Completed { honoured: true }
                         }
-                        wit::PreStepDecision::Reject(_) if !spec.has(Capability::Guard) => {
+                        hook::PreStepDecision::Reject(_) if !spec.has(Capability::Guard) => {
                             Verdict::NotGranted(Capability::Guard)
                         }
-                        wit::PreStepDecision::Reject(d) => deny_verdict(hook, &d),
+                        hook::PreStepDecision::Reject(d) => deny_verdict(hook, d),
                     }
                 },
                 |denial| denial,

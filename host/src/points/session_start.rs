@@ -2,16 +2,15 @@
 //! cannot block startup (a guard grant is refused at load, and a failure is only recorded).
 //! Hooks granted `transform` may return contexts to inject, collected in hook order.
 
+use crate::hook::{Answer, Request};
 use crate::point::{Capability, Point};
-use crate::runtime::convert::to_wit_source;
-use crate::runtime::instance::{Request, Response};
 use crate::session::{Session, Verdict};
 use crate::types::{Context, SessionSource};
 
 impl Session {
     /// Runs the `session-start` hooks; returns the contexts to inject, in hook order.
     pub async fn session_start(&self, source: SessionSource) -> Vec<Context> {
-        let request = Request::SessionStart(to_wit_source(source));
+        let request = Request::SessionStart(source);
         let mut contexts = Vec::new();
         self.waterfall(
             Point::SessionStart,
@@ -19,7 +18,7 @@ impl Session {
             &mut contexts,
             |_| request.clone(),
             |contexts: &mut Vec<Context>, hook, spec, response| {
-                let Response::SessionStart(texts) = response else {
+                let Answer::SessionStart(texts) = response else {
                     unreachable!("a session-start request gets a session-start response")
                 };
                 if texts.is_empty() {

@@ -7,20 +7,17 @@
 //! a rejection, a cancellation, an unavailable channel or no approver at all is a denial),
 //! then `tool-guard`.
 
+use crate::hook::{self, Answer, Request, Shared};
 use crate::point::{Capability, Point};
-use crate::runtime::convert::to_wit_call;
-use crate::runtime::instance::{Request, Response};
-use crate::runtime::sandbox::wit;
 use crate::session::{Session, Verdict, deny_verdict};
 use crate::types::{
     Approval, AskRequest, Authorization, Denial, GuardDecision, PreToolDecision, ToolCall,
 };
-use std::sync::Arc;
 
 impl Session {
     /// Runs the `tool-guard` hooks that match `call`'s tool: the first deny vetoes the call.
     pub async fn tool_guard(&self, call: &ToolCall) -> GuardDecision {
-        let request = Request::ToolGuard(Arc::new(to_wit_call(call)));
+        let request = Request::ToolGuard(Shared::new(call.clone()));
         let denial = self
             .waterfall(
                 Point::ToolGuard,
@@ -28,17 +25,17 @@ impl Session {
                 &mut (),
                 |_| request.clone(),
                 |_, hook, spec, response| {
-                    let Response::ToolGuard(decision) = response else {
+                    let Answer::ToolGuard(decision) = response else {
                         unreachable!("a tool-guard request gets a tool-guard response")
                     };
                     match decision {
-                        wit::GuardDecision::Abstain => Verdict::Completed {
+                        hook::GuardDecision::Abstain => Verdict::Completed {
                             honoured: spec.has(Capability::Guard),
                         },
-                        wit::GuardDecision::Deny(_) if !spec.has(Capability::Guard) => {
+                        hook::GuardDecision::Deny(_) if !spec.has(Capability::Guard) => {
                             Verdict::NotGranted(Capability::Guard)
                         }
-                        wit::GuardDecision::Deny(d) => deny_verdict(hook, &d),
+                        hook::GuardDecision::Deny(d) => deny_verdict(hook, d),
                     }
                 },
                 |denial| denial,

@@ -6,22 +6,17 @@
 //! "observer failures are contained per listener and cannot change or reject … the returned
 //! outcome").
 
+use crate::hook::{Request, Shared};
 use crate::point::Point;
-use crate::runtime::convert::{to_wit_call, to_wit_outcome};
-use crate::runtime::instance::Request;
 use crate::session::Session;
 use crate::types::{ToolCall, ToolOutcome};
-use std::sync::Arc;
 
 impl Session {
     /// Shows `outcome` of `call` to the `tool-result` hooks that match its tool, and returns at
     /// once: the hooks run in the session's own tasks (awaited by
     /// [`Session::drain_background`], aborted when the session is dropped).
     pub async fn tool_result(&self, call: &ToolCall, outcome: &ToolOutcome) {
-        let request = Request::ToolResult(
-            Arc::new(to_wit_call(call)),
-            Arc::new(to_wit_outcome(outcome)),
-        );
+        let request = Request::ToolResult(Shared::new(call.clone()), Shared::new(outcome.clone()));
         self.notify(Point::ToolResult, Some(&call.name), request);
     }
 }

@@ -4,17 +4,15 @@
 //! the content is not honoured (`not-granted`). A failure is only recorded: it can neither
 //! stop nor continue a turn.
 
+use crate::hook::{Answer, Request, Shared};
 use crate::point::{Capability, Point};
-use crate::runtime::convert::to_wit_stop;
-use crate::runtime::instance::{Request, Response};
 use crate::session::{Session, Verdict};
 use crate::types::{Steering, StopEvent};
-use std::sync::Arc;
 
 impl Session {
     /// Runs the `turn-stopping` hooks; a non-empty result continues the turn with it.
     pub async fn turn_stopping(&self, event: &StopEvent) -> Vec<Steering> {
-        let request = Request::TurnStopping(Arc::new(to_wit_stop(event)));
+        let request = Request::TurnStopping(Shared::new(event.clone()));
         let mut steering = Vec::new();
         self.waterfall(
             Point::TurnStopping,
@@ -22,7 +20,7 @@ impl Session {
             &mut steering,
             |_| request.clone(),
             |steering: &mut Vec<Steering>, hook, spec, response| {
-                let Response::TurnStopping(content) = response else {
+                let Answer::TurnStopping(content) = response else {
                     unreachable!("a turn-stopping request gets a turn-stopping response")
                 };
                 match content {

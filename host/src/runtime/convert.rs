@@ -1,14 +1,11 @@
-//! Conversions between the host-side types and the WIT types at the component boundary.
-//!
-//! Host → guest is total. Guest → host can fail: JSON a hook returns is parsed, and invalid
-//! JSON is an `invalid-response` failure.
+//! Conversions between the host's types and the WIT types at the component boundary: a
+//! request's payload to WIT (made once per dispatch, see [`crate::hook::Shared`]), a
+//! component's answer back to [`crate::hook::Answer`].
 
-use crate::failure::{Failure, FailureReason};
 use crate::runtime::sandbox::wit;
 use crate::types::{
-    CommittedFact, ContentBlock, Denial, LlmResponse, Message, Observation, PreStep, Provenance,
-    Role, ServerToolContent, SessionSource, StopEvent, ToolCall, ToolOutcome, ToolResult,
-    TurnOutcome,
+    CommittedFact, ContentBlock, LlmResponse, Message, Observation, PreStep, Provenance, Role,
+    ServerToolContent, SessionSource, StopEvent, ToolCall, ToolOutcome, ToolResult, TurnOutcome,
 };
 use serde_json::Value;
 
@@ -159,71 +156,72 @@ pub(crate) fn to_wit_observation(observation: &Observation) -> wit::Observation 
     }
 }
 
-fn invalid(what: &str, err: serde_json::Error) -> Failure {
-    Failure::new(
-        FailureReason::InvalidResponse,
-        format!("{what} is not valid JSON: {err}"),
-    )
-}
+/// A hook's answer, from the WIT values it returned to the host's own ([`crate::hook`]):
+/// moved, not copied, and not parsed (the dispatch rules parse what they honour).
+pub(crate) mod from_wit {
+    use super::wit;
+    use crate::hook;
 
-/// JSON text a hook returned, parsed.
-pub(crate) fn parse_json(what: &str, text: &str) -> Result<Value, Failure> {
-    serde_json::from_str(text).map_err(|e| invalid(what, e))
-}
-
-/// Content blocks a hook returned, with their JSON parsed.
-pub(crate) fn from_wit_blocks(blocks: &[wit::ContentBlock]) -> Result<Vec<ContentBlock>, Failure> {
-    blocks
-        .iter()
-        .map(|block| {
-            Ok(match block {
-                wit::ContentBlock::Text(text) => ContentBlock::Text { text: text.clone() },
-                wit::ContentBlock::Json(json) => ContentBlock::Json {
-                    value: parse_json("a json content block", json)?,
-                },
-                wit::ContentBlock::Image(image) => ContentBlock::Image {
-                    media_type: image.media_type.clone(),
-                    data: image.data.clone(),
-                },
-            })
-        })
-        .collect()
-}
-
-/// A hook's deny, with its payload parsed.
-pub(crate) fn from_wit_deny(hook_id: &str, deny: &wit::Deny) -> Result<Denial, Failure> {
-    Ok(Denial {
-        hook_id: hook_id.to_string(),
-        reason_code: deny.reason_code.clone(),
-        message: deny.message.clone(),
-        payload: match &deny.payload {
-            None => None,
-            Some(text) => Some(parse_json("the deny payload", text)?),
-        },
-        failure: None,
-    })
-}
-
-/// The denial a hook's failure produces when it fails closed.
-pub(crate) fn failed_closed(hook_id: &str, failure: &Failure) -> Denial {
-    Denial {
-        hook_id: hook_id.to_string(),
-        reason_code: failure.reason.reason_code(),
-        message: format!(
-            "the policy hook `{hook_id}` failed ({failure}), so this is refused; \
-             it is not a judgement of the request itself"
-        ),
-        payload: None,
-        failure: Some(failure.reason),
+    fn deny(d: wit::Deny) -> hook::Deny {
+        hook::Deny {
+            reason_code: d.reason_code,
+            message: d.message,
+            payload: d.payload,
+        }
     }
-}
 
-/// The presentation of a canonical value: a string is shown as text, anything else as JSON.
-pub(crate) fn project_value(value: &Value) -> Vec<ContentBlock> {
-    match value {
-        Value::String(text) => vec![ContentBlock::Text { text: text.clone() }],
-        other => vec![ContentBlock::Json {
-            value: other.clone(),
-        }],
+    fn block(b: wit::ContentBlock) -> hook::Block {
+        match b {
+            wit::ContentBlock::Text(text) => hook::Block::Text(text),
+            wit::ContentBlock::Json(json) => hook::Block::Json(json),
+            wit::ContentBlock::Image(image) => hook::Block::Image {
+                media_type: image.media_type,
+                data: image.data,
+            },
+        }
+    }
+
+    pub(crate) fn step_decision(d: wit::PreStepDecision) -> hook::PreStepDecision {
+        match d {
+            wit::PreStepDecision::Enter(contexts) => hook::PreStepDecision::Enter(contexts),
+            wit::PreStepDecision::Reject(d) => hook::PreStepDecision::Reject(deny(d)),
+        }
+    }
+
+    pub(crate) fn pre_tool(d: wit::PreToolDecision) -> hook::PreToolDecision {
+        match d {
+            wit::PreToolDecision::Allow => hook::PreToolDecision::Allow,
+            wit::PreToolDecision::Deny(d) => hook::PreToolDecision::Deny(deny(d)),
+            wit::PreToolDecision::Ask(ask) => hook::PreToolDecision::Ask(ask.reason),
+        }
+    }
+
+    pub(crate) fn guard(d: wit::GuardDecision) -> hook::GuardDecision {
+        match d {
+            wit::GuardDecision::Abstain => hook::GuardDecision::Abstain,
+            wit::GuardDecision::Deny(d) => hook::GuardDecision::Deny(deny(d)),
+        }
+    }
+
+    pub(crate) fn post_tool(d: wit::PostToolDecision) -> hook::PostToolDecision {
+        hook::PostToolDecision {
+            action: match d.action {
+                wit::PostToolAction::Accept => hook::PostToolAction::Accept,
+                wit::PostToolAction::Block(feedback) => hook::PostToolAction::Block(feedback),
+                wit::PostToolAction::ReplaceContent(blocks) => {
+                    hook::PostToolAction::ReplaceContent(blocks.into_iter().map(block).collect())
+                }
+                wit::PostToolAction::ReplaceValue(json) => hook::PostToolAction::ReplaceValue(json),
+            },
+            contexts: d.contexts,
+        }
+    }
+
+    pub(crate) fn outcome(o: wit::ToolOutcome) -> hook::Outcome {
+        hook::Outcome {
+            content_blocks: o.content_blocks.into_iter().map(block).collect(),
+            is_error: o.is_error,
+            value: o.value,
+        }
     }
 }

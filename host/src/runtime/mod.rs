@@ -1,16 +1,123 @@
 //! Where a hook runs, and nothing about what its answer means (that is [`crate::session`]'s
-//! and the points'):
+//! and the points'). One entry, [`Runtime::call`]: a [`Request`] in, an [`Answer`] (or a
+//! typed [`Failure`]) out, in the host's own types ([`crate::hook`]).
 //!
-//! - a wasm component: [`instance`] runs one hook — its plugin's instance, its limits, the
-//!   call — in the store, imports and WASI-without-authority of [`sandbox`]; [`convert`] maps
-//!   the host's types to the WIT types at the boundary; [`signatures`] type-checks a
-//!   component's exports at load; [`cache`] keeps compiled code on disk.
+//! - a wasm component: [`wasm`] runs one invocation under its one deadline (waiting for the
+//!   plugin's per-session instance, instantiating, calling); [`instance`] is a live instance
+//!   and its call, in the store, imports and WASI-without-authority of [`sandbox`];
+//!   [`convert`] maps the host's types to the WIT types at the boundary and back;
+//!   [`signatures`] type-checks a component's exports at load; [`cache`] keeps compiled code
+//!   on disk.
 //! - a command or an HTTP endpoint: [`external`], speaking Claude Code's hook protocol or
 //!   Palisade's own.
 
 pub(crate) mod cache;
 pub(crate) mod convert;
 pub(crate) mod external;
+#[cfg(test)]
+pub(crate) mod fake;
 pub(crate) mod instance;
 pub(crate) mod sandbox;
 pub(crate) mod signatures;
+pub(crate) mod wasm;
+
+use crate::events::EventSink;
+use crate::failure::Failure;
+use crate::hook::{Answer, Request};
+use crate::manifest::HookSpec;
+use crate::point::{Capability, InstanceLifetime, Point};
+use external::{Caller, External};
+use sandbox::{PluginEnv, invocation_id};
+use serde_json::{Map, Value};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+pub(crate) use wasm::{Slot, Wasm};
+
+/// How a loaded plugin's hooks run.
+pub(crate) enum Runtime {
+    Wasm(Box<Wasm>),
+    External(External),
+    /// A hook written in Rust, for the dispatch rules' own tests.
+    #[cfg(test)]
+    Fake(fake::Fake),
+}
+
+/// Where one invocation runs: whose it is, and what of its plugin it may use.
+pub(crate) struct Site<'a> {
+    pub session_id: &'a Arc<str>,
+    pub hook_id: &'a Arc<str>,
+    pub invocation: u64,
+    pub point: Point,
+    pub spec: &'a HookSpec,
+    /// The plugin's `[config]` table.
+    pub config: &'a Map<String, Value>,
+    pub env: &'a Arc<PluginEnv>,
+    pub lifetime: InstanceLifetime,
+    pub engine: &'a wasmtime::Engine,
+    pub sink: &'a Option<Arc<dyn EventSink>>,
+    /// The plugin's per-session instance slot in this session; `None` when an invocation up
+    /// this call chain holds it (see [`wasm::run`]).
+    pub slot: Option<&'a Slot>,
+}
+
+/// The outcome of one hook invocation.
+pub(crate) struct Run {
+    pub result: Result<Answer, Failure>,
+    pub meter: Meter,
+    /// Lines the hook logged that its runtime did not report itself (a command's stderr, a
+    /// `systemMessage`).
+    pub logs: Vec<(&'static str, String)>,
+}
+
+/// What one invocation cost.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Meter {
+    pub duration: Duration,
+    pub cost: Cost,
+}
+
+/// The cost of one invocation beyond its time.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct Cost {
+    pub fuel: u64,
+}
+
+impl Runtime {
+    /// Runs one hook of this runtime: `request` in, its answer out.
+    pub async fn call(&self, site: Site<'_>, request: &Request) -> Run {
+        match self {
+            Runtime::Wasm(wasm) => wasm::run(wasm, site, request).await,
+            Runtime::External(external) => {
+                let started = Instant::now();
+                let invocation = invocation_id(site.invocation);
+                let caller = Caller {
+                    session_id: site.session_id,
+                    hook_id: site.hook_id,
+                    invocation_id: &invocation,
+                    point: site.point,
+                    config: site.config,
+                    guarding: site.spec.has(Capability::Guard),
+                };
+                let called = external.call(&caller, request, &site.spec.limits).await;
+                Run {
+                    result: called.result,
+                    meter: Meter {
+                        duration: started.elapsed(),
+                        cost: Cost::default(),
+                    },
+                    logs: called.logs,
+                }
+            }
+            #[cfg(test)]
+            Runtime::Fake(fake) => fake.call(site, request).await,
+        }
+    }
+
+    /// The component, for a wasm plugin.
+    pub fn wasm(&self) -> Option<&Wasm> {
+        match self {
+            Runtime::Wasm(wasm) => Some(wasm),
+            _ => None,
+        }
+    }
+}

@@ -8,6 +8,7 @@
 //! allowed.
 
 use crate::events::{Event, EventKind, EventSink, now_ms};
+use crate::hook::NextLayer;
 use crate::point::Point;
 use crate::runtime::convert::to_wit_outcome;
 use crate::types::ToolOutcome;
@@ -126,11 +127,6 @@ impl Clock {
         self.resumed.notify_one();
     }
 }
-
-/// The rest of a tool chain, as a `tool-execute` wrapper's `next()` reaches it: called with
-/// the wrapper's optional shorter deadline (ms), it returns the normalized outcome.
-pub(crate) type NextLayer =
-    Arc<dyn Fn(Option<u32>) -> crate::session::BoxFuture<'static, ToolOutcome> + Send + Sync>;
 
 pub(crate) struct State {
     wasi: WasiCtx,

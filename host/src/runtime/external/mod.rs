@@ -11,8 +11,8 @@ pub(crate) mod native;
 pub(crate) mod wire;
 
 use crate::failure::{Failure, FailureReason};
+use crate::hook::{Answer, Request};
 use crate::manifest::{Limits, Protocol};
-use crate::runtime::instance::{Request, Response};
 use std::path::PathBuf;
 pub(crate) use wire::Caller;
 
@@ -49,7 +49,7 @@ pub(crate) struct Raw {
 /// One invocation's result, and the lines it logged (stderr of a successful command, a
 /// `systemMessage`).
 pub(crate) struct Called {
-    pub result: Result<Response, Failure>,
+    pub result: Result<Answer, Failure>,
     pub logs: Vec<(&'static str, String)>,
 }
 
@@ -67,7 +67,7 @@ impl External {
         request: &Request,
         limits: &Limits,
         logs: &mut Vec<(&'static str, String)>,
-    ) -> Result<Response, Failure> {
+    ) -> Result<Answer, Failure> {
         let request_json = match self.protocol {
             Protocol::ClaudeCode => wire::encode(caller, request),
             Protocol::Palisade => native::encode(caller, request),

@@ -12,15 +12,19 @@
 //!  "arguments": {"command": "ls"}}}}
 //! ```
 //!
-//! Response: nothing, `{}`, or `{"decision": D}` with `D` the point's answer: a variant is
+//! Answer: nothing, `{}`, or `{"decision": D}` with `D` the point's answer: a variant is
 //! `"case"` or `{"case": value}`, a record an object with snake_case fields, `json` any JSON
 //! value, an option `null` or the value. Unknown fields (a legacy `patches` rewrite among
 //! them) make the answer `invalid-response`. Only exit status 0 (HTTP 2xx) is an answer.
 
 use crate::failure::{Failure, FailureReason};
+#[cfg(test)]
+use crate::hook::Shared;
+use crate::hook::{self, Answer, Request};
 use crate::point::Point;
-use crate::runtime::instance::{Request, Response};
-use crate::runtime::sandbox::wit;
+#[cfg(test)]
+use crate::types::SessionSource;
+use crate::types::{ToolCall, ToolOutcome};
 use base64::Engine as _;
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
@@ -65,22 +69,22 @@ pub(crate) fn encode(caller: &Caller<'_>, request: &Request) -> Value {
     })
 }
 
-fn call_json(call: &wit::ToolCall) -> Value {
+fn call_json(call: &ToolCall) -> Value {
     let mut map = Map::new();
     map.insert("tool_use_id".into(), call.tool_use_id.clone().into());
     map.insert("name".into(), call.name.clone().into());
-    map.insert("arguments".into(), wire::json_text(&call.arguments));
+    map.insert("arguments".into(), call.arguments.clone());
     if call.provenance.is_some() {
         map.insert("provenance".into(), wire::provenance(&call.provenance));
     }
     Value::Object(map)
 }
 
-fn outcome_json(outcome: &wit::ToolOutcome) -> Value {
+fn outcome_json(outcome: &ToolOutcome) -> Value {
     json!({
         "content_blocks": wire::blocks(&outcome.content_blocks),
         "is_error": outcome.is_error,
-        "value": outcome.value.as_deref().map_or(Value::Null, wire::json_text),
+        "value": outcome.value.clone().unwrap_or(Value::Null),
         // A serialize-only projection (seed 2): never read back.
         "content": wire::content_text(&outcome.content_blocks),
     })
@@ -89,7 +93,7 @@ fn outcome_json(outcome: &wit::ToolOutcome) -> Value {
 /// The whole answer: only `decision`.
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
-struct Answer {
+struct AnswerJson {
     #[serde(default)]
     decision: Option<Value>,
 }
@@ -103,9 +107,9 @@ struct DenyJson {
     payload: Option<Value>,
 }
 
-impl From<DenyJson> for wit::Deny {
+impl From<DenyJson> for hook::Deny {
     fn from(d: DenyJson) -> Self {
-        wit::Deny {
+        hook::Deny {
             reason_code: d.reason_code,
             message: d.message,
             payload: d.payload.map(|p| p.to_string()),
@@ -179,14 +183,14 @@ fn invalid(detail: impl Into<String>) -> Failure {
 }
 
 /// Reads the answer (stdout, or the HTTP body) of a hook of the Palisade protocol.
-pub(crate) fn decode(point: Point, request: &Request, output: &[u8]) -> Result<Response, Failure> {
+pub(crate) fn decode(point: Point, request: &Request, output: &[u8]) -> Result<Answer, Failure> {
     let text = std::str::from_utf8(output)
         .map_err(|_| invalid("the answer is not UTF-8"))?
         .trim();
     if text.is_empty() {
         return Ok(neutral(request));
     }
-    let answer: Answer = serde_json::from_str(text).map_err(|e| {
+    let answer: AnswerJson = serde_json::from_str(text).map_err(|e| {
         invalid(format!(
             "the answer is not `{{\"decision\": …}}` of the palisade protocol: {e}"
         ))
@@ -201,46 +205,46 @@ pub(crate) fn decode(point: Point, request: &Request, output: &[u8]) -> Result<R
     };
     Ok(match request {
         Request::SessionStart(_) => {
-            Response::SessionStart(serde_json::from_value(decision).map_err(wrong)?)
+            Answer::SessionStart(serde_json::from_value(decision).map_err(wrong)?)
         }
         Request::PromptSubmit(_) => {
-            Response::PromptSubmit(match serde_json::from_value(decision).map_err(wrong)? {
-                PreStepJson::Enter(contexts) => wit::PreStepDecision::Enter(contexts),
-                PreStepJson::Reject(deny) => wit::PreStepDecision::Reject(deny.into()),
+            Answer::PromptSubmit(match serde_json::from_value(decision).map_err(wrong)? {
+                PreStepJson::Enter(contexts) => hook::PreStepDecision::Enter(contexts),
+                PreStepJson::Reject(deny) => hook::PreStepDecision::Reject(deny.into()),
             })
         }
         Request::PreTool(_) => {
-            Response::PreTool(match serde_json::from_value(decision).map_err(wrong)? {
-                PreToolJson::Allow => wit::PreToolDecision::Allow,
-                PreToolJson::Deny(deny) => wit::PreToolDecision::Deny(deny.into()),
-                PreToolJson::Ask(ask) => wit::PreToolDecision::Ask(wit::Ask { reason: ask.reason }),
+            Answer::PreTool(match serde_json::from_value(decision).map_err(wrong)? {
+                PreToolJson::Allow => hook::PreToolDecision::Allow,
+                PreToolJson::Deny(deny) => hook::PreToolDecision::Deny(deny.into()),
+                PreToolJson::Ask(ask) => hook::PreToolDecision::Ask(ask.reason),
             })
         }
         Request::ToolGuard(_) => {
-            Response::ToolGuard(match serde_json::from_value(decision).map_err(wrong)? {
-                GuardJson::Abstain => wit::GuardDecision::Abstain,
-                GuardJson::Deny(deny) => wit::GuardDecision::Deny(deny.into()),
+            Answer::ToolGuard(match serde_json::from_value(decision).map_err(wrong)? {
+                GuardJson::Abstain => hook::GuardDecision::Abstain,
+                GuardJson::Deny(deny) => hook::GuardDecision::Deny(deny.into()),
             })
         }
         Request::PostTool(..) => {
             let answer: PostToolJson = serde_json::from_value(decision).map_err(wrong)?;
             let action = match answer.action {
-                ActionJson::Accept => wit::PostToolAction::Accept,
-                ActionJson::Block(message) => wit::PostToolAction::Block(message),
-                ActionJson::ReplaceContent(blocks) => wit::PostToolAction::ReplaceContent(
+                ActionJson::Accept => hook::PostToolAction::Accept,
+                ActionJson::Block(message) => hook::PostToolAction::Block(message),
+                ActionJson::ReplaceContent(blocks) => hook::PostToolAction::ReplaceContent(
                     blocks.into_iter().map(block).collect::<Result<_, _>>()?,
                 ),
                 ActionJson::ReplaceValue(value) => {
-                    wit::PostToolAction::ReplaceValue(value.to_string())
+                    hook::PostToolAction::ReplaceValue(value.to_string())
                 }
             };
-            Response::PostTool(wit::PostToolDecision {
+            Answer::PostTool(hook::PostToolDecision {
                 action,
                 contexts: answer.contexts,
             })
         }
         Request::TurnStopping(_) => {
-            Response::TurnStopping(Some(serde_json::from_value(decision).map_err(wrong)?))
+            Answer::TurnStopping(Some(serde_json::from_value(decision).map_err(wrong)?))
         }
         Request::ToolResult(..) | Request::Committed(_) | Request::ToolExecute(..) => {
             return Err(invalid(format!(
@@ -250,33 +254,33 @@ pub(crate) fn decode(point: Point, request: &Request, output: &[u8]) -> Result<R
     })
 }
 
-fn block(block: BlockJson) -> Result<wit::ContentBlock, Failure> {
+fn block(block: BlockJson) -> Result<hook::Block, Failure> {
     Ok(match block {
-        BlockJson::Text { text } => wit::ContentBlock::Text(text),
-        BlockJson::Json { value } => wit::ContentBlock::Json(value.to_string()),
-        BlockJson::Image { media_type, data } => wit::ContentBlock::Image(wit::Image {
+        BlockJson::Text { text } => hook::Block::Text(text),
+        BlockJson::Json { value } => hook::Block::Json(value.to_string()),
+        BlockJson::Image { media_type, data } => hook::Block::Image {
             media_type,
             data: base64::engine::general_purpose::STANDARD
                 .decode(data.as_bytes())
                 .map_err(|e| invalid(format!("an image block's `data` is not base64: {e}")))?,
-        }),
+        },
     })
 }
 
 /// The answer of a hook that said nothing: allow, abstain, enter as is, accept, stop.
-fn neutral(request: &Request) -> Response {
+fn neutral(request: &Request) -> Answer {
     match request {
-        Request::SessionStart(_) => Response::SessionStart(vec![]),
-        Request::PromptSubmit(_) => Response::PromptSubmit(wit::PreStepDecision::Enter(vec![])),
-        Request::PreTool(_) => Response::PreTool(wit::PreToolDecision::Allow),
-        Request::ToolGuard(_) => Response::ToolGuard(wit::GuardDecision::Abstain),
-        Request::PostTool(..) => Response::PostTool(wit::PostToolDecision {
-            action: wit::PostToolAction::Accept,
+        Request::SessionStart(_) => Answer::SessionStart(vec![]),
+        Request::PromptSubmit(_) => Answer::PromptSubmit(hook::PreStepDecision::Enter(vec![])),
+        Request::PreTool(_) => Answer::PreTool(hook::PreToolDecision::Allow),
+        Request::ToolGuard(_) => Answer::ToolGuard(hook::GuardDecision::Abstain),
+        Request::PostTool(..) => Answer::PostTool(hook::PostToolDecision {
+            action: hook::PostToolAction::Accept,
             contexts: vec![],
         }),
-        Request::TurnStopping(_) => Response::TurnStopping(None),
+        Request::TurnStopping(_) => Answer::TurnStopping(None),
         Request::ToolResult(..) | Request::Committed(_) | Request::ToolExecute(..) => {
-            Response::Observed
+            Answer::Observed
         }
     }
 }
@@ -286,27 +290,22 @@ mod tests {
     use super::*;
     use std::sync::Arc;
 
-    fn call() -> Arc<wit::ToolCall> {
-        Arc::new(wit::ToolCall {
-            tool_use_id: "t1".into(),
-            name: "Bash".into(),
-            arguments: r#"{"command":"ls"}"#.into(),
-            provenance: None,
-        })
+    fn call() -> Arc<Shared<ToolCall>> {
+        Shared::new(ToolCall::new(
+            "t1",
+            "Bash",
+            serde_json::json!({ "command": "ls" }),
+        ))
     }
 
-    fn outcome() -> Arc<wit::ToolOutcome> {
-        Arc::new(wit::ToolOutcome {
-            content_blocks: vec![wit::ContentBlock::Text("TOKEN=secret".into())],
-            is_error: false,
-            value: None,
-        })
+    fn outcome() -> Arc<Shared<ToolOutcome>> {
+        Shared::new(ToolOutcome::text("TOKEN=secret"))
     }
 
     #[test]
     fn a_deny_carries_its_reason_code_and_payload() {
         let answer = br#"{"decision": {"deny": {"reason_code": "rm-rf", "message": "no", "payload": {"rule": 7}}}}"#;
-        let Response::PreTool(wit::PreToolDecision::Deny(deny)) =
+        let Answer::PreTool(hook::PreToolDecision::Deny(deny)) =
             decode(Point::PreTool, &Request::PreTool(call()), answer).unwrap()
         else {
             panic!("not a deny")
@@ -329,7 +328,7 @@ mod tests {
             (Point::ToolGuard, Request::ToolGuard(call()), r#""abstain""#),
             (
                 Point::SessionStart,
-                Request::SessionStart(wit::SessionSource::Startup),
+                Request::SessionStart(SessionSource::Startup),
                 r#"["a context"]"#,
             ),
             (
@@ -367,7 +366,7 @@ mod tests {
         assert!(decode(Point::ToolResult, &observed, br#"{"decision": "allow"}"#).is_err());
         assert!(matches!(
             decode(Point::ToolResult, &observed, b"{}").unwrap(),
-            Response::Observed
+            Answer::Observed
         ));
     }
 
@@ -376,7 +375,7 @@ mod tests {
         for answer in ["", "  ", "{}", r#"{"decision": null}"#] {
             assert!(matches!(
                 decode(Point::PreTool, &Request::PreTool(call()), answer.as_bytes()).unwrap(),
-                Response::PreTool(wit::PreToolDecision::Allow)
+                Answer::PreTool(hook::PreToolDecision::Allow)
             ));
         }
     }

@@ -11,9 +11,14 @@
 
 use crate::claude_code::{Decision, HookAnswer, HookEvent, Permission};
 use crate::failure::{Failure, FailureReason};
+#[cfg(test)]
+use crate::hook::Shared;
+use crate::hook::{self, Answer, Request};
 use crate::point::Point;
-use crate::runtime::instance::{Request, Response};
-use crate::runtime::sandbox::wit;
+use crate::types::{
+    CommittedFact, ContentBlock, Message, Observation, Provenance, Role, ServerToolContent,
+    SessionSource, ToolCall, ToolOutcome, TurnOutcome,
+};
 use serde_json::{Map, Value, json};
 
 /// Claude Code's name for the event of `point`, where it has one; Palisade's (PascalCase)
@@ -66,7 +71,7 @@ pub(crate) fn encode(caller: &Caller<'_>, request: &Request) -> Value {
             let prompt: Vec<&str> = step
                 .messages
                 .iter()
-                .filter(|m| m.role == wit::Role::User)
+                .filter(|m| m.role == Role::User)
                 .map(|m| m.text.as_str())
                 .collect();
             event.prompt = Some(prompt.join("\n\n"));
@@ -100,7 +105,7 @@ pub(crate) fn encode(caller: &Caller<'_>, request: &Request) -> Value {
             ours.insert("continuations".into(), stop.continuations.into());
         }
         Request::Committed(observation) => {
-            if let wit::CommittedFact::SessionEnded(reason) = &observation.fact {
+            if let CommittedFact::SessionEnded { reason } = &observation.fact {
                 event.reason = Some(reason.clone());
             }
             ours.insert("observation".into(), self::observation(observation));
@@ -110,44 +115,39 @@ pub(crate) fn encode(caller: &Caller<'_>, request: &Request) -> Value {
     serde_json::to_value(event).unwrap_or(Value::Null)
 }
 
-pub(crate) fn source_name(source: wit::SessionSource) -> &'static str {
+pub(crate) fn source_name(source: SessionSource) -> &'static str {
     match source {
-        wit::SessionSource::Startup => "startup",
-        wit::SessionSource::Resume => "resume",
-        wit::SessionSource::Clear => "clear",
-        wit::SessionSource::Compact => "compact",
+        SessionSource::Startup => "startup",
+        SessionSource::Resume => "resume",
+        SessionSource::Clear => "clear",
+        SessionSource::Compact => "compact",
     }
 }
 
-pub(crate) fn message(m: &wit::Message) -> Value {
+pub(crate) fn message(m: &Message) -> Value {
     let role = match m.role {
-        wit::Role::User => "user",
-        wit::Role::Assistant => "assistant",
-        wit::Role::System => "system",
+        Role::User => "user",
+        Role::Assistant => "assistant",
+        Role::System => "system",
     };
     json!({ "role": role, "text": m.text })
 }
 
-/// A JSON text the host produced; kept as a string if it somehow is not JSON.
-pub(crate) fn json_text(text: &str) -> Value {
-    serde_json::from_str(text).unwrap_or_else(|_| Value::String(text.to_string()))
-}
-
-pub(crate) fn provenance(p: &Option<wit::Provenance>) -> Value {
+pub(crate) fn provenance(p: &Option<Provenance>) -> Value {
     match p {
         None => Value::Null,
-        Some(wit::Provenance::Builtin) => json!({ "kind": "builtin" }),
-        Some(wit::Provenance::Mcp(m)) => {
-            json!({ "kind": "mcp", "server": m.server, "tool": m.tool })
+        Some(Provenance::Builtin) => json!({ "kind": "builtin" }),
+        Some(Provenance::Mcp { server, tool }) => {
+            json!({ "kind": "mcp", "server": server, "tool": tool })
         }
-        Some(wit::Provenance::Plugin(name)) => json!({ "kind": "plugin", "name": name }),
+        Some(Provenance::Plugin { name }) => json!({ "kind": "plugin", "name": name }),
     }
 }
 
 /// The call's fields on a hook event.
-fn tool_call_event(event: &mut HookEvent, call: &wit::ToolCall) {
+fn tool_call_event(event: &mut HookEvent, call: &ToolCall) {
     event.tool_name = Some(call.name.clone());
-    event.tool_input = Some(json_text(&call.arguments));
+    event.tool_input = Some(call.arguments.clone());
     event.tool_use_id = Some(call.tool_use_id.clone());
     if call.provenance.is_some() {
         event
@@ -157,25 +157,25 @@ fn tool_call_event(event: &mut HookEvent, call: &wit::ToolCall) {
 }
 
 /// The call's fields in a committed fact.
-fn tool_call(out: &mut Map<String, Value>, call: &wit::ToolCall) {
+fn tool_call(out: &mut Map<String, Value>, call: &ToolCall) {
     out.insert("tool_name".into(), call.name.clone().into());
-    out.insert("tool_input".into(), json_text(&call.arguments));
+    out.insert("tool_input".into(), call.arguments.clone());
     out.insert("tool_use_id".into(), call.tool_use_id.clone().into());
     if call.provenance.is_some() {
         out.insert("provenance".into(), provenance(&call.provenance));
     }
 }
 
-pub(crate) fn blocks(blocks: &[wit::ContentBlock]) -> Value {
+pub(crate) fn blocks(blocks: &[ContentBlock]) -> Value {
     blocks
         .iter()
         .map(|b| match b {
-            wit::ContentBlock::Text(text) => json!({ "type": "text", "text": text }),
-            wit::ContentBlock::Json(j) => json!({ "type": "json", "value": json_text(j) }),
-            wit::ContentBlock::Image(image) => json!({
+            ContentBlock::Text { text } => json!({ "type": "text", "text": text }),
+            ContentBlock::Json { value } => json!({ "type": "json", "value": value }),
+            ContentBlock::Image { media_type, data } => json!({
                 "type": "image",
-                "media_type": image.media_type,
-                "data": base64(&image.data),
+                "media_type": media_type,
+                "data": base64(data),
             }),
         })
         .collect::<Vec<_>>()
@@ -184,20 +184,20 @@ pub(crate) fn blocks(blocks: &[wit::ContentBlock]) -> Value {
 
 /// The derived text projection of content: text blocks as they are, JSON blocks as JSON text,
 /// images as a placeholder.
-pub(crate) fn content_text(blocks: &[wit::ContentBlock]) -> String {
+pub(crate) fn content_text(blocks: &[ContentBlock]) -> String {
     let parts: Vec<String> = blocks
         .iter()
         .map(|b| match b {
-            wit::ContentBlock::Text(text) => text.clone(),
-            wit::ContentBlock::Json(j) => j.clone(),
-            wit::ContentBlock::Image(image) => format!("[image {}]", image.media_type),
+            ContentBlock::Text { text } => text.clone(),
+            ContentBlock::Json { value } => value.to_string(),
+            ContentBlock::Image { media_type, .. } => format!("[image {media_type}]"),
         })
         .collect();
     parts.join("\n")
 }
 
-fn tool_outcome(out: &mut Map<String, Value>, outcome: &wit::ToolOutcome) {
-    let value = outcome.value.as_deref().map_or(Value::Null, json_text);
+fn tool_outcome(out: &mut Map<String, Value>, outcome: &ToolOutcome) {
+    let value = outcome.value.clone().unwrap_or(Value::Null);
     let content = content_text(&outcome.content_blocks);
     out.insert("tool_response".into(), value);
     out.insert("content_blocks".into(), blocks(&outcome.content_blocks));
@@ -208,20 +208,20 @@ fn tool_outcome(out: &mut Map<String, Value>, outcome: &wit::ToolOutcome) {
     out.insert("content".into(), content.into());
 }
 
-pub(crate) fn observation(o: &wit::Observation) -> Value {
+pub(crate) fn observation(o: &Observation) -> Value {
     let fact = match &o.fact {
-        wit::CommittedFact::Message(m) => {
+        CommittedFact::Message { message: m } => {
             let mut v = message(m);
             v["kind"] = "message".into();
             v
         }
-        wit::CommittedFact::ToolCall(call) => {
+        CommittedFact::ToolCall { call } => {
             let mut map = Map::new();
             map.insert("kind".into(), "tool-call".into());
             tool_call(&mut map, call);
             Value::Object(map)
         }
-        wit::CommittedFact::ToolResult(result) => {
+        CommittedFact::ToolResult { result } => {
             let mut map = Map::new();
             map.insert("kind".into(), "tool-result".into());
             map.insert("tool_name".into(), result.name.clone().into());
@@ -232,7 +232,7 @@ pub(crate) fn observation(o: &wit::Observation) -> Value {
             tool_outcome(&mut map, &result.outcome);
             Value::Object(map)
         }
-        wit::CommittedFact::LlmResponse(r) => json!({
+        CommittedFact::LlmResponse { response: r } => json!({
             "kind": "llm-response",
             "model": r.model,
             "text": r.text,
@@ -242,24 +242,24 @@ pub(crate) fn observation(o: &wit::Observation) -> Value {
                 Value::Object(map)
             }).collect::<Vec<_>>(),
             "server_tool_content": r.server_tool_content.iter().map(|s| match s {
-                wit::ServerToolContent::WebSearch(w) =>
-                    json!({ "kind": "web-search", "query": w.query, "result_urls": w.result_urls }),
-                wit::ServerToolContent::CodeExecution(c) =>
-                    json!({ "kind": "code-execution", "code": c.code, "output": c.output }),
-                wit::ServerToolContent::Other(j) => json!({ "kind": "other", "value": json_text(j) }),
+                ServerToolContent::WebSearch { query, result_urls } =>
+                    json!({ "kind": "web-search", "query": query, "result_urls": result_urls }),
+                ServerToolContent::CodeExecution { code, output } =>
+                    json!({ "kind": "code-execution", "code": code, "output": output }),
+                ServerToolContent::Other { value } => json!({ "kind": "other", "value": value }),
             }).collect::<Vec<_>>(),
             "stop_reason": r.stop_reason,
         }),
-        wit::CommittedFact::TurnCompleted(outcome) => {
+        CommittedFact::TurnCompleted { outcome } => {
             let outcome = match outcome {
-                wit::TurnOutcome::Completed => "completed",
-                wit::TurnOutcome::Blocked => "blocked",
-                wit::TurnOutcome::Interrupted => "interrupted",
-                wit::TurnOutcome::Failed => "failed",
+                TurnOutcome::Completed => "completed",
+                TurnOutcome::Blocked => "blocked",
+                TurnOutcome::Interrupted => "interrupted",
+                TurnOutcome::Failed => "failed",
             };
             json!({ "kind": "turn-completed", "outcome": outcome })
         }
-        wit::CommittedFact::SessionEnded(reason) => {
+        CommittedFact::SessionEnded { reason } => {
             json!({ "kind": "session-ended", "reason": reason })
         }
     };
@@ -303,7 +303,7 @@ pub(crate) fn decode(
     output: &[u8],
     stderr: &[u8],
     guarding: bool,
-) -> Result<(Response, Notes), Failure> {
+) -> Result<(Answer, Notes), Failure> {
     let text = std::str::from_utf8(output)
         .map_err(|_| invalid("the answer is not UTF-8"))?
         .trim();
@@ -397,17 +397,17 @@ pub(crate) fn decode(
                     "deny",
                 ),
                 (Point::PreTool, Some(Permission::Ask)) => {
-                    Response::PreTool(wit::PreToolDecision::Ask(wit::Ask {
-                        reason: reason.unwrap_or_else(|| format!("`{hook_id}` asks")),
-                    }))
+                    Answer::PreTool(hook::PreToolDecision::Ask(
+                        reason.unwrap_or_else(|| format!("`{hook_id}` asks")),
+                    ))
                 }
                 (_, Some(Permission::Ask)) => {
                     return Err(invalid(
                         "`ask` at tool-guard: a tool guard can only deny or abstain",
                     ));
                 }
-                (Point::PreTool, _) => Response::PreTool(wit::PreToolDecision::Allow),
-                _ => Response::ToolGuard(wit::GuardDecision::Abstain),
+                (Point::PreTool, _) => Answer::PreTool(hook::PreToolDecision::Allow),
+                _ => Answer::ToolGuard(hook::GuardDecision::Abstain),
             }
         }
         _ if specific.permission_decision.is_some() => {
@@ -423,7 +423,7 @@ pub(crate) fn decode(
             if answer.decision == Some(Decision::Block) =>
         {
             let mut response = blocking(request, block_reason(), "block");
-            if let Response::PostTool(d) = &mut response {
+            if let Answer::PostTool(d) = &mut response {
                 d.contexts = contexts;
             }
             response
@@ -442,40 +442,40 @@ pub(crate) fn decode(
 }
 
 /// The answer of a hook that said nothing but (maybe) context.
-fn plain(request: &Request, contexts: Vec<String>) -> Response {
+fn plain(request: &Request, contexts: Vec<String>) -> Answer {
     match request {
-        Request::SessionStart(_) => Response::SessionStart(contexts),
-        Request::PromptSubmit(_) => Response::PromptSubmit(wit::PreStepDecision::Enter(contexts)),
-        Request::PreTool(_) => Response::PreTool(wit::PreToolDecision::Allow),
-        Request::ToolGuard(_) => Response::ToolGuard(wit::GuardDecision::Abstain),
-        Request::PostTool(..) => Response::PostTool(wit::PostToolDecision {
-            action: wit::PostToolAction::Accept,
+        Request::SessionStart(_) => Answer::SessionStart(contexts),
+        Request::PromptSubmit(_) => Answer::PromptSubmit(hook::PreStepDecision::Enter(contexts)),
+        Request::PreTool(_) => Answer::PreTool(hook::PreToolDecision::Allow),
+        Request::ToolGuard(_) => Answer::ToolGuard(hook::GuardDecision::Abstain),
+        Request::PostTool(..) => Answer::PostTool(hook::PostToolDecision {
+            action: hook::PostToolAction::Accept,
             contexts,
         }),
-        Request::TurnStopping(_) => Response::TurnStopping(None),
+        Request::TurnStopping(_) => Answer::TurnStopping(None),
         Request::ToolResult(..) | Request::Committed(_) | Request::ToolExecute(..) => {
-            Response::Observed
+            Answer::Observed
         }
     }
 }
 
 /// The point's veto (deny, reject, block, steer) with `message`; nothing where the point has
 /// none.
-fn blocking(request: &Request, message: String, code: &str) -> Response {
-    let deny = || wit::Deny {
+fn blocking(request: &Request, message: String, code: &str) -> Answer {
+    let deny = || hook::Deny {
         reason_code: code.to_string(),
         message: message.clone(),
         payload: None,
     };
     match request {
-        Request::PreTool(_) => Response::PreTool(wit::PreToolDecision::Deny(deny())),
-        Request::ToolGuard(_) => Response::ToolGuard(wit::GuardDecision::Deny(deny())),
-        Request::PromptSubmit(_) => Response::PromptSubmit(wit::PreStepDecision::Reject(deny())),
-        Request::PostTool(..) => Response::PostTool(wit::PostToolDecision {
-            action: wit::PostToolAction::Block(message.clone()),
+        Request::PreTool(_) => Answer::PreTool(hook::PreToolDecision::Deny(deny())),
+        Request::ToolGuard(_) => Answer::ToolGuard(hook::GuardDecision::Deny(deny())),
+        Request::PromptSubmit(_) => Answer::PromptSubmit(hook::PreStepDecision::Reject(deny())),
+        Request::PostTool(..) => Answer::PostTool(hook::PostToolDecision {
+            action: hook::PostToolAction::Block(message.clone()),
             contexts: vec![],
         }),
-        Request::TurnStopping(_) => Response::TurnStopping(Some(message.clone())),
+        Request::TurnStopping(_) => Answer::TurnStopping(Some(message.clone())),
         _ => plain(request, vec![]),
     }
 }
@@ -483,18 +483,16 @@ fn blocking(request: &Request, message: String, code: &str) -> Response {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::sync::Arc;
 
     fn pre_tool() -> Request {
-        Request::PreTool(Arc::new(wit::ToolCall {
-            tool_use_id: "t1".into(),
-            name: "Bash".into(),
-            arguments: r#"{"command":"ls"}"#.into(),
-            provenance: None,
-        }))
+        Request::PreTool(Shared::new(ToolCall::new(
+            "t1",
+            "Bash",
+            serde_json::json!({ "command": "ls" }),
+        )))
     }
 
-    fn decode_pre_tool(answer: &str) -> Result<Response, Failure> {
+    fn decode_pre_tool(answer: &str) -> Result<Answer, Failure> {
         decode(
             Point::PreTool,
             &pre_tool(),
@@ -513,7 +511,7 @@ mod tests {
             r#"{"hookSpecificOutput":{"hookEventName":"PreToolUse","permissionDecision":"deny","permissionDecisionReason":"no"}}"#,
         )
         .unwrap();
-        let Response::PreTool(wit::PreToolDecision::Deny(d)) = r else {
+        let Answer::PreTool(hook::PreToolDecision::Deny(d)) = r else {
             panic!("not a deny")
         };
         assert_eq!(d.message, "no");
@@ -541,7 +539,7 @@ mod tests {
         for answer in ["", "   ", "looks fine", "{}"] {
             assert!(matches!(
                 decode_pre_tool(answer).unwrap(),
-                Response::PreTool(wit::PreToolDecision::Allow)
+                Answer::PreTool(hook::PreToolDecision::Allow)
             ));
         }
     }
@@ -550,16 +548,14 @@ mod tests {
 #[cfg(test)]
 mod guarding_tests {
     use super::*;
-    use std::sync::Arc;
 
     #[test]
     fn a_guards_output_is_one_json_object_or_nothing() {
-        let request = Request::PreTool(Arc::new(wit::ToolCall {
-            tool_use_id: "t1".into(),
-            name: "Bash".into(),
-            arguments: "{}".into(),
-            provenance: None,
-        }));
+        let request = Request::PreTool(Shared::new(ToolCall::new(
+            "t1",
+            "Bash",
+            serde_json::json!({}),
+        )));
         let deny = r#"{"hookSpecificOutput":{"hookEventName":"PreToolUse","permissionDecision":"deny","permissionDecisionReason":"no"}}"#;
         let decode_as = |output: &str, guarding| {
             decode(
@@ -578,7 +574,7 @@ mod guarding_tests {
         assert_eq!(failure.reason, FailureReason::InvalidResponse);
         assert!(matches!(
             decode_as(deny, true).unwrap().0,
-            Response::PreTool(wit::PreToolDecision::Deny(_))
+            Answer::PreTool(hook::PreToolDecision::Deny(_))
         ));
         assert!(decode_as("  ", true).is_ok());
         // An observer's plain text is still "nothing to say", as in Claude Code.

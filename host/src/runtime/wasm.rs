@@ -1,0 +1,182 @@
+//! A wasm hook: its plugin's loaded component, and how one invocation runs under its one
+//! deadline — waiting for the plugin's per-session instance, instantiating, calling.
+
+use super::instance::Instance;
+use super::sandbox::bindings::exports::palisade::hooks as ex;
+use super::sandbox::{CallContext, Clock, MAX_LOG_LINES_PER_CALL, MAX_NEXT_CALLS, State};
+use super::{Cost, Meter, Run, Site};
+use crate::failure::{Failure, FailureReason};
+use crate::hook::Request;
+use crate::point::{InstanceLifetime, Interface, Point};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU8, Ordering};
+use std::time::Instant;
+use wasmtime::component::InstancePre;
+
+/// A loaded component.
+pub(crate) struct Wasm {
+    pub path: PathBuf,
+    pub sha256: String,
+    pub size: usize,
+    pub pre: InstancePre<State>,
+    pub exports: Exports,
+}
+
+/// A session's slot for one plugin's per-session instance.
+pub(crate) type Slot = tokio::sync::Mutex<Option<Instance>>;
+
+macro_rules! exports {
+    (version $version:literal; $($variant:ident $snake:ident $wit:literal $method:ident ($($arg:ident: $ty:ty),*) -> ($($ret:ty)?);)*) => {
+        /// The export indices of the interfaces a component has; `None` where it lacks one.
+        #[derive(Default)]
+        pub(crate) struct Exports {
+            $(pub $snake: Option<ex::$snake::GuestIndices>,)*
+        }
+
+        impl Exports {
+            pub(crate) fn probe(pre: &InstancePre<State>) -> Exports {
+                // `GuestIndices::new` fails when the component lacks the interface: keep what
+                // loads.
+                Exports {
+                    $($snake: ex::$snake::GuestIndices::new(pre).ok(),)*
+                }
+            }
+
+            pub fn has(&self, interface: Interface) -> bool {
+                match interface {
+                    $(Interface::$variant => self.$snake.is_some(),)*
+                }
+            }
+        }
+    };
+}
+palisade_wit::foreach_interface!(exports);
+
+impl Exports {
+    pub(crate) fn interfaces(&self) -> Vec<Interface> {
+        Point::ALL
+            .iter()
+            .map(|p| p.interface())
+            .fold(Vec::new(), |mut acc, i| {
+                if self.has(i) && !acc.contains(&i) {
+                    acc.push(i);
+                }
+                acc
+            })
+    }
+}
+
+const PHASE_WAIT: u8 = 0;
+const PHASE_INSTANTIATE: u8 = 1;
+const PHASE_CALL: u8 = 2;
+
+/// Runs a wasm hook under its one deadline, which covers the whole invocation: waiting for
+/// the plugin's per-session instance (busy in another invocation of the same session: a
+/// background observer, a concurrent call), instantiating (start functions and constructors
+/// are guest code, and may block in a host call), every host call and the call itself. Epochs
+/// stop wasm code; the watchdog stops everything else. At the deadline the invocation fails
+/// with `timeout`, which fails closed like any failure.
+///
+/// A per-session plugin whose `site.slot` is `None` — its session instance is held by an
+/// invocation up this call chain (a `tool-execute` wrapper whose tool makes a nested call),
+/// and waiting for it would deadlock — runs in a fresh instance of its own.
+pub(crate) async fn run(plugin: &Wasm, site: Site<'_>, request: &Request) -> Run {
+    let limits = &site.spec.limits;
+    let started = Instant::now();
+    let call = CallContext {
+        session_id: site.session_id.clone(),
+        invocation_id: site.invocation,
+        hook_id: site.hook_id.clone(),
+        point: site.point,
+        clock: Clock::new(started + limits.timeout),
+        logs_left: MAX_LOG_LINES_PER_CALL,
+        next_left: MAX_NEXT_CALLS,
+        next_bytes: 0,
+    };
+    let clock = call.clock.clone();
+    let phase = AtomicU8::new(PHASE_WAIT);
+
+    let work = async {
+        let mut slot = match (site.lifetime, site.slot) {
+            (InstanceLifetime::PerSession, Some(slot)) => Some(slot.lock().await),
+            _ => None,
+        };
+        let mut fresh_cost = Cost::default();
+        let mut instance = match slot.as_mut().and_then(|s| s.take()) {
+            Some(mut instance) => {
+                instance.begin(call, limits);
+                instance
+            }
+            None => {
+                phase.store(PHASE_INSTANTIATE, Ordering::Relaxed);
+                let state = State::new(site.env.clone(), site.sink.clone(), call);
+                match Instance::new(site.engine, plugin, state, limits).await {
+                    Ok((instance, cost)) => {
+                        fresh_cost = cost;
+                        instance
+                    }
+                    Err(failure) => return (Err(failure), Cost::default()),
+                }
+            }
+        };
+        phase.store(PHASE_CALL, Ordering::Relaxed);
+        let (result, cost) = instance.call(plugin, request, limits).await;
+        // A failed instance may be dead (a trap) or mid-call: never reuse it.
+        if result.is_ok()
+            && let Some(slot) = slot.as_mut()
+        {
+            **slot = Some(instance);
+        }
+        (
+            result,
+            Cost {
+                fuel: cost.fuel + fresh_cost.fuel,
+            },
+        )
+    };
+    let (result, cost) = tokio::select! {
+        // Biased: a call that completes at its first poll never arms the watchdog's timer.
+        biased;
+        done = work => done,
+        () = watchdog(&clock) => {
+            let during = match phase.load(Ordering::Relaxed) {
+                PHASE_WAIT => "while waiting for its per-session instance, busy in another \
+                               invocation of this session",
+                PHASE_INSTANTIATE => "during instantiation",
+                _ => "in a host call",
+            };
+            (
+                Err(Failure::new(
+                    FailureReason::Timeout,
+                    format!(
+                        "passed its deadline of {} ms {during}",
+                        limits.timeout.as_millis()
+                    ),
+                )),
+                Cost::default(),
+            )
+        }
+    };
+    Run {
+        result,
+        meter: Meter {
+            duration: started.elapsed(),
+            cost,
+        },
+        logs: Vec::new(),
+    }
+}
+
+/// Returns when `clock` expires; waits out pauses.
+async fn watchdog(clock: &Clock) {
+    loop {
+        if clock.is_paused() {
+            clock.resumed.notified().await;
+            continue;
+        }
+        tokio::time::sleep_until(clock.deadline().into()).await;
+        if clock.expired() {
+            return;
+        }
+    }
+}
