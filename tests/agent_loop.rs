@@ -250,3 +250,107 @@ async fn a_terminal_tool_result_ends_the_turn_when_its_batch_settles() {
         "no steering and no further step: {transcript:?}"
     );
 }
+
+/// "enter returns the complete message batch, including any current-request context a
+/// listener contributes" and "On enter, the loop opens the step and appends the returned batch
+/// as user/message events before request derivation."
+#[tokio::test]
+async fn a_pre_step_hook_enters_the_complete_reshaped_batch_and_the_model_sees_only_it() {
+    let dir = PluginDir::new();
+    dir.scripted(
+        "redactor",
+        "[[hooks]]\npoint = \"prompt-submit\"\ncapability = \"transform\"\npriority = -10\n\
+         [config]\nprompt_submit = \"redact\"\n",
+    );
+    dir.scripted(
+        "witness",
+        "[[hooks]]\npoint = \"prompt-submit\"\ncapability = \"transform\"\n\
+         [config]\ncontexts = [\"the repo uses cargo\"]\n",
+    );
+    let (plugins, recorder) = load_recorded(&dir);
+    let mut agent = Agent::new(
+        plugins.session("s"),
+        ToolRegistry::default(),
+        ScriptedModel::new([reply("done", &[])]),
+    );
+    agent.start(SessionSource::Startup).await;
+    let outcome = agent.run_turn("log in with password=hunter2 please").await;
+    assert_eq!(outcome, TurnOutcome::Completed);
+
+    // The hook after the redactor saw the reshaped batch, not the claimed one.
+    assert!(
+        recorder
+            .logs()
+            .iter()
+            .any(|l| l.contains(r#"batch ["log in with password=*** please"]"#)),
+        "{:?}",
+        recorder.logs()
+    );
+    // The step opened with the returned batch, then the contexts; the secret never entered.
+    let transcript = agent.transcript();
+    assert_eq!(
+        transcript[..2],
+        [
+            Entry::User {
+                text: "log in with password=*** please".into()
+            },
+            context("witness/prompt-submit", "the repo uses cargo"),
+        ]
+    );
+    assert!(!format!("{transcript:?}").contains("hunter2"));
+}
+
+/// "agent/pre-step({ agent, messages, turn, step, signal }, next) … The payload carries the
+/// request's turn, step, and cancellation signal" and "rejection closes a durable blocked turn
+/// with no step or model-visible message" — here an interrupt: no step opens.
+#[tokio::test]
+async fn an_interrupt_cuts_off_the_pre_step_in_flight_and_opens_no_step() {
+    let dir = PluginDir::new();
+    dir.scripted(
+        "slow",
+        "[[hooks]]\npoint = \"prompt-submit\"\ncapability = \"guard\"\n\
+         [limits]\ntimeout_ms = 60000\n[config]\nprompt_submit = \"sleep\"\n",
+    );
+    let (plugins, recorder) = load_recorded(&dir);
+    let mut agent = Agent::new(
+        plugins.session("s"),
+        ToolRegistry::default(),
+        ScriptedModel::new([reply("never asked", &[])]),
+    );
+    agent.start(SessionSource::Startup).await;
+    let handle = agent.handle();
+    let started = {
+        let recorder = recorder.clone();
+        move || {
+            recorder
+                .events()
+                .iter()
+                .any(|e| matches!(e.kind, palisade::EventKind::HookStarted))
+        }
+    };
+    let interrupter = tokio::spawn(async move {
+        while !started() {
+            tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+        }
+        handle.interrupt();
+    });
+    let outcome = agent.run_turn("hello").await;
+    interrupter.await.unwrap();
+    assert_eq!(outcome, TurnOutcome::Interrupted);
+    assert_eq!(
+        agent.transcript(),
+        [Entry::TurnClosed {
+            turn: 1,
+            outcome: TurnOutcome::Interrupted,
+            reason: None,
+        }],
+        "no step: not even the prompt is model-visible"
+    );
+    assert!(recorder.events().iter().any(|e| matches!(
+        &e.kind,
+        palisade::EventKind::HookFailed {
+            reason: palisade::FailureReason::Dropped,
+            ..
+        }
+    )));
+}

@@ -199,7 +199,7 @@ async fn every_point_decides_the_same_in_every_runtime() {
             step: 1,
         };
         match session.prompt_submit(&step).await {
-            PreStepDecision::Enter { contexts } => {
+            PreStepDecision::Enter { contexts, .. } => {
                 let texts: Vec<_> = contexts.iter().map(|c| c.text.as_str()).collect();
                 assert_eq!(texts, ["remember"], "{at}");
             }

@@ -116,7 +116,7 @@ async fn prompt_submit_enters_with_contexts_or_rejects_with_no_step() {
         step: 1,
     };
     match session.prompt_submit(&step("hello")).await {
-        PreStepDecision::Enter { contexts } => {
+        PreStepDecision::Enter { contexts, .. } => {
             assert_eq!(contexts.len(), 1);
             assert_eq!(contexts[0].text, "today is Monday");
         }

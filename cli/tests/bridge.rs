@@ -476,3 +476,36 @@ fn an_event_whose_budget_runs_out_gets_its_fail_closed_answer_naming_what_overra
     );
     assert!(took < std::time::Duration::from_secs(5), "took {took:?}");
 }
+
+/// A `prompt-submit` hook may enter a reshaped batch (`enter-batch`); Claude Code and Codex take
+/// the prompt as typed or not at all, so the bridge blocks it rather than let the unredacted
+/// prompt through. A batch the hook leaves as it was enters as usual.
+#[test]
+fn a_prompt_a_hook_reshaped_is_blocked_since_the_agent_cannot_take_it() {
+    let dir = plugins(
+        "[[hooks]]\npoint = \"prompt-submit\"\ncapability = \"transform\"\n\
+         [config]\nprompt_submit = \"redact\"\n",
+    );
+    for (agent, command) in [("claude", "claude-code"), ("codex", "codex")] {
+        let event = |prompt: &str| {
+            let mut event: Value =
+                serde_json::from_str(&sample(agent, "UserPromptSubmit")).unwrap();
+            event["prompt"] = prompt.into();
+            event.to_string()
+        };
+        let run = |prompt: &str| palisade(&[command, dir.path().to_str().unwrap()], &event(prompt));
+        let blocked = answer(&run("deploy with password=hunter2"));
+        assert_eq!(blocked["decision"], "block", "{agent}: {blocked}");
+        assert!(
+            blocked["reason"].as_str().unwrap().contains("reshaped"),
+            "{agent}: {blocked}"
+        );
+        let out = run("deploy please");
+        assert!(out.status.success(), "{agent}");
+        assert!(
+            out.stdout.is_empty(),
+            "{agent}: {}",
+            String::from_utf8_lossy(&out.stdout)
+        );
+    }
+}

@@ -26,6 +26,7 @@ use crate::hook::BoxFuture;
 use crate::lifecycle::Lifecycle;
 use crate::pipeline::{ToolRegistry, ToolRequest};
 use crate::session::Session;
+use crate::signal::Signal;
 use crate::types::Context;
 use crate::types::{
     ContentBlock, LlmResponse, Message, PreStepDecision, Role, SessionSource, StopEvent,
@@ -164,6 +165,8 @@ struct HandleInner {
     /// The active batch's FIFO: contexts waiting for the batch to settle, in arrival order.
     fifo: Mutex<Vec<Context>>,
     interrupted: AtomicBool,
+    /// The running turn's cancellation signal, which its pre-steps carry.
+    signal: Mutex<Signal>,
 }
 
 impl Handle {
@@ -178,11 +181,27 @@ impl Handle {
         });
     }
 
-    /// Interrupts the running turn: calls of its batch not yet run get an error result
-    /// without running, the FIFO is flushed, and the turn closes `interrupted`. An interrupt
-    /// between turns is forgotten when the next turn opens.
+    /// Interrupts the running turn: a pre-step being decided is cut off (no step opens);
+    /// calls of its batch not yet run get an error result without running, the FIFO is
+    /// flushed, and the turn closes `interrupted`. An interrupt between turns is forgotten
+    /// when the next turn opens.
     pub fn interrupt(&self) {
         self.inner.interrupted.store(true, Ordering::SeqCst);
+        self.signal().cancel();
+    }
+
+    fn signal(&self) -> Signal {
+        self.inner
+            .signal
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    /// Opens a turn: no interrupt yet, and a fresh signal for its pre-steps.
+    fn open_turn(&self) {
+        *self.inner.signal.lock().unwrap_or_else(|e| e.into_inner()) = Signal::new();
+        self.inner.interrupted.store(false, Ordering::SeqCst);
     }
 
     /// Whether the running turn has been interrupted.
@@ -301,7 +320,8 @@ impl Agent {
             self.start(self.source).await;
         }
         // An interrupt belongs to the turn it was meant for.
-        self.handle.inner.interrupted.store(false, Ordering::SeqCst);
+        self.handle.open_turn();
+        let signal = self.handle.signal();
         // The turn opens before the first claim.
         let turn = self.lifecycle.open_turn(None);
         let mut claimed = vec![Entry::User {
@@ -312,7 +332,7 @@ impl Agent {
         loop {
             step += 1;
             // Decision 1: pre-step at every proposed step, with the claimed batch.
-            let messages = claimed
+            let claimed_messages: Vec<Message> = claimed
                 .iter()
                 .filter_map(|entry| match entry {
                     Entry::User { text } | Entry::Steering { text, .. } => {
@@ -321,16 +341,31 @@ impl Agent {
                     _ => None,
                 })
                 .collect();
-            let contexts = match self.lifecycle.pre_step(step, messages).await {
-                PreStepDecision::Reject(denial) => {
+            let decision = self
+                .lifecycle
+                .pre_step_until(step, claimed_messages.clone(), &signal)
+                .await;
+            let (entered, contexts) = match decision {
+                // Cut off by an interrupt: no step; the lifecycle has committed the
+                // interrupted turn.
+                None => return self.record_close(turn, TurnOutcome::Interrupted, None),
+                Some(PreStepDecision::Reject(denial)) => {
                     // No step, no model-visible message; the claimed batch stays removed. The
                     // lifecycle has committed the blocked turn.
                     return self.record_close(turn, TurnOutcome::Blocked, Some(denial.reason_code));
                 }
-                PreStepDecision::Enter { contexts } => contexts,
+                Some(PreStepDecision::Enter { messages, contexts }) => (messages, contexts),
             };
-            for entry in claimed.drain(..) {
-                self.append(entry);
+            if entered == claimed_messages {
+                for entry in claimed.drain(..) {
+                    self.append(entry);
+                }
+            } else {
+                // A hook reshaped the batch: the step opens with the batch it returned.
+                claimed.clear();
+                for message in entered {
+                    self.append(Entry::User { text: message.text });
+                }
             }
             for context in contexts {
                 self.append_context(context.hook_id, context.text);

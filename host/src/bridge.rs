@@ -25,8 +25,8 @@ use crate::lifecycle::Lifecycle;
 use crate::plugin::Plugins;
 use crate::point::Point;
 use crate::types::{
-    ContentBlock, PreStepDecision, PreToolDecision, Provenance, SessionSource, StopEvent, ToolCall,
-    ToolOutcome,
+    ContentBlock, Message, PreStepDecision, PreToolDecision, Provenance, SessionSource, StopEvent,
+    ToolCall, ToolOutcome, TurnOutcome,
 };
 use serde::Deserialize;
 use serde_json::{Value, json};
@@ -249,13 +249,26 @@ async fn session_start(lifecycle: &Lifecycle, input: &HookEvent) -> Reply {
 }
 
 async fn prompt_submit(lifecycle: &Lifecycle, turn: Option<&str>, input: &HookEvent) -> Reply {
-    let prompt = input.prompt.clone().unwrap_or_default();
-    let mut reply = match lifecycle.prompt(turn, prompt).await {
+    let prompt = vec![Message::user(input.prompt.clone().unwrap_or_default())];
+    lifecycle.open_turn(turn);
+    let mut reply = match lifecycle.pre_step(1, prompt.clone()).await {
         PreStepDecision::Reject(denial) => Reply::answer(HookAnswer::block(denial.message)),
-        PreStepDecision::Enter { contexts } => match joined(contexts.into_iter().map(|c| c.text)) {
-            Some(context) => Reply::answer(HookAnswer::context("UserPromptSubmit", context)),
-            None => Reply::nothing(),
-        },
+        PreStepDecision::Enter { messages, .. } if messages != prompt => {
+            // The agent takes the prompt as typed or not at all: sending it unchanged would
+            // undo the hook's reshaping (a redaction, say), so it is blocked.
+            lifecycle.turn_completed(TurnOutcome::Blocked);
+            Reply::answer(HookAnswer::block(
+                "a prompt-submit hook reshaped this prompt, and this agent cannot take a \
+                 reshaped prompt: it is blocked rather than sent as typed",
+            ))
+        }
+        PreStepDecision::Enter { messages, contexts } => {
+            lifecycle.messages(messages);
+            match joined(contexts.into_iter().map(|c| c.text)) {
+                Some(context) => Reply::answer(HookAnswer::context("UserPromptSubmit", context)),
+                None => Reply::nothing(),
+            }
+        }
     };
     reply.points = vec!["prompt-submit"];
     reply

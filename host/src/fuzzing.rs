@@ -491,8 +491,10 @@ impl Decisions {
                 step: 1,
             };
             match session.prompt_submit(&step).await {
-                crate::PreStepDecision::Enter { contexts } => {
-                    assert!(contexts.iter().map(|c| c.text.len()).sum::<usize>() <= BOUND * 2)
+                crate::PreStepDecision::Enter { messages, contexts } => {
+                    assert!(contexts.iter().map(|c| c.text.len()).sum::<usize>() <= BOUND * 2);
+                    assert!(messages.iter().map(|m| m.text.len()).sum::<usize>() <= BOUND * 2);
+                    assert!(messages.iter().all(|m| m.role == crate::Role::User));
                 }
                 crate::PreStepDecision::Reject(d) => assert!(denial_ok(&d), "{d:?}"),
             }

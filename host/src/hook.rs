@@ -12,7 +12,8 @@
 
 use crate::failure::{Failure, FailureReason};
 use crate::types::{
-    ContentBlock, Denial, Observation, PreStep, SessionSource, StopEvent, ToolCall, ToolOutcome,
+    ContentBlock, Denial, Message, Observation, PreStep, SessionSource, StopEvent, ToolCall,
+    ToolOutcome,
 };
 use serde_json::Value;
 use std::any::Any;
@@ -89,6 +90,8 @@ pub(crate) struct Deny {
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) enum PreStepDecision {
     Enter(Vec<String>),
+    /// The complete batch the step opens with.
+    EnterBatch(Vec<Message>),
     Reject(Deny),
 }
 
@@ -189,6 +192,9 @@ impl Answer {
         match self {
             Answer::SessionStart(contexts) => texts(contexts),
             Answer::PromptSubmit(PreStepDecision::Enter(contexts)) => texts(contexts),
+            Answer::PromptSubmit(PreStepDecision::EnterBatch(messages)) => {
+                texts(messages.iter().map(|m| &m.text))
+            }
             Answer::PromptSubmit(PreStepDecision::Reject(deny))
             | Answer::PreTool(PreToolDecision::Deny(deny))
             | Answer::ToolGuard(GuardDecision::Deny(deny)) => deny_bytes(deny),
@@ -216,6 +222,7 @@ impl Answer {
             Answer::SessionStart(contexts) if contexts.is_empty() => "none",
             Answer::SessionStart(_) => "contexts",
             Answer::PromptSubmit(PreStepDecision::Enter(_)) => "enter",
+            Answer::PromptSubmit(PreStepDecision::EnterBatch(_)) => "enter-batch",
             Answer::PromptSubmit(PreStepDecision::Reject(_)) => "reject",
             Answer::PreTool(PreToolDecision::Allow) => "allow",
             Answer::PreTool(PreToolDecision::Deny(_)) => "deny",

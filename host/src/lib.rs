@@ -47,6 +47,7 @@ pub mod point;
 mod points;
 mod runtime;
 mod session;
+mod signal;
 mod types;
 
 pub use engine::{
@@ -69,6 +70,7 @@ pub use runtime::sandbox::{
     MAX_OUTPUT_BYTES_PER_CALL, MAX_TABLE_ELEMENTS, MAX_TABLES, MAX_WASI_RESOURCES,
 };
 pub use session::{Approver, DEFAULT_BACKGROUND_QUEUE, Session};
+pub use signal::Signal;
 pub use types::{
     Approval, AskRequest, Authorization, CommittedFact, ContentBlock, Context, Denial,
     GuardDecision, LlmResponse, Message, Observation, PostToolResult, PreStep, PreStepDecision,

@@ -32,6 +32,7 @@
 
 use crate::pipeline::{ToolExecution, ToolRegistry, ToolRequest};
 use crate::session::Session;
+use crate::signal::Signal;
 use crate::types::{
     CommittedFact, Context, LlmResponse, Message, Observation, PostToolResult, PreStep,
     PreStepDecision, SessionSource, Steering, StopEvent, ToolCall, ToolOutcome, ToolResult,
@@ -156,28 +157,56 @@ impl Lifecycle {
     /// blocked turn with no step or model-visible message").
     pub async fn prompt(&self, key: Option<&str>, text: impl Into<String>) -> PreStepDecision {
         self.open_turn(key);
-        let claimed = vec![Message::user(text)];
-        let decision = self.pre_step(1, claimed.clone()).await;
-        if let PreStepDecision::Enter { .. } = &decision {
-            self.messages(claimed);
+        let decision = self.pre_step(1, vec![Message::user(text)]).await;
+        if let PreStepDecision::Enter { messages, .. } = &decision {
+            // The batch that entered: the prompt, or what a hook reshaped it into.
+            self.messages(messages.clone());
         }
         decision
     }
 
     /// A proposed step of the current turn: `prompt-submit` with the batch it claimed (empty
     /// for a tool continuation). On reject the turn closes blocked (committed), with no step;
-    /// on enter the caller appends the batch and commits it ([`Lifecycle::messages`]).
+    /// on enter the caller appends the complete batch it returns (the messages, then the
+    /// contexts) and commits it ([`Lifecycle::messages`]).
     pub async fn pre_step(&self, step: u32, claimed: Vec<Message>) -> PreStepDecision {
-        let pre_step = PreStep {
+        let pre_step = self.proposed(step, claimed);
+        let decision = self.session.prompt_submit(&pre_step).await;
+        self.decided(&decision);
+        decision
+    }
+
+    /// [`Lifecycle::pre_step`] with the request's cancellation signal (seed 1: "the payload
+    /// carries the request's turn, step, and cancellation signal"). `None` when the signal
+    /// fired before the decision: the hook in flight was cut off, no step opens, and the turn
+    /// closes interrupted (committed).
+    pub async fn pre_step_until(
+        &self,
+        step: u32,
+        claimed: Vec<Message>,
+        signal: &Signal,
+    ) -> Option<PreStepDecision> {
+        let pre_step = self.proposed(step, claimed);
+        let Some(decision) = self.session.prompt_submit_until(&pre_step, signal).await else {
+            self.turn_completed(TurnOutcome::Interrupted);
+            return None;
+        };
+        self.decided(&decision);
+        Some(decision)
+    }
+
+    fn proposed(&self, step: u32, claimed: Vec<Message>) -> PreStep {
+        PreStep {
             messages: claimed,
             turn: self.turn(),
             step,
-        };
-        let decision = self.session.prompt_submit(&pre_step).await;
-        if let PreStepDecision::Reject(_) = &decision {
+        }
+    }
+
+    fn decided(&self, decision: &PreStepDecision) {
+        if let PreStepDecision::Reject(_) = decision {
             self.turn_completed(TurnOutcome::Blocked);
         }
-        decision
     }
 
     /// A tool call of the current turn through Palisade's whole pipeline (an agent whose

@@ -354,10 +354,21 @@ impl Session {
         judge: impl FnOnce(&HookRef, &HookSpec, Answer) -> Verdict<T>,
     ) -> Judged<T> {
         let spec = self.shared.plugins.spec(hook);
+        // Recorded as dropped if this future is dropped before the hook answers: its
+        // request was cancelled (a pre-step's signal), or whoever awaited it gave up (a
+        // bridge's budget).
+        let mut in_flight = InFlight {
+            shared: &self.shared,
+            hook,
+            inv,
+            started: Instant::now(),
+            done: false,
+        };
         let run = self
             .shared
             .run(hook, inv, request, self.holds(hook.plugin))
             .await;
+        in_flight.done = true;
         let meter = run.meter;
         let response = match run.result {
             Ok(response) => response,
@@ -529,6 +540,38 @@ impl Drop for Unfinished {
                     reason: FailureReason::Dropped,
                     detail: "cut off before it finished: its session ended, or the process \
                              serving the event stopped waiting for observers"
+                        .into(),
+                    failed_closed: false,
+                },
+            );
+        }
+    }
+}
+
+/// A foreground hook awaited by [`Session::judge_one`]: if that future is dropped before the
+/// hook answers — its request was cancelled (a pre-step's signal), or whoever asked stopped
+/// waiting (a bridge's budget) — the hook is reported as dropped, so no started hook goes
+/// unaccounted for in the audit log.
+struct InFlight<'a> {
+    shared: &'a SessionShared,
+    hook: &'a HookRef,
+    inv: Invocation,
+    started: Instant,
+    done: bool,
+}
+
+impl Drop for InFlight<'_> {
+    fn drop(&mut self) {
+        if !self.done {
+            self.shared.emit(
+                self.hook,
+                self.inv,
+                EventKind::HookFailed {
+                    duration_us: micros(self.started.elapsed()),
+                    fuel_consumed: 0,
+                    reason: FailureReason::Dropped,
+                    detail: "cut off before it answered: the request it was deciding was \
+                             cancelled, or whoever asked stopped waiting"
                         .into(),
                     failed_closed: false,
                 },

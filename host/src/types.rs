@@ -241,9 +241,14 @@ pub struct PreStep {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "decision", rename_all = "kebab-case")]
 pub enum PreStepDecision {
-    /// Open the step; the contexts join its batch, in hook order.
+    /// Open the step with the complete batch: `messages`, then `contexts` (seed 1: "enter
+    /// returns the complete message batch, including any current-request context a listener
+    /// contributes").
     Enter {
-        /// Contexts from `transform` hooks.
+        /// The batch's messages: the claimed ones, or the batch a `transform` hook reshaped
+        /// them into (`enter-batch`).
+        messages: Vec<Message>,
+        /// Contexts from `transform` hooks, in hook order, each sourced to its hook.
         contexts: Vec<Context>,
     },
     /// Open no step: the turn closes as blocked, with no model-visible message.

@@ -417,13 +417,20 @@ impl Replayer<'_> {
                     .prompt(Some(&turn.to_string()), text.clone())
                     .await
                 {
-                    PreStepDecision::Enter { contexts } => (
-                        "prompt".into(),
-                        text,
-                        format!("enter (+{} context)", contexts.len()),
-                        None,
-                        None,
-                    ),
+                    PreStepDecision::Enter { messages, contexts } => {
+                        let reshaped = !matches!(&messages[..], [m] if m.text == text);
+                        (
+                            "prompt".into(),
+                            text,
+                            format!(
+                                "enter{} (+{} context)",
+                                if reshaped { " reshaped" } else { "" },
+                                contexts.len()
+                            ),
+                            None,
+                            None,
+                        )
+                    }
                     PreStepDecision::Reject(denial) => (
                         "prompt".into(),
                         text,

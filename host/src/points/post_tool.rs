@@ -20,6 +20,9 @@ use crate::types::{Context, Denial, PostToolResult, ToolCall, ToolOutcome, proje
 use serde_json::Value;
 use std::sync::Arc;
 
+/// A tool's output declaration, as a check of a value.
+type OutputCheck = dyn Fn(&Value) -> Result<(), String> + Send + Sync;
+
 struct State {
     outcome: ToolOutcome,
     /// The outcome as the next hook is handed it.
@@ -40,7 +43,7 @@ impl Session {
         &self,
         call: &ToolCall,
         outcome: &ToolOutcome,
-        output: Option<&(dyn Fn(&Value) -> Result<(), String> + Send + Sync)>,
+        output: Option<&OutputCheck>,
     ) -> PostToolResult {
         let shared_call = Shared::new(call.clone());
         let mut state = State {

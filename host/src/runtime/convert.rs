@@ -53,6 +53,17 @@ pub(crate) fn to_wit_source(source: SessionSource) -> wit::SessionSource {
     }
 }
 
+fn from_wit_message(message: wit::Message) -> Message {
+    Message {
+        role: match message.role {
+            wit::Role::User => Role::User,
+            wit::Role::Assistant => Role::Assistant,
+            wit::Role::System => Role::System,
+        },
+        text: message.text,
+    }
+}
+
 fn to_wit_message(message: &Message) -> wit::Message {
     wit::Message {
         role: match message.role {
@@ -184,6 +195,9 @@ pub(crate) mod from_wit {
     pub(crate) fn step_decision(d: wit::PreStepDecision) -> hook::PreStepDecision {
         match d {
             wit::PreStepDecision::Enter(contexts) => hook::PreStepDecision::Enter(contexts),
+            wit::PreStepDecision::EnterBatch(messages) => hook::PreStepDecision::EnterBatch(
+                messages.into_iter().map(super::from_wit_message).collect(),
+            ),
             wit::PreStepDecision::Reject(d) => hook::PreStepDecision::Reject(deny(d)),
         }
     }

@@ -24,7 +24,7 @@ use crate::hook::{self, Answer, Request};
 use crate::point::Point;
 #[cfg(test)]
 use crate::types::SessionSource;
-use crate::types::{ToolCall, ToolOutcome};
+use crate::types::{Message, ToolCall, ToolOutcome};
 use base64::Engine as _;
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
@@ -142,6 +142,7 @@ enum GuardJson {
 #[serde(rename_all = "kebab-case", deny_unknown_fields)]
 enum PreStepJson {
     Enter(Vec<String>),
+    EnterBatch(Vec<Message>),
     Reject(DenyJson),
 }
 
@@ -210,6 +211,7 @@ pub(crate) fn decode(point: Point, request: &Request, output: &[u8]) -> Result<A
         Request::PromptSubmit(_) => {
             Answer::PromptSubmit(match serde_json::from_value(decision).map_err(wrong)? {
                 PreStepJson::Enter(contexts) => hook::PreStepDecision::Enter(contexts),
+                PreStepJson::EnterBatch(messages) => hook::PreStepDecision::EnterBatch(messages),
                 PreStepJson::Reject(deny) => hook::PreStepDecision::Reject(deny.into()),
             })
         }

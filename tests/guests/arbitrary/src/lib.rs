@@ -5,9 +5,9 @@
 //! bound it, refuse it as an invalid response, or honour it — and never panic or hang.
 
 use palisade_sdk::{
-    Ask, Config, ContentBlock, Deny, GuardDecision, Plugin, PostTool, PostToolAction,
-    PostToolDecision, PreStep, PreStepDecision, PreTool, PreToolDecision, PromptSubmit, StopEvent,
-    ToolCall, ToolExecute, ToolGuard, ToolOutcome, TurnStopping, export, next,
+    Ask, Config, ContentBlock, Deny, GuardDecision, Message, Plugin, PostTool, PostToolAction,
+    PostToolDecision, PreStep, PreStepDecision, PreTool, PreToolDecision, PromptSubmit, Role,
+    StopEvent, ToolCall, ToolExecute, ToolGuard, ToolOutcome, TurnStopping, export, next,
 };
 
 /// The bytes to decode, read in order; past their end every read gives zero.
@@ -182,8 +182,22 @@ impl PromptSubmit for Arbitrary {
             .map(|m| m.text.clone())
             .unwrap_or_default();
         let mut b = Bytes::from_hex(&hex);
-        match b.choice(2) {
+        match b.choice(3) {
             0 => PreStepDecision::Enter(b.strings()),
+            1 => PreStepDecision::EnterBatch(
+                b.strings()
+                    .into_iter()
+                    .map(|text| Message {
+                        // Any role: a reshaped batch of anything but the user's is invalid.
+                        role: match text.len() % 3 {
+                            0 => Role::User,
+                            1 => Role::Assistant,
+                            _ => Role::System,
+                        },
+                        text,
+                    })
+                    .collect(),
+            ),
             _ => PreStepDecision::Reject(b.deny()),
         }
     }

@@ -12,10 +12,10 @@
 //! `turn_stopping` and `committed` the same way (see each impl), and `contexts`.
 
 use palisade_sdk::{
-    Committed, CommittedFact, Config, ContentBlock, Deny, GuardDecision, Observation, Plugin,
-    PostTool, PostToolAction, PostToolDecision, PreStep, PreStepDecision, PreTool, PreToolDecision,
-    PromptSubmit, SessionSource, SessionStart, StopEvent, ToolCall, ToolExecute, ToolGuard,
-    ToolOutcome, ToolResult, TurnStopping, export, log, next,
+    Committed, CommittedFact, Config, ContentBlock, Deny, GuardDecision, Message, Observation,
+    Plugin, PostTool, PostToolAction, PostToolDecision, PreStep, PreStepDecision, PreTool,
+    PreToolDecision, PromptSubmit, SessionSource, SessionStart, StopEvent, ToolCall, ToolExecute,
+    ToolGuard, ToolOutcome, ToolResult, TurnStopping, export, log, next,
 };
 use std::hint::black_box;
 
@@ -215,6 +215,20 @@ impl ToolResult for Scripted {
     }
 }
 
+/// `text` with the word after each `password=` replaced by `***`.
+fn redact_passwords(text: &str) -> String {
+    let mut out = String::new();
+    let mut rest = text;
+    while let Some(at) = rest.find("password=") {
+        let (before, after) = rest.split_at(at + "password=".len());
+        out.push_str(before);
+        out.push_str("***");
+        rest = after.trim_start_matches(|c: char| !c.is_whitespace());
+    }
+    out.push_str(rest);
+    out
+}
+
 fn behaviour(key: &str, default: &str) -> String {
     palisade_sdk::config(key).unwrap_or_else(|| default.to_string())
 }
@@ -244,6 +258,20 @@ impl PromptSubmit for Scripted {
         match behaviour("prompt_submit", "enter").as_str() {
             "panic" => panic!("scripted panic"),
             "reject" => PreStepDecision::Reject(Deny::new("scripted-reject", "rejected the step")),
+            // The complete batch, each `password=…` masked.
+            "redact" => PreStepDecision::EnterBatch(
+                step.messages
+                    .iter()
+                    .map(|m| Message {
+                        role: m.role,
+                        text: redact_passwords(&m.text),
+                    })
+                    .collect(),
+            ),
+            "sleep" => {
+                std::thread::sleep(std::time::Duration::from_secs(30));
+                PreStepDecision::Enter(vec![])
+            }
             "reject-secrets" if texts.iter().any(|t| t.contains("password")) => {
                 PreStepDecision::Reject(Deny::new(
                     "secret-in-prompt",
