@@ -332,43 +332,8 @@ impl Agent {
         loop {
             step += 1;
             // Decision 1: pre-step at every proposed step, with the claimed batch.
-            let claimed_messages: Vec<Message> = claimed
-                .iter()
-                .filter_map(|entry| match entry {
-                    Entry::User { text } | Entry::Steering { text, .. } => {
-                        Some(Message::user(text.clone()))
-                    }
-                    _ => None,
-                })
-                .collect();
-            let decision = self
-                .lifecycle
-                .pre_step_until(step, claimed_messages.clone(), &signal)
-                .await;
-            let (entered, contexts) = match decision {
-                // Cut off by an interrupt: no step; the lifecycle has committed the
-                // interrupted turn.
-                None => return self.record_close(turn, TurnOutcome::Interrupted, None),
-                Some(PreStepDecision::Reject(denial)) => {
-                    // No step, no model-visible message; the claimed batch stays removed. The
-                    // lifecycle has committed the blocked turn.
-                    return self.record_close(turn, TurnOutcome::Blocked, Some(denial.reason_code));
-                }
-                Some(PreStepDecision::Enter { messages, contexts }) => (messages, contexts),
-            };
-            if entered == claimed_messages {
-                for entry in claimed.drain(..) {
-                    self.append(entry);
-                }
-            } else {
-                // A hook reshaped the batch: the step opens with the batch it returned.
-                claimed.clear();
-                for message in entered {
-                    self.append(Entry::User { text: message.text });
-                }
-            }
-            for context in contexts {
-                self.append_context(context.hook_id, context.text);
+            if let Err(closed) = self.open_step(turn, step, &mut claimed, &signal).await {
+                return closed;
             }
             // Injected between batches: before the model is asked.
             self.flush();
@@ -453,6 +418,61 @@ impl Agent {
                 .into(),
             },
         );
+    }
+
+    /// Runs pre-step for `claimed` and, on enter, appends the complete batch (the claimed
+    /// entries, or the batch a hook reshaped them into, then the contexts). `Err`: the turn
+    /// closed instead (rejected, or cut off by an interrupt), with this outcome.
+    async fn open_step(
+        &mut self,
+        turn: u32,
+        step: u32,
+        claimed: &mut Vec<Entry>,
+        signal: &Signal,
+    ) -> Result<(), TurnOutcome> {
+        let claimed_messages: Vec<Message> = claimed
+            .iter()
+            .filter_map(|entry| match entry {
+                Entry::User { text } | Entry::Steering { text, .. } => {
+                    Some(Message::user(text.clone()))
+                }
+                _ => None,
+            })
+            .collect();
+        let decision = self
+            .lifecycle
+            .pre_step_until(step, claimed_messages.clone(), signal)
+            .await;
+        let (entered, contexts) = match decision {
+            // Cut off by an interrupt: no step; the lifecycle has committed the interrupted
+            // turn.
+            None => return Err(self.record_close(turn, TurnOutcome::Interrupted, None)),
+            Some(PreStepDecision::Reject(denial)) => {
+                // No step, no model-visible message; the claimed batch stays removed. The
+                // lifecycle has committed the blocked turn.
+                return Err(self.record_close(
+                    turn,
+                    TurnOutcome::Blocked,
+                    Some(denial.reason_code),
+                ));
+            }
+            Some(PreStepDecision::Enter { messages, contexts }) => (messages, contexts),
+        };
+        if entered == claimed_messages {
+            for entry in claimed.drain(..) {
+                self.append(entry);
+            }
+        } else {
+            // A hook reshaped the batch: the step opens with the batch it returned.
+            claimed.clear();
+            for message in entered {
+                self.append(Entry::User { text: message.text });
+            }
+        }
+        for context in contexts {
+            self.append_context(context.hook_id, context.text);
+        }
+        Ok(())
     }
 
     /// Runs a batch of calls, recording each result as it comes: a call of an interrupted

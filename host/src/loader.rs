@@ -262,6 +262,25 @@ impl Host {
         })
     }
 
+    /// The component file's sha256, its bytes (`None` when the cache remembers the file as
+    /// provably unchanged: then nothing is read) and its metadata.
+    fn scan(
+        &self,
+        file: &std::fs::File,
+        max: u64,
+    ) -> std::io::Result<(String, Option<Vec<u8>>, std::fs::Metadata)> {
+        let meta = file.metadata()?;
+        if let Some(sha256) = self.inner.cache.as_ref().and_then(|c| c.recall(&meta)) {
+            return Ok((sha256, None, meta));
+        }
+        let bytes = read_all(file, max)?;
+        let sha256 = sha256_hex(&bytes);
+        if let Some(cache) = &self.inner.cache {
+            cache.remember(&meta, &file.metadata()?, &sha256);
+        }
+        Ok((sha256, Some(bytes), meta))
+    }
+
     fn load_wasm(
         &self,
         plugin_dir: &Dir,
@@ -274,20 +293,7 @@ impl Host {
         let wasm_path = folder.join(wasm);
         let max = self.inner.limits.max_component_bytes;
         let file = open_component(plugin_dir, manifest_path, wasm, &wasm_path, max, problems)?;
-        let scanned = (|| -> std::io::Result<(String, Option<Vec<u8>>, std::fs::Metadata)> {
-            let meta = file.metadata()?;
-            // Remembered while the file is provably unchanged: no read at all.
-            if let Some(sha256) = self.inner.cache.as_ref().and_then(|c| c.recall(&meta)) {
-                return Ok((sha256, None, meta));
-            }
-            let bytes = read_all(&file, max)?;
-            let sha256 = sha256_hex(&bytes);
-            if let Some(cache) = &self.inner.cache {
-                cache.remember(&meta, &file.metadata()?, &sha256);
-            }
-            Ok((sha256, Some(bytes), meta))
-        })();
-        let (sha256, bytes, meta) = match scanned {
+        let (sha256, bytes, meta) = match self.scan(&file, max) {
             Ok(scanned) => scanned,
             Err(err) => {
                 problems.push(Problem::new(&wasm_path, format!("cannot read: {err}")));
@@ -312,16 +318,17 @@ impl Host {
             Some(bytes) => Ok(bytes[..bytes.len().min(8)].to_vec()),
             None => read_head(&file),
         };
-        let head = match head {
-            Ok(head) => head,
+        let header = head.map(|head| check_header(&head, &wasm_path));
+        match header {
+            Ok(None) => {}
+            Ok(Some(problem)) => {
+                problems.push(problem);
+                return None;
+            }
             Err(err) => {
                 problems.push(Problem::new(&wasm_path, format!("cannot read: {err}")));
                 return None;
             }
-        };
-        if let Some(problem) = check_header(&head, &wasm_path) {
-            problems.push(problem);
-            return None;
         }
         let engine = &self.inner.engine;
         let compiled = self.compile(&manifest.name, size, &sha256, bytes, &file);

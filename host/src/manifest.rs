@@ -296,23 +296,8 @@ enum OneOrMany {
     Many(Vec<String>),
 }
 
-/// Parses and validates a manifest. Every problem found is pushed to `problems`; the manifest
-/// is returned only when there were none.
-pub(crate) fn parse(path: &Path, text: &str, problems: &mut Vec<Problem>) -> Option<Manifest> {
-    let raw: RawManifest = match toml::from_str(text) {
-        Ok(raw) => raw,
-        Err(err) => {
-            let mut problem = Problem::new(path, toml_message(text, &err));
-            problem.fix = Some(
-                "see the manifest reference in the `palisade::manifest` docs for every field"
-                    .into(),
-            );
-            problems.push(problem);
-            return None;
-        }
-    };
-    let before = problems.len();
-
+/// The plugin's name and its optional sha256 pin.
+fn identity(path: &Path, raw: &RawManifest, problems: &mut Vec<Problem>) {
     if raw.name.is_empty()
         || !raw
             .name
@@ -334,6 +319,26 @@ pub(crate) fn parse(path: &Path, text: &str, problems: &mut Vec<Problem>) -> Opt
                 .fix("64 hex digits, as printed by `sha256sum`, or remove the field"),
         );
     }
+}
+
+/// Parses and validates a manifest. Every problem found is pushed to `problems`; the manifest
+/// is returned only when there were none.
+pub(crate) fn parse(path: &Path, text: &str, problems: &mut Vec<Problem>) -> Option<Manifest> {
+    let raw: RawManifest = match toml::from_str(text) {
+        Ok(raw) => raw,
+        Err(err) => {
+            let mut problem = Problem::new(path, toml_message(text, &err));
+            problem.fix = Some(
+                "see the manifest reference in the `palisade::manifest` docs for every field"
+                    .into(),
+            );
+            problems.push(problem);
+            return None;
+        }
+    };
+    let before = problems.len();
+
+    identity(path, &raw, problems);
     let runtime = runtime(path, &raw, problems);
     let wasm = matches!(runtime, Some(RuntimeSpec::Wasm(_)));
     if let Some(runtime) = runtime

@@ -1,8 +1,8 @@
 //! `palisade claude-code DIR` and `palisade codex DIR`: Palisade as an agent's hook command.
 
 use crate::hook_io::{DEFAULT_BUDGET_MS, answer, read_stdin, write};
-use palisade::bridge::{self, Dialect};
-use palisade::{EventSink, JsonlSink};
+use palisade::bridge::{self, Dialect, Reply};
+use palisade::{EventSink, JsonlSink, Plugins};
 use serde_json::Value;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -84,99 +84,7 @@ async fn bridge_event(dialect: Dialect, options: BridgeCommand) -> anyhow::Resul
     let doing = Arc::new(Doing::default());
     doing.set("reading the hook event on stdin");
     let event = Arc::new(Mutex::new(String::new()));
-    let work = {
-        let doing = doing.clone();
-        let event = event.clone();
-        async move {
-            let raw = read_stdin().await;
-            let input: Value =
-                match raw.and_then(|raw| serde_json::from_slice(&raw).map_err(|e| e.to_string())) {
-                    Ok(input) => input,
-                    // Without the event name, nothing says whether blocking is safe: block, since
-                    // the most likely caller of a guard is a tool call.
-                    Err(e) => {
-                        return Err(bridge::failure(
-                            "PreToolUse",
-                            &format!("cannot read the hook event on stdin: {e}"),
-                        ));
-                    }
-                };
-            let name = input
-                .get("hook_event_name")
-                .and_then(Value::as_str)
-                .unwrap_or("")
-                .to_string();
-            *event.lock().unwrap_or_else(|e| e.into_inner()) = name.clone();
-            let mut sink: Option<Arc<dyn EventSink>> = None;
-            if let Some(path) = &options.audit_log {
-                match JsonlSink::open(path) {
-                    Ok(audit) => sink = Some(Arc::new(audit)),
-                    Err(e) => {
-                        return Err(bridge::failure(
-                            &name,
-                            &format!("cannot open the audit log {}: {e}", path.display()),
-                        ));
-                    }
-                }
-            }
-            let watch = Arc::new(Watch {
-                doing: doing.clone(),
-                inner: sink,
-            });
-            doing.set(format!(
-                "loading the plugins of {} (compiling any not in the cache)",
-                options.dir.display()
-            ));
-            let dir = options.dir.clone();
-            let points = bridge::points_for(&name);
-            // Loading blocks (it may compile): on a thread of its own, so the budget can
-            // still answer.
-            let loaded = tokio::task::spawn_blocking(move || {
-                crate::cache::quiet_host_builder()
-                    .event_sink(watch)
-                    .build()
-                    .map_err(anyhow::Error::from)
-                    .and_then(|host| Ok(host.load_dir_for(&dir, points)?))
-            })
-            .await
-            .map_err(anyhow::Error::from)
-            .and_then(|loaded| loaded);
-            let plugins = match loaded {
-                Ok(plugins) => plugins,
-                Err(e) => {
-                    return Err(bridge::failure(
-                        &name,
-                        &format!(
-                            "cannot load the plugins of {}: {e:#}",
-                            options.dir.display()
-                        ),
-                    ));
-                }
-            };
-            let loaded = started.elapsed();
-            let session_id = input
-                .get("session_id")
-                .and_then(Value::as_str)
-                .unwrap_or("unknown-session")
-                .to_string();
-            let lifecycle = palisade::Lifecycle::new(plugins.session(session_id));
-            let reply = bridge::handle_in(&lifecycle, dialect, &input).await;
-            if options.timings {
-                eprintln!(
-                    "palisade: {name}: read and loaded {} plugins in {:.2} ms, ran {} in {:.2} ms",
-                    plugins.iter().count(),
-                    loaded.as_secs_f64() * 1e3,
-                    if reply.points.is_empty() {
-                        "nothing".to_string()
-                    } else {
-                        reply.points.join(", ")
-                    },
-                    (started.elapsed() - loaded).as_secs_f64() * 1e3,
-                );
-            }
-            Ok((reply, lifecycle))
-        }
-    };
+    let work = decide(dialect, &options, &doing, &event, started);
     let answer_by = deadline
         .checked_sub(ANSWER_MARGIN)
         .unwrap_or(deadline)
@@ -212,4 +120,103 @@ async fn bridge_event(dialect: Dialect, options: BridgeCommand) -> anyhow::Resul
             ))
         }
     }
+}
+
+/// Reads the event, loads the plugins its points need and runs them; `Err`: the answer of a
+/// bridge that cannot decide (fail closed where the event has a veto).
+async fn decide(
+    dialect: Dialect,
+    options: &BridgeCommand,
+    doing: &Arc<Doing>,
+    event: &Mutex<String>,
+    started: Instant,
+) -> Result<(Reply, palisade::Lifecycle), Reply> {
+    let raw = read_stdin().await;
+    let input: Value =
+        match raw.and_then(|raw| serde_json::from_slice(&raw).map_err(|e| e.to_string())) {
+            Ok(input) => input,
+            // Without the event name, nothing says whether blocking is safe: block, since
+            // the most likely caller of a guard is a tool call.
+            Err(e) => {
+                return Err(bridge::failure(
+                    "PreToolUse",
+                    &format!("cannot read the hook event on stdin: {e}"),
+                ));
+            }
+        };
+    let name = input
+        .get("hook_event_name")
+        .and_then(Value::as_str)
+        .unwrap_or("")
+        .to_string();
+    *event.lock().unwrap_or_else(|e| e.into_inner()) = name.clone();
+    let mut sink: Option<Arc<dyn EventSink>> = None;
+    if let Some(path) = &options.audit_log {
+        match JsonlSink::open(path) {
+            Ok(audit) => sink = Some(Arc::new(audit)),
+            Err(e) => {
+                return Err(bridge::failure(
+                    &name,
+                    &format!("cannot open the audit log {}: {e}", path.display()),
+                ));
+            }
+        }
+    }
+    let watch = Arc::new(Watch {
+        doing: doing.clone(),
+        inner: sink,
+    });
+    doing.set(format!(
+        "loading the plugins of {} (compiling any not in the cache)",
+        options.dir.display()
+    ));
+    let plugins = load(options, &name, watch).await?;
+    let loaded = started.elapsed();
+    let session_id = input
+        .get("session_id")
+        .and_then(Value::as_str)
+        .unwrap_or("unknown-session")
+        .to_string();
+    let lifecycle = palisade::Lifecycle::new(plugins.session(session_id));
+    let reply = bridge::handle_in(&lifecycle, dialect, &input).await;
+    if options.timings {
+        eprintln!(
+            "palisade: {name}: read and loaded {} plugins in {:.2} ms, ran {} in {:.2} ms",
+            plugins.iter().count(),
+            loaded.as_secs_f64() * 1e3,
+            if reply.points.is_empty() {
+                "nothing".to_string()
+            } else {
+                reply.points.join(", ")
+            },
+            (started.elapsed() - loaded).as_secs_f64() * 1e3,
+        );
+    }
+    Ok((reply, lifecycle))
+}
+
+/// Loads the plugins of `options.dir` that subscribe to the points of event `name` (it may
+/// compile: on a thread of its own, so the budget can still answer).
+async fn load(options: &BridgeCommand, name: &str, watch: Arc<Watch>) -> Result<Plugins, Reply> {
+    let dir = options.dir.clone();
+    let points = bridge::points_for(name);
+    let loaded = tokio::task::spawn_blocking(move || {
+        crate::cache::quiet_host_builder()
+            .event_sink(watch)
+            .build()
+            .map_err(anyhow::Error::from)
+            .and_then(|host| Ok(host.load_dir_for(&dir, points)?))
+    })
+    .await
+    .map_err(anyhow::Error::from)
+    .and_then(|loaded| loaded);
+    loaded.map_err(|e| {
+        bridge::failure(
+            name,
+            &format!(
+                "cannot load the plugins of {}: {e:#}",
+                options.dir.display()
+            ),
+        )
+    })
 }

@@ -185,19 +185,7 @@ pub async fn replay_text(
     format: Format,
     approve: Approve,
 ) -> anyhow::Result<ExitCode> {
-    let mut recorded = Vec::new();
-    for (i, line) in text.lines().enumerate() {
-        if line.trim().is_empty() || line.trim_start().starts_with("//") {
-            continue;
-        }
-        let event: Recorded = serde_json::from_str(line).with_context(|| {
-            format!(
-                "{name}:{}: not a session event (see `palisade replay --help`)",
-                i + 1
-            )
-        })?;
-        recorded.push(event);
-    }
+    let recorded = parse_recording(text, name)?;
     let sink = Arc::new(Collect::default());
     let host = crate::cache::host_builder()
         .event_sink(sink.clone())
@@ -231,60 +219,7 @@ pub async fn replay_text(
         let micros = started.elapsed().as_micros();
         session.drain_background().await;
         let events = sink.take();
-        let logs_of = |hook_id: &str| -> Vec<String> {
-            events
-                .iter()
-                .filter(|e| e.hook_id == hook_id)
-                .filter_map(|e| match &e.kind {
-                    EventKind::PluginLog { message, .. } => Some(message.clone()),
-                    _ => None,
-                })
-                .collect()
-        };
-        let hooks = events
-            .iter()
-            .cloned()
-            .filter_map(|e| {
-                let (name, decision, duration_us, fuel) = match e.kind {
-                    EventKind::HookCompleted {
-                        duration_us,
-                        fuel_consumed,
-                        decision,
-                        honoured,
-                    } => (
-                        "completed",
-                        if honoured {
-                            decision
-                        } else {
-                            format!("{decision} (recorded)")
-                        },
-                        duration_us,
-                        fuel_consumed,
-                    ),
-                    EventKind::HookDenied {
-                        duration_us,
-                        fuel_consumed,
-                        reason_code,
-                        ..
-                    } => ("denied", reason_code, duration_us, fuel_consumed),
-                    EventKind::HookFailed {
-                        duration_us,
-                        fuel_consumed,
-                        reason,
-                        ..
-                    } => ("failed", reason.to_string(), duration_us, fuel_consumed),
-                    _ => return None,
-                };
-                Some(HookRun {
-                    logs: logs_of(&e.hook_id),
-                    hook_id: e.hook_id,
-                    event: name,
-                    decision,
-                    duration_us,
-                    fuel,
-                })
-            })
-            .collect();
+        let hooks = hook_runs(&events);
         steps.push(Step {
             index: index + 1,
             event,
@@ -297,6 +232,96 @@ pub async fn replay_text(
         });
     }
 
+    let stats = plugin_stats(&steps);
+
+    match format {
+        Format::Json => {
+            let doc = serde_json::json!({ "timeline": steps, "plugins": stats });
+            println!("{}", serde_json::to_string_pretty(&doc)?);
+        }
+        Format::Text => print_text(name, &steps, &stats),
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The recorded events of a session recording (JSON Lines; blank and `//` lines skipped).
+fn parse_recording(text: &str, name: &str) -> anyhow::Result<Vec<Recorded>> {
+    let mut recorded = Vec::new();
+    for (i, line) in text.lines().enumerate() {
+        if line.trim().is_empty() || line.trim_start().starts_with("//") {
+            continue;
+        }
+        let event: Recorded = serde_json::from_str(line).with_context(|| {
+            format!(
+                "{name}:{}: not a session event (see `palisade replay --help`)",
+                i + 1
+            )
+        })?;
+        recorded.push(event);
+    }
+    Ok(recorded)
+}
+
+/// What each hook did in one step, from the step's events (its logs attached).
+fn hook_runs(events: &[Event]) -> Vec<HookRun> {
+    let logs_of = |hook_id: &str| -> Vec<String> {
+        events
+            .iter()
+            .filter(|e| e.hook_id == hook_id)
+            .filter_map(|e| match &e.kind {
+                EventKind::PluginLog { message, .. } => Some(message.clone()),
+                _ => None,
+            })
+            .collect()
+    };
+    events
+        .iter()
+        .cloned()
+        .filter_map(|e| {
+            let (name, decision, duration_us, fuel) = match e.kind {
+                EventKind::HookCompleted {
+                    duration_us,
+                    fuel_consumed,
+                    decision,
+                    honoured,
+                } => (
+                    "completed",
+                    if honoured {
+                        decision
+                    } else {
+                        format!("{decision} (recorded)")
+                    },
+                    duration_us,
+                    fuel_consumed,
+                ),
+                EventKind::HookDenied {
+                    duration_us,
+                    fuel_consumed,
+                    reason_code,
+                    ..
+                } => ("denied", reason_code, duration_us, fuel_consumed),
+                EventKind::HookFailed {
+                    duration_us,
+                    fuel_consumed,
+                    reason,
+                    ..
+                } => ("failed", reason.to_string(), duration_us, fuel_consumed),
+                _ => return None,
+            };
+            Some(HookRun {
+                logs: logs_of(&e.hook_id),
+                hook_id: e.hook_id,
+                event: name,
+                decision,
+                duration_us,
+                fuel,
+            })
+        })
+        .collect()
+}
+
+/// Per plugin: invocations, fuel, denials, failures and latency percentiles.
+fn plugin_stats(steps: &[Step]) -> BTreeMap<String, PluginStats> {
     let mut per_plugin: BTreeMap<String, (Vec<u64>, PluginStats)> = BTreeMap::new();
     for run in steps.iter().flat_map(|s| &s.hooks) {
         let plugin = run
@@ -312,7 +337,7 @@ pub async fn replay_text(
         stats.denied += usize::from(run.event == "denied");
         stats.failed += usize::from(run.event == "failed");
     }
-    let stats: BTreeMap<String, PluginStats> = per_plugin
+    per_plugin
         .into_iter()
         .map(|(plugin, (mut durations, mut stats))| {
             durations.sort_unstable();
@@ -322,16 +347,7 @@ pub async fn replay_text(
             stats.max_us = *durations.last().unwrap_or(&0);
             (plugin, stats)
         })
-        .collect();
-
-    match format {
-        Format::Json => {
-            let doc = serde_json::json!({ "timeline": steps, "plugins": stats });
-            println!("{}", serde_json::to_string_pretty(&doc)?);
-        }
-        Format::Text => print_text(name, &steps, &stats),
-    }
-    Ok(ExitCode::SUCCESS)
+        .collect()
 }
 
 fn print_text(name: &str, steps: &[Step], stats: &BTreeMap<String, PluginStats>) {
@@ -411,117 +427,126 @@ impl Replayer<'_> {
                     None,
                 )
             }
-            Recorded::Prompt { turn, text } => {
-                match self
-                    .lifecycle
-                    .prompt(Some(&turn.to_string()), text.clone())
-                    .await
-                {
-                    PreStepDecision::Enter { messages, contexts } => {
-                        let reshaped = !matches!(&messages[..], [m] if m.text == text);
-                        (
-                            "prompt".into(),
-                            text,
-                            format!(
-                                "enter{} (+{} context)",
-                                if reshaped { " reshaped" } else { "" },
-                                contexts.len()
-                            ),
-                            None,
-                            None,
-                        )
-                    }
-                    PreStepDecision::Reject(denial) => (
-                        "prompt".into(),
-                        text,
-                        "REJECT".into(),
-                        Some(denial.hook_id),
-                        Some(denial.reason_code),
-                    ),
-                }
-            }
-            Recorded::ToolCall { call, result } => {
-                let subject = format!("{} {}", call.name, subject_of(&call));
-                self.lifecycle.tool_call(&call);
-                // Every resolved decision reaches post-tool (seed 1), a denial as its error
-                // outcome; the recorded result stands for what the tool returned.
-                let (denied, ran) = match self.session.authorize(&call).await {
-                    Authorization::Denied(denial) => {
-                        let outcome = ToolOutcome::error(denial.message.clone());
-                        (Err(denial), outcome)
-                    }
-                    Authorization::Allowed { approved_by } => (Ok(approved_by), result),
-                };
-                let post = self.lifecycle.tool_finished(&call, &ran).await;
-                let (outcome, by, reason) = match (denied, post.blocked) {
-                    (Err(denial), _) => (
-                        "DENY".to_string(),
-                        Some(denial.hook_id),
-                        Some(format!("{}: {}", denial.reason_code, denial.message)),
-                    ),
-                    (Ok(_), Some(block)) => (
-                        "BLOCK".to_string(),
-                        Some(block.hook_id),
-                        Some(block.message),
-                    ),
-                    (Ok(approved_by), None) => (
-                        if approved_by.is_some() {
-                            "allow (approved)"
-                        } else {
-                            "allow"
-                        }
-                        .to_string(),
-                        approved_by,
-                        None,
-                    ),
-                };
-                ("tool-call".into(), subject, outcome, by, reason)
-            }
+            Recorded::Prompt { turn, text } => self.prompt(turn, text).await,
+            Recorded::ToolCall { call, result } => self.tool_call(call, result).await,
             Recorded::Stop {
                 turn,
                 step,
                 last_assistant_message,
-            } => {
-                self.lifecycle.in_turn(Some(&turn.to_string()));
-                let event = StopEvent {
-                    turn: self.lifecycle.turn(),
-                    step,
-                    last_assistant_message,
-                    continuations: 0,
-                };
-                let steering = self.lifecycle.stopping(&event, true).await;
-                if steering.is_empty() {
-                    (
-                        "stop".into(),
-                        format!("turn {turn}"),
-                        "close".into(),
-                        None,
-                        None,
-                    )
-                } else {
-                    let by = steering
-                        .iter()
-                        .map(|s| s.hook_id.clone())
-                        .collect::<Vec<_>>()
-                        .join(", ");
-                    let content = steering
-                        .iter()
-                        .map(|s| s.content.clone())
-                        .collect::<Vec<_>>()
-                        .join(" / ");
-                    (
-                        "stop".into(),
-                        format!("turn {turn}"),
-                        "STEER".into(),
-                        Some(by),
-                        Some(content),
-                    )
-                }
-            }
+            } => self.stop(turn, step, last_assistant_message).await,
             Recorded::SessionEnd { reason } => {
                 self.lifecycle.session_ended(reason.clone());
                 ("session-end".into(), reason, "ended".into(), None, None)
             }
+        }
+    }
+
+    /// A prompt: `prompt-submit` on its turn's first step.
+    async fn prompt(&mut self, turn: u32, text: String) -> Line {
+        match self
+            .lifecycle
+            .prompt(Some(&turn.to_string()), text.clone())
+            .await
+        {
+            PreStepDecision::Enter { messages, contexts } => {
+                let reshaped = !matches!(&messages[..], [m] if m.text == text);
+                (
+                    "prompt".into(),
+                    text,
+                    format!(
+                        "enter{} (+{} context)",
+                        if reshaped { " reshaped" } else { "" },
+                        contexts.len()
+                    ),
+                    None,
+                    None,
+                )
+            }
+            PreStepDecision::Reject(denial) => (
+                "prompt".into(),
+                text,
+                "REJECT".into(),
+                Some(denial.hook_id),
+                Some(denial.reason_code),
+            ),
+        }
+    }
+
+    /// A tool call: authorized, then post-tool over the recorded result (or the denial).
+    async fn tool_call(&mut self, call: ToolCall, result: ToolOutcome) -> Line {
+        let subject = format!("{} {}", call.name, subject_of(&call));
+        self.lifecycle.tool_call(&call);
+        // Every resolved decision reaches post-tool (seed 1), a denial as its error
+        // outcome; the recorded result stands for what the tool returned.
+        let (denied, ran) = match self.session.authorize(&call).await {
+            Authorization::Denied(denial) => {
+                let outcome = ToolOutcome::error(denial.message.clone());
+                (Err(denial), outcome)
+            }
+            Authorization::Allowed { approved_by } => (Ok(approved_by), result),
+        };
+        let post = self.lifecycle.tool_finished(&call, &ran).await;
+        let (outcome, by, reason) = match (denied, post.blocked) {
+            (Err(denial), _) => (
+                "DENY".to_string(),
+                Some(denial.hook_id),
+                Some(format!("{}: {}", denial.reason_code, denial.message)),
+            ),
+            (Ok(_), Some(block)) => (
+                "BLOCK".to_string(),
+                Some(block.hook_id),
+                Some(block.message),
+            ),
+            (Ok(approved_by), None) => (
+                if approved_by.is_some() {
+                    "allow (approved)"
+                } else {
+                    "allow"
+                }
+                .to_string(),
+                approved_by,
+                None,
+            ),
+        };
+        ("tool-call".into(), subject, outcome, by, reason)
+    }
+
+    /// The turn's stop boundary: turn-stopping, which may steer.
+    async fn stop(&mut self, turn: u32, step: u32, last_assistant_message: Option<String>) -> Line {
+        self.lifecycle.in_turn(Some(&turn.to_string()));
+        let event = StopEvent {
+            turn: self.lifecycle.turn(),
+            step,
+            last_assistant_message,
+            continuations: 0,
+        };
+        let steering = self.lifecycle.stopping(&event, true).await;
+        if steering.is_empty() {
+            (
+                "stop".into(),
+                format!("turn {turn}"),
+                "close".into(),
+                None,
+                None,
+            )
+        } else {
+            let by = steering
+                .iter()
+                .map(|s| s.hook_id.clone())
+                .collect::<Vec<_>>()
+                .join(", ");
+            let content = steering
+                .iter()
+                .map(|s| s.content.clone())
+                .collect::<Vec<_>>()
+                .join(" / ");
+            (
+                "stop".into(),
+                format!("turn {turn}"),
+                "STEER".into(),
+                Some(by),
+                Some(content),
+            )
         }
     }
 }

@@ -2,7 +2,7 @@
 //! the decision expected of the plugins of `DIR`.
 
 use anyhow::Context;
-use palisade::{Event, EventKind, EventSink, Point};
+use palisade::{Event, EventKind, EventSink, Plugins, Point};
 use serde::Deserialize;
 use serde_json::Value;
 use std::path::{Path, PathBuf};
@@ -110,26 +110,7 @@ fn hooks(events: &[Event]) -> String {
 async fn test(dir: &Path, cases: &Path) -> anyhow::Result<ExitCode> {
     let text =
         std::fs::read_to_string(cases).with_context(|| format!("reading {}", cases.display()))?;
-    let mut parsed = Vec::new();
-    for (i, line) in text.lines().enumerate() {
-        let line = line.trim();
-        if line.is_empty() || line.starts_with('#') {
-            continue;
-        }
-        let case: Case = serde_json::from_str(line).with_context(|| {
-            format!(
-                "{}:{}: not a test case; each line is \
-                 {{\"name\": \"…\", \"point\": \"pre-tool\", \"input\": {{…}}, \"expect\": {{…}}}}",
-                cases.display(),
-                i + 1
-            )
-        })?;
-        let point: Point = case
-            .point
-            .parse()
-            .map_err(|e: String| anyhow::anyhow!("{}:{}: `point`: {e}", cases.display(), i + 1))?;
-        parsed.push((i + 1, point, case));
-    }
+    let parsed = parse_cases(&text, cases)?;
     let collect = Arc::new(Collect::default());
     let host = crate::cache::host_builder()
         .event_sink(collect.clone() as Arc<dyn EventSink>)
@@ -166,43 +147,9 @@ async fn test(dir: &Path, cases: &Path) -> anyhow::Result<ExitCode> {
                 continue;
             }
         };
-        let logged: Vec<(&str, &str)> = events
-            .iter()
-            .filter_map(|e| match &e.kind {
-                EventKind::PluginLog { message, .. } => Some((e.plugin.as_str(), message.as_str())),
-                _ => None,
-            })
-            .collect();
-        let missing: Vec<&String> = case
-            .logs
-            .iter()
-            .filter(|want| !logged.iter().any(|line| log_matches(&plugins, want, *line)))
-            .collect();
-        let logged: Vec<String> = logged
-            .iter()
-            .map(|(plugin, message)| format!("{plugin}: {message}"))
-            .collect();
-        if !missing.is_empty() {
+        if let Some(problem) = missing_logs(&plugins, &case.logs, &events) {
             failed += 1;
-            println!(
-                "FAIL  {:width$}  {point}: expected a log line with {}, the plugins logged {} ({})",
-                case.name,
-                missing
-                    .iter()
-                    .map(|m| format!("{m:?}"))
-                    .collect::<Vec<_>>()
-                    .join(" and "),
-                if logged.is_empty() {
-                    "nothing".to_string()
-                } else {
-                    logged
-                        .iter()
-                        .map(|l| format!("{l:?}"))
-                        .collect::<Vec<_>>()
-                        .join(", ")
-                },
-                hooks(&events)
-            );
+            println!("FAIL  {:width$}  {point}: {problem}", case.name);
         } else if matches(&case.expect, &output) {
             passed += 1;
             println!(
@@ -231,11 +178,77 @@ async fn test(dir: &Path, cases: &Path) -> anyhow::Result<ExitCode> {
     })
 }
 
+/// The cases of a JSON Lines file (blank and `#` lines skipped), each with its line number
+/// and point.
+fn parse_cases(text: &str, cases: &Path) -> anyhow::Result<Vec<(usize, Point, Case)>> {
+    let mut parsed = Vec::new();
+    for (i, line) in text.lines().enumerate() {
+        let line = line.trim();
+        if line.is_empty() || line.starts_with('#') {
+            continue;
+        }
+        let case: Case = serde_json::from_str(line).with_context(|| {
+            format!(
+                "{}:{}: not a test case; each line is \
+                 {{\"name\": \"…\", \"point\": \"pre-tool\", \"input\": {{…}}, \"expect\": {{…}}}}",
+                cases.display(),
+                i + 1
+            )
+        })?;
+        let point: Point = case
+            .point
+            .parse()
+            .map_err(|e: String| anyhow::anyhow!("{}:{}: `point`: {e}", cases.display(), i + 1))?;
+        parsed.push((i + 1, point, case));
+    }
+    Ok(parsed)
+}
+
+/// Which of the log lines a case expects the plugins did not write, said as a failure.
+fn missing_logs(plugins: &Plugins, wanted: &[String], events: &[Event]) -> Option<String> {
+    let logged: Vec<(&str, &str)> = events
+        .iter()
+        .filter_map(|e| match &e.kind {
+            EventKind::PluginLog { message, .. } => Some((e.plugin.as_str(), message.as_str())),
+            _ => None,
+        })
+        .collect();
+    let missing: Vec<&String> = wanted
+        .iter()
+        .filter(|want| !logged.iter().any(|line| log_matches(plugins, want, *line)))
+        .collect();
+    let logged: Vec<String> = logged
+        .iter()
+        .map(|(plugin, message)| format!("{plugin}: {message}"))
+        .collect();
+    if missing.is_empty() {
+        return None;
+    }
+    Some(format!(
+        "expected a log line with {}, the plugins logged {} ({})",
+        missing
+            .iter()
+            .map(|m| format!("{m:?}"))
+            .collect::<Vec<_>>()
+            .join(" and "),
+        if logged.is_empty() {
+            "nothing".to_string()
+        } else {
+            logged
+                .iter()
+                .map(|l| format!("{l:?}"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        },
+        hooks(events)
+    ))
+}
+
 /// Whether the line `message` that `plugin` logged is the one `want` asks for: `want` written
 /// `plugin: text` names the plugin that must have logged it (a plugin cannot log a line that
 /// passes for another's); plain `text` may come from any plugin. Either way `text` is part of
 /// the message.
-fn log_matches(plugins: &palisade::Plugins, want: &str, (plugin, message): (&str, &str)) -> bool {
+fn log_matches(plugins: &Plugins, want: &str, (plugin, message): (&str, &str)) -> bool {
     match want.split_once(": ") {
         Some((named, text)) if plugins.iter().any(|p| p.name() == named) => {
             plugin == named && message.contains(text)

@@ -14,6 +14,8 @@
 
 use crate::failure::{Failure, FailureReason};
 use crate::hook::{self, Answer, Request, Shared, parse_blocks, parse_json};
+use crate::manifest::HookSpec;
+use crate::plugin::HookRef;
 use crate::point::{Capability, Point};
 use crate::session::{Session, Verdict};
 use crate::types::{Context, Denial, PostToolResult, ToolCall, ToolOutcome, project_value};
@@ -61,69 +63,7 @@ impl Session {
                     let Answer::PostTool(decision) = response else {
                         unreachable!("a post-tool request gets a post-tool response")
                     };
-                    let needed = match decision.action {
-                        hook::PostToolAction::Accept => None,
-                        hook::PostToolAction::Block(_) => Some(Capability::Guard),
-                        _ => Some(Capability::Transform),
-                    };
-                    let missing = needed
-                        .into_iter()
-                        .chain((!decision.contexts.is_empty()).then_some(Capability::Transform))
-                        .find(|c| !spec.has(*c));
-                    if let Some(capability) = missing {
-                        return Verdict::NotGranted(capability);
-                    }
-                    let contexts = decision.contexts.into_iter().map(|text| Context {
-                        hook_id: hook.id.to_string(),
-                        text,
-                    });
-                    match decision.action {
-                        hook::PostToolAction::Accept => {}
-                        hook::PostToolAction::Block(feedback) => {
-                            s.contexts = contexts.collect();
-                            return Verdict::Denied {
-                                reason_code: "blocked".into(),
-                                message: feedback.clone(),
-                                then: Denial {
-                                    hook_id: hook.id.to_string(),
-                                    reason_code: "blocked".into(),
-                                    message: feedback,
-                                    payload: None,
-                                    failure: None,
-                                },
-                            };
-                        }
-                        hook::PostToolAction::ReplaceContent(blocks) => {
-                            match parse_blocks(blocks) {
-                                Ok(blocks) => s.outcome.content_blocks = blocks,
-                                Err(failure) => return Verdict::Invalid(failure),
-                            }
-                            s.shared = Shared::new(s.outcome.clone());
-                        }
-                        hook::PostToolAction::ReplaceValue(json) => {
-                            let value = match parse_json("the replacement value", &json) {
-                                Ok(value) => value,
-                                Err(failure) => return Verdict::Invalid(failure),
-                            };
-                            if let Some(Err(problem)) = output.map(|validate| validate(&value)) {
-                                return Verdict::Invalid(Failure::new(
-                                    FailureReason::InvalidResponse,
-                                    format!(
-                                        "the replacement value does not match {}'s output \
-                                         declaration: {problem}",
-                                        call.name
-                                    ),
-                                ));
-                            }
-                            s.outcome.content_blocks = project_value(&value);
-                            s.outcome.value = Some(value);
-                            s.shared = Shared::new(s.outcome.clone());
-                        }
-                    }
-                    s.contexts.extend(contexts);
-                    Verdict::Completed {
-                        honoured: spec.capabilities.iter().any(|c| *c != Capability::Observe),
-                    }
+                    judge(s, hook, spec, decision, &call.name, output)
                 },
                 |denial| denial,
             )
@@ -145,5 +85,79 @@ impl Session {
                 blocked: Some(denial),
             },
         }
+    }
+}
+
+/// One hook's answer, judged: what it needs, then its effect on the state of the waterfall.
+fn judge(
+    s: &mut State,
+    hook: &HookRef,
+    spec: &HookSpec,
+    decision: hook::PostToolDecision,
+    tool: &str,
+    output: Option<&OutputCheck>,
+) -> Verdict<Denial> {
+    let needed = match decision.action {
+        hook::PostToolAction::Accept => None,
+        hook::PostToolAction::Block(_) => Some(Capability::Guard),
+        _ => Some(Capability::Transform),
+    };
+    let missing = needed
+        .into_iter()
+        .chain((!decision.contexts.is_empty()).then_some(Capability::Transform))
+        .find(|c| !spec.has(*c));
+    if let Some(capability) = missing {
+        return Verdict::NotGranted(capability);
+    }
+    let contexts = decision.contexts.into_iter().map(|text| Context {
+        hook_id: hook.id.to_string(),
+        text,
+    });
+    match decision.action {
+        hook::PostToolAction::Accept => {}
+        hook::PostToolAction::Block(feedback) => {
+            s.contexts = contexts.collect();
+            return Verdict::Denied {
+                reason_code: "blocked".into(),
+                message: feedback.clone(),
+                then: Denial {
+                    hook_id: hook.id.to_string(),
+                    reason_code: "blocked".into(),
+                    message: feedback,
+                    payload: None,
+                    failure: None,
+                },
+            };
+        }
+        hook::PostToolAction::ReplaceContent(blocks) => {
+            match parse_blocks(blocks) {
+                Ok(blocks) => s.outcome.content_blocks = blocks,
+                Err(failure) => return Verdict::Invalid(failure),
+            }
+            s.shared = Shared::new(s.outcome.clone());
+        }
+        hook::PostToolAction::ReplaceValue(json) => {
+            let value = match parse_json("the replacement value", &json) {
+                Ok(value) => value,
+                Err(failure) => return Verdict::Invalid(failure),
+            };
+            if let Some(Err(problem)) = output.map(|validate| validate(&value)) {
+                return Verdict::Invalid(Failure::new(
+                    FailureReason::InvalidResponse,
+                    format!(
+                        "the replacement value does not match {}'s output \
+                         declaration: {problem}",
+                        tool
+                    ),
+                ));
+            }
+            s.outcome.content_blocks = project_value(&value);
+            s.outcome.value = Some(value);
+            s.shared = Shared::new(s.outcome.clone());
+        }
+    }
+    s.contexts.extend(contexts);
+    Verdict::Completed {
+        honoured: spec.capabilities.iter().any(|c| *c != Capability::Observe),
     }
 }

@@ -34,17 +34,10 @@ impl Drop for Group {
     }
 }
 
-/// Runs `argv` in `dir` with `input` on stdin, under `timeout`; stdout bounded by
-/// `max_output`. The environment is `env` and the host's values of `inherit`, nothing else.
-pub(crate) async fn run(
-    argv: &[String],
-    dir: &Path,
-    env: &[(&str, &str)],
-    inherit: &[String],
-    input: &[u8],
-    timeout: Duration,
-    max_output: usize,
-) -> Result<Raw, Failure> {
+/// The hook's command: `argv` in `dir`, with no environment but [`INHERITED_ENV`], the names
+/// in `inherit` and `env`; its pipes captured, in a process group of its own (killed as one),
+/// and killed if its handle is dropped.
+fn command(argv: &[String], dir: &Path, env: &[(&str, &str)], inherit: &[String]) -> Command {
     let (program, args) = argv.split_first().expect("validated: a non-empty argv");
     let mut command = Command::new(program);
     command.env_clear();
@@ -67,7 +60,22 @@ pub(crate) async fn run(
         .kill_on_drop(true);
     #[cfg(unix)]
     command.process_group(0);
-    let mut child = command.spawn().map_err(|e| {
+    command
+}
+
+/// Runs `argv` in `dir` with `input` on stdin, under `timeout`; stdout bounded by
+/// `max_output`. The environment is `env` and the host's values of `inherit`, nothing else.
+pub(crate) async fn run(
+    argv: &[String],
+    dir: &Path,
+    env: &[(&str, &str)],
+    inherit: &[String],
+    input: &[u8],
+    timeout: Duration,
+    max_output: usize,
+) -> Result<Raw, Failure> {
+    let (program, _) = argv.split_first().expect("validated: a non-empty argv");
+    let mut child = command(argv, dir, env, inherit).spawn().map_err(|e| {
         Failure::new(
             FailureReason::Unavailable,
             format!("cannot start `{program}` in {}: {e}", dir.display()),

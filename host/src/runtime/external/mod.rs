@@ -83,7 +83,41 @@ impl External {
                 ),
             ));
         }
-        let raw = match &self.target {
+        let raw = self.send(caller, input, limits).await?;
+        let exit = self.exit(&raw)?;
+        if matches!(exit, wire::Exit::Success) {
+            for line in String::from_utf8_lossy(&raw.stderr).lines() {
+                if !line.trim().is_empty() {
+                    logs.push(("stderr", line.to_string()));
+                }
+            }
+        }
+        if self.protocol == Protocol::Palisade {
+            return native::decode(caller.point, request, &raw.output);
+        }
+        let (response, notes) = wire::decode(
+            caller.point,
+            request,
+            caller.hook_id,
+            exit,
+            &raw.output,
+            &raw.stderr,
+            caller.guarding,
+        )?;
+        if let Some(message) = notes.system_message {
+            logs.push(("system-message", message));
+        }
+        Ok(response)
+    }
+
+    /// Runs the command, or POSTs to the endpoint, with `input`.
+    async fn send(
+        &self,
+        caller: &Caller<'_>,
+        input: Vec<u8>,
+        limits: &Limits,
+    ) -> Result<Raw, Failure> {
+        Ok(match &self.target {
             Target::Command {
                 argv,
                 dir,
@@ -119,9 +153,14 @@ impl External {
                 )
                 .await?
             }
-        };
+        })
+    }
+
+    /// How the exchange ended: an answer (exit 0, or Claude Code's blocking exit 2), or a
+    /// `hook-error` naming the status and stderr.
+    fn exit(&self, raw: &Raw) -> Result<wire::Exit, Failure> {
         let stderr_text = || String::from_utf8_lossy(&raw.stderr).trim().to_string();
-        let exit = match raw.status {
+        Ok(match &raw.status {
             Ok(0) => wire::Exit::Success,
             // Claude Code's blocking exit; in the palisade protocol only 0 is an answer.
             Ok(2)
@@ -146,36 +185,13 @@ impl External {
                 return Err(Failure::new(
                     FailureReason::HookError,
                     if stderr.is_empty() {
-                        why
+                        why.clone()
                     } else {
                         format!("{why}: {}", clip(&stderr))
                     },
                 ));
             }
-        };
-        if matches!(exit, wire::Exit::Success) {
-            for line in String::from_utf8_lossy(&raw.stderr).lines() {
-                if !line.trim().is_empty() {
-                    logs.push(("stderr", line.to_string()));
-                }
-            }
-        }
-        if self.protocol == Protocol::Palisade {
-            return native::decode(caller.point, request, &raw.output);
-        }
-        let (response, notes) = wire::decode(
-            caller.point,
-            request,
-            caller.hook_id,
-            exit,
-            &raw.output,
-            &raw.stderr,
-            caller.guarding,
-        )?;
-        if let Some(message) = notes.system_message {
-            logs.push(("system-message", message));
-        }
-        Ok(response)
+        })
     }
 }
 

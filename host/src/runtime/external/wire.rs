@@ -9,7 +9,7 @@
 //! read back. Back: only the protocol's fields, per point; anything else — an unknown field,
 //! a field the point does not take, a legacy `patches` rewrite — is an invalid response.
 
-use crate::claude_code::{Decision, HookAnswer, HookEvent, Permission};
+use crate::claude_code::{Decision, HookAnswer, HookEvent, HookSpecificOutput, Permission};
 use crate::failure::{Failure, FailureReason};
 #[cfg(test)]
 use crate::hook::Shared;
@@ -288,6 +288,46 @@ fn invalid(detail: impl Into<String>) -> Failure {
     Failure::new(FailureReason::InvalidResponse, detail)
 }
 
+/// The answer of an output that is not a JSON object: a blocking exit's, or plain text's (context
+/// where Claude Code makes it context, ignored elsewhere; refused from a guard). `None`: read
+/// the JSON.
+fn unless_json(
+    point: Point,
+    request: &Request,
+    hook_id: &str,
+    exit: Exit,
+    text: &str,
+    stderr: &[u8],
+    guarding: bool,
+) -> Result<Option<Answer>, Failure> {
+    if let Exit::Block = exit {
+        let reason = String::from_utf8_lossy(stderr).trim().to_string();
+        let reason = if reason.is_empty() {
+            format!("blocked by `{hook_id}` (exit status 2)")
+        } else {
+            reason
+        };
+        return Ok(Some(blocking(request, reason, "exit-2")));
+    }
+    if guarding && !text.is_empty() && !text.starts_with('{') {
+        return Err(invalid(format!(
+            "a guard's answer must be exactly one JSON object (or nothing), and this starts \
+             with `{}`",
+            text.chars().take(40).collect::<String>()
+        )));
+    }
+    if text.starts_with('{') {
+        return Ok(None);
+    }
+    let contexts = if text.is_empty() || !matches!(point, Point::SessionStart | Point::PromptSubmit)
+    {
+        vec![]
+    } else {
+        vec![text.to_string()]
+    };
+    Ok(Some(plain(request, contexts)))
+}
+
 /// Reads a hook's answer: `exit`, its output (stdout, or the HTTP body) and, for a blocking
 /// exit, its stderr.
 ///
@@ -310,40 +350,17 @@ pub(crate) fn decode(
     let mut notes = Notes {
         system_message: None,
     };
-    if let Exit::Block = exit {
-        let reason = String::from_utf8_lossy(stderr).trim().to_string();
-        let reason = if reason.is_empty() {
-            format!("blocked by `{hook_id}` (exit status 2)")
-        } else {
-            reason
-        };
-        return Ok((blocking(request, reason, "exit-2"), notes));
+    if let Some(answer) = unless_json(point, request, hook_id, exit, text, stderr, guarding)? {
+        return Ok((answer, notes));
     }
-    if guarding && !text.is_empty() && !text.starts_with('{') {
-        return Err(invalid(format!(
-            "a guard's answer must be exactly one JSON object (or nothing), and this starts \
-             with `{}`",
-            text.chars().take(40).collect::<String>()
-        )));
-    }
-    // Plain text is context where Claude Code makes it context, and ignored elsewhere.
-    if !text.starts_with('{') {
-        let contexts =
-            if text.is_empty() || !matches!(point, Point::SessionStart | Point::PromptSubmit) {
-                vec![]
-            } else {
-                vec![text.to_string()]
-            };
-        return Ok((plain(request, contexts), notes));
-    }
-    let answer: HookAnswer = serde_json::from_str(text).map_err(|e| {
+    let mut answer: HookAnswer = serde_json::from_str(text).map_err(|e| {
         invalid(format!(
             "the answer is not a hook answer of the Claude Code protocol: {e}"
         ))
     })?;
     notes.system_message = answer.system_message.clone();
     let _ = answer.suppress_output;
-    let specific = answer.hook_specific_output.unwrap_or_default();
+    let specific = answer.hook_specific_output.take().unwrap_or_default();
     let expected = event_name(point);
     if let Some(name) = &specific.hook_event_name
         && name != expected
@@ -366,49 +383,13 @@ pub(crate) fn decode(
             .unwrap_or_else(|| format!("`{hook_id}` stopped the agent"));
         return Ok((blocking(request, message, "stop"), notes));
     }
-    let block_reason = || {
-        answer
-            .reason
-            .clone()
-            .filter(|r| !r.trim().is_empty())
-            .unwrap_or_else(|| format!("blocked by `{hook_id}`"))
-    };
     let contexts: Vec<String> = specific.additional_context.clone().into_iter().collect();
     let response = match point {
         Point::PreTool | Point::ToolGuard => {
             if !contexts.is_empty() {
                 return refuse("hookSpecificOutput.additionalContext");
             }
-            let permission = match (specific.permission_decision, answer.decision) {
-                (Some(p), _) => Some(p),
-                (None, Some(Decision::Block)) => Some(Permission::Deny),
-                (None, Some(Decision::Approve)) => Some(Permission::Allow),
-                (None, None) => None,
-            };
-            let reason = specific
-                .permission_decision_reason
-                .clone()
-                .or(answer.reason.clone())
-                .filter(|r| !r.trim().is_empty());
-            match (point, permission) {
-                (_, Some(Permission::Deny)) => blocking(
-                    request,
-                    reason.unwrap_or_else(|| format!("denied by `{hook_id}`")),
-                    "deny",
-                ),
-                (Point::PreTool, Some(Permission::Ask)) => {
-                    Answer::PreTool(hook::PreToolDecision::Ask(
-                        reason.unwrap_or_else(|| format!("`{hook_id}` asks")),
-                    ))
-                }
-                (_, Some(Permission::Ask)) => {
-                    return Err(invalid(
-                        "`ask` at tool-guard: a tool guard can only deny or abstain",
-                    ));
-                }
-                (Point::PreTool, _) => Answer::PreTool(hook::PreToolDecision::Allow),
-                _ => Answer::ToolGuard(hook::GuardDecision::Abstain),
-            }
+            permission(point, request, hook_id, &answer, &specific)?
         }
         _ if specific.permission_decision.is_some() => {
             return refuse("hookSpecificOutput.permissionDecision");
@@ -422,7 +403,12 @@ pub(crate) fn decode(
         Point::PromptSubmit | Point::PostTool | Point::TurnStopping
             if answer.decision == Some(Decision::Block) =>
         {
-            let mut response = blocking(request, block_reason(), "block");
+            let reason = answer
+                .reason
+                .clone()
+                .filter(|r| !r.trim().is_empty())
+                .unwrap_or_else(|| format!("blocked by `{hook_id}`"));
+            let mut response = blocking(request, reason, "block");
             if let Answer::PostTool(d) = &mut response {
                 d.contexts = contexts;
             }
@@ -439,6 +425,45 @@ pub(crate) fn decode(
         _ => plain(request, contexts),
     };
     Ok((response, notes))
+}
+
+/// A pre-tool or tool-guard answer: `permissionDecision` (or the legacy `decision`) and its
+/// reason.
+fn permission(
+    point: Point,
+    request: &Request,
+    hook_id: &str,
+    answer: &HookAnswer,
+    specific: &HookSpecificOutput,
+) -> Result<Answer, Failure> {
+    let permission = match (specific.permission_decision, answer.decision) {
+        (Some(p), _) => Some(p),
+        (None, Some(Decision::Block)) => Some(Permission::Deny),
+        (None, Some(Decision::Approve)) => Some(Permission::Allow),
+        (None, None) => None,
+    };
+    let reason = specific
+        .permission_decision_reason
+        .clone()
+        .or(answer.reason.clone())
+        .filter(|r| !r.trim().is_empty());
+    Ok(match (point, permission) {
+        (_, Some(Permission::Deny)) => blocking(
+            request,
+            reason.unwrap_or_else(|| format!("denied by `{hook_id}`")),
+            "deny",
+        ),
+        (Point::PreTool, Some(Permission::Ask)) => Answer::PreTool(hook::PreToolDecision::Ask(
+            reason.unwrap_or_else(|| format!("`{hook_id}` asks")),
+        )),
+        (_, Some(Permission::Ask)) => {
+            return Err(invalid(
+                "`ask` at tool-guard: a tool guard can only deny or abstain",
+            ));
+        }
+        (Point::PreTool, _) => Answer::PreTool(hook::PreToolDecision::Allow),
+        _ => Answer::ToolGuard(hook::GuardDecision::Abstain),
+    })
 }
 
 /// The answer of a hook that said nothing but (maybe) context.
