@@ -92,56 +92,17 @@ pub trait Plugin: Sized + 'static {
     fn new(config: &Config) -> Self;
 }
 
-/// `session-start`: once, before turn 1. Return contexts to inject (needs `transform`).
-pub trait SessionStart: Plugin {
-    /// Called when a session starts.
-    fn on_session_start(&mut self, source: SessionSource) -> Vec<String>;
+// One trait per extension point, from the package's table (`palisade_wit::foreach_interface!`):
+// implement the ones your plugin exports, and name them in `export!`.
+macro_rules! point_traits {
+    (version $version:literal; $($(#[doc = $doc:literal])* $variant:ident $snake:ident $wit:literal $method:ident ($($arg:ident: $ty:ty),*) -> ($($ret:ty)?) $mdoc:literal;)*) => {
+        $(
+            $(#[doc = $doc])*
+            pub trait $variant: Plugin {
+                #[doc = $mdoc]
+                fn $method(&mut self, $($arg: $ty),*) $(-> $ret)?;
+            }
+        )*
+    };
 }
-
-/// `prompt-submit` (pre-step): before every proposed step.
-pub trait PromptSubmit: Plugin {
-    /// Enter the step (with optional contexts) or reject it.
-    fn on_prompt_submit(&mut self, step: PreStep) -> PreStepDecision;
-}
-
-/// `pre-tool`: before a tool call. Allow, deny or ask.
-pub trait PreTool: Plugin {
-    /// Judges a proposed call.
-    fn on_pre_tool(&mut self, call: ToolCall) -> PreToolDecision;
-}
-
-/// `tool-guard`: a final invariant after `pre-tool`. Deny or abstain, never force-allow.
-pub trait ToolGuard: Plugin {
-    /// Checks a call that `pre-tool` let through.
-    fn on_tool_guard(&mut self, call: ToolCall) -> GuardDecision;
-}
-
-/// `tool-execute`: wraps dispatch. Call [`next`] to run the tool (zero or more times).
-pub trait ToolExecute: Plugin {
-    /// Runs around dispatch and returns the outcome.
-    fn on_tool_execute(&mut self, call: ToolCall) -> ToolOutcome;
-}
-
-/// `post-tool`: after dispatch. Accept, block with feedback, or replace content or value.
-pub trait PostTool: Plugin {
-    /// Judges the outcome of a call.
-    fn on_post_tool(&mut self, call: ToolCall, outcome: ToolOutcome) -> PostToolDecision;
-}
-
-/// `tool-result`: the final outcome, observe only.
-pub trait ToolResult: Plugin {
-    /// Sees the final outcome of a call.
-    fn on_tool_result(&mut self, call: ToolCall, outcome: ToolOutcome);
-}
-
-/// `turn-stopping`: the stop boundary of a turn. Return steering to continue the same turn.
-pub trait TurnStopping: Plugin {
-    /// Returns steering content, or `None` to let the turn close.
-    fn on_turn_stopping(&mut self, event: StopEvent) -> Option<String>;
-}
-
-/// The committed-fact points: observe only.
-pub trait Committed: Plugin {
-    /// Sees a committed fact.
-    fn on_committed(&mut self, observation: Observation);
-}
+palisade_wit::foreach_interface!(point_traits);

@@ -191,7 +191,7 @@ impl FromStr for Point {
 }
 
 macro_rules! interfaces {
-    (version $version:literal; $($variant:ident $snake:ident $wit:literal $method:ident ($($arg:ident: $ty:ty),*) -> ($($ret:ty)?);)*) => {
+    (version $version:literal; $($(#[doc = $doc:literal])* $variant:ident $snake:ident $wit:literal $method:ident ($($arg:ident: $ty:ty),*) -> ($($ret:ty)?) $mdoc:literal;)*) => {
         /// An exported WIT interface of `palisade:hooks` (one per row of
         /// [`palisade_wit::foreach_interface!`]).
         #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

@@ -32,35 +32,61 @@ include!(concat!(env!("OUT_DIR"), "/macros.rs"));
 
 /// The table of extension points: one row per exported interface of the package, in
 /// lifecycle order. Calls `$callback!` with the package's version (`version "0.1.0";`), then
-/// every row, as `Variant snake_name "wit-name" method (param: Type, ...) -> (Result);` (the types are the
-/// package's, by their Rust names; `()` for none). The host generates its interface list, the
-/// export lookups and the signature checks from it, and the SDK its `export!` adapters; a test
-/// of this crate fails when an interface of the `.wit` files has no row, or a row no interface.
+/// every row, as `/// docs Variant snake_name "wit-name" method (param: Type, ...) -> (Result)
+/// "method docs";` (the types are the package's, by their Rust names; `()` for none). The host
+/// generates its interface list, the export lookups, an instance's export functions and the
+/// signature checks from it, and the SDK its point traits (with these docs) and its `export!`
+/// adapters; a test of this crate fails when an interface of the `.wit` files has no row, or a
+/// row no interface.
 #[macro_export]
 macro_rules! foreach_interface {
     ($callback:ident) => {
         $callback! {
             version "0.1.0";
+            /// `session-start`: once, before turn 1. Return contexts to inject (needs
+            /// `transform`).
             SessionStart session_start "session-start" on_session_start
-                (source: SessionSource) -> (Vec<String>);
+                (source: SessionSource) -> (Vec<String>)
+                "Called when a session starts.";
+            /// `prompt-submit` (pre-step): before every proposed step.
             PromptSubmit prompt_submit "prompt-submit" on_prompt_submit
-                (step: PreStep) -> (PreStepDecision);
-            PreTool pre_tool "pre-tool" on_pre_tool (call: ToolCall) -> (PreToolDecision);
-            ToolGuard tool_guard "tool-guard" on_tool_guard (call: ToolCall) -> (GuardDecision);
-            ToolExecute tool_execute "tool-execute" on_tool_execute (call: ToolCall) -> (ToolOutcome);
+                (step: PreStep) -> (PreStepDecision)
+                "Enter the step (with optional contexts, or a reshaped batch) or reject it.";
+            /// `pre-tool`: before a tool call. Allow, deny or ask.
+            PreTool pre_tool "pre-tool" on_pre_tool (call: ToolCall) -> (PreToolDecision)
+                "Judges a proposed call.";
+            /// `tool-guard`: a final invariant after `pre-tool`. Deny or abstain, never
+            /// force-allow.
+            ToolGuard tool_guard "tool-guard" on_tool_guard (call: ToolCall) -> (GuardDecision)
+                "Checks a call that `pre-tool` let through.";
+            /// `tool-execute`: wraps dispatch. Call `next` to run the tool (zero or more
+            /// times).
+            ToolExecute tool_execute "tool-execute" on_tool_execute
+                (call: ToolCall) -> (ToolOutcome)
+                "Runs around dispatch and returns the outcome.";
+            /// `post-tool`: after dispatch. Accept, block with feedback, or replace content or
+            /// value.
             PostTool post_tool "post-tool" on_post_tool
-                (call: ToolCall, outcome: ToolOutcome) -> (PostToolDecision);
+                (call: ToolCall, outcome: ToolOutcome) -> (PostToolDecision)
+                "Judges the outcome of a call.";
+            /// `tool-result`: the final outcome, observe only.
             ToolResult tool_result "tool-result" on_tool_result
-                (call: ToolCall, outcome: ToolOutcome) -> ();
+                (call: ToolCall, outcome: ToolOutcome) -> ()
+                "Sees the final outcome of a call.";
+            /// `turn-stopping`: the stop boundary of a turn. Return steering to continue the
+            /// same turn.
             TurnStopping turn_stopping "turn-stopping" on_turn_stopping
-                (event: StopEvent) -> (Option<String>);
-            Committed committed "committed" on_committed (observation: Observation) -> ();
+                (event: StopEvent) -> (Option<String>)
+                "Returns steering content, or `None` to let the turn close.";
+            /// The committed-fact points: observe only.
+            Committed committed "committed" on_committed (observation: Observation) -> ()
+                "Sees a committed fact.";
         }
     };
 }
 
 macro_rules! interface_names {
-    (version $version:literal; $($variant:ident $snake:ident $wit:literal $method:ident ($($arg:ident: $ty:ty),*) -> ($($ret:ty)?);)*) => {
+    (version $version:literal; $($(#[doc = $doc:literal])* $variant:ident $snake:ident $wit:literal $method:ident ($($arg:ident: $ty:ty),*) -> ($($ret:ty)?) $mdoc:literal;)*) => {
         /// The package's version: `palisade:hooks@VERSION`.
         pub const VERSION: &str = $version;
         /// The WIT names of the extension-point interfaces, from [`foreach_interface!`].

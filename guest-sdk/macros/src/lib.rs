@@ -21,7 +21,7 @@ struct Point {
 
 // One row per extension point, from the package's table.
 macro_rules! points {
-    (version $version:literal; $($variant:ident $snake:ident $wit:literal $method:ident ($($arg:ident: $ty:ty),*) -> ($($ret:ty)?);)*) => {
+    (version $version:literal; $($(#[doc = $doc:literal])* $variant:ident $snake:ident $wit:literal $method:ident ($($arg:ident: $ty:ty),*) -> ($($ret:ty)?) $mdoc:literal;)*) => {
         const POINTS: &[Point] = &[$(Point {
             sdk_trait: stringify!($variant),
             interface: $wit,

@@ -39,7 +39,7 @@ pub(crate) struct Instance {
 }
 
 macro_rules! guests {
-    (version $version:literal; $($variant:ident $snake:ident $wit:literal $method:ident ($($arg:ident: $ty:ty),*) -> ($($ret:ty)?);)*) => {
+    (version $version:literal; $($(#[doc = $doc:literal])* $variant:ident $snake:ident $wit:literal $method:ident ($($arg:ident: $ty:ty),*) -> ($($ret:ty)?) $mdoc:literal;)*) => {
         /// An instance's export functions, one slot per extension-point interface.
         #[derive(Default)]
         struct Guests {

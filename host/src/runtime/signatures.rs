@@ -24,7 +24,7 @@ struct Expected {
 }
 
 macro_rules! expectations {
-    (version $version:literal; $($variant:ident $snake:ident $wit:literal $method:ident ($($arg:ident: $ty:ty),*) -> ($($ret:ty)?);)*) => {
+    (version $version:literal; $($(#[doc = $doc:literal])* $variant:ident $snake:ident $wit:literal $method:ident ($($arg:ident: $ty:ty),*) -> ($($ret:ty)?) $mdoc:literal;)*) => {
         /// The function each interface exports, from the table of extension points.
         fn expected(interface: Interface) -> Expected {
             match interface {

@@ -26,7 +26,7 @@ pub(crate) struct Wasm {
 pub(crate) type Slot = tokio::sync::Mutex<Option<Instance>>;
 
 macro_rules! exports {
-    (version $version:literal; $($variant:ident $snake:ident $wit:literal $method:ident ($($arg:ident: $ty:ty),*) -> ($($ret:ty)?);)*) => {
+    (version $version:literal; $($(#[doc = $doc:literal])* $variant:ident $snake:ident $wit:literal $method:ident ($($arg:ident: $ty:ty),*) -> ($($ret:ty)?) $mdoc:literal;)*) => {
         /// The export indices of the interfaces a component has; `None` where it lacks one.
         #[derive(Default)]
         pub(crate) struct Exports {
