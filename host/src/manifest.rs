@@ -42,8 +42,14 @@
 //! Palisade's own (see `docs/runtimes.md`); `fuel`,
 //! `memory_mb`, `sha256` and `instance` apply to wasm components only.
 
+mod checked;
+
 use crate::error::Problem;
 use crate::point::{Capability, InstanceLifetime, Mode, OnFailure, Point};
+use checked::{
+    Checked, EnvName, Fuel, HttpUrl, MemoryCap, PayloadBound, PluginName, Sha256, Timeout,
+    ToolMatcher, take,
+};
 use regex::Regex;
 use serde::Deserialize;
 use std::path::Path;
@@ -245,12 +251,12 @@ impl HookSpec {
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct RawManifest {
-    name: String,
+    name: Checked<PluginName>,
     description: Option<String>,
     wasm: Option<String>,
     command: Option<OneOrMany>,
-    url: Option<String>,
-    sha256: Option<String>,
+    url: Option<Checked<HttpUrl>>,
+    sha256: Option<Checked<Sha256>>,
     instance: Option<InstanceLifetime>,
     #[serde(default)]
     limits: RawLimits,
@@ -258,17 +264,17 @@ struct RawManifest {
     hooks: Vec<RawHook>,
     #[serde(default)]
     config: toml::Table,
-    env: Option<Vec<String>>,
+    env: Option<Vec<Checked<EnvName>>>,
     protocol: Option<Protocol>,
 }
 
 #[derive(Deserialize, Default)]
 #[serde(deny_unknown_fields)]
 struct RawLimits {
-    timeout_ms: Option<u64>,
-    fuel: Option<u64>,
-    memory_mb: Option<u64>,
-    payload_max_bytes: Option<usize>,
+    timeout_ms: Option<Checked<Timeout>>,
+    fuel: Option<Checked<Fuel>>,
+    memory_mb: Option<Checked<MemoryCap>>,
+    payload_max_bytes: Option<Checked<PayloadBound>>,
 }
 
 #[derive(Deserialize)]
@@ -280,13 +286,13 @@ struct RawHook {
     mode: Mode,
     #[serde(default)]
     priority: i32,
-    matcher: Option<String>,
+    matcher: Option<Checked<ToolMatcher>>,
     #[serde(default)]
     on_failure: OnFailure,
-    timeout_ms: Option<u64>,
-    fuel: Option<u64>,
-    memory_mb: Option<u64>,
-    payload_max_bytes: Option<usize>,
+    timeout_ms: Option<Checked<Timeout>>,
+    fuel: Option<Checked<Fuel>>,
+    memory_mb: Option<Checked<MemoryCap>>,
+    payload_max_bytes: Option<Checked<PayloadBound>>,
 }
 
 #[derive(Deserialize)]
@@ -294,31 +300,6 @@ struct RawHook {
 enum OneOrMany {
     One(String),
     Many(Vec<String>),
-}
-
-/// The plugin's name and its optional sha256 pin.
-fn identity(path: &Path, raw: &RawManifest, problems: &mut Vec<Problem>) {
-    if raw.name.is_empty()
-        || !raw
-            .name
-            .chars()
-            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || c == '_')
-    {
-        problems.push(
-            Problem::new(path, format!("invalid plugin name `{}`", raw.name))
-                .field("name")
-                .fix("use lowercase letters, digits, `-` and `_` only, e.g. `shell-guard`"),
-        );
-    }
-    if let Some(sha) = &raw.sha256
-        && (sha.len() != 64 || !sha.chars().all(|c| c.is_ascii_hexdigit()))
-    {
-        problems.push(
-            Problem::new(path, "not a sha256 digest")
-                .field("sha256")
-                .fix("64 hex digits, as printed by `sha256sum`, or remove the field"),
-        );
-    }
 }
 
 /// Parses and validates a manifest. Every problem found is pushed to `problems`; the manifest
@@ -338,7 +319,11 @@ pub(crate) fn parse(path: &Path, text: &str, problems: &mut Vec<Problem>) -> Opt
     };
     let before = problems.len();
 
-    identity(path, &raw, problems);
+    let name = raw.name.take(path, "name", problems);
+    let sha256 = raw
+        .sha256
+        .as_ref()
+        .and_then(|sha| sha.take(path, "sha256", problems));
     let runtime = runtime(path, &raw, problems);
     let wasm = matches!(runtime, Some(RuntimeSpec::Wasm(_)));
     if let Some(runtime) = runtime
@@ -391,12 +376,12 @@ pub(crate) fn parse(path: &Path, text: &str, problems: &mut Vec<Problem>) -> Opt
         );
     }
 
-    let runtime = runtime?;
+    let (runtime, name) = (runtime?, name?);
     (problems.len() == before).then(|| Manifest {
-        name: raw.name,
+        name: name.0,
         description: raw.description,
         runtime,
-        sha256: raw.sha256.map(|s| s.to_ascii_lowercase()),
+        sha256: sha256.map(|s| s.0),
         instance: raw.instance.unwrap_or_default(),
         hooks,
         config,
@@ -463,23 +448,13 @@ fn hook_spec(
             );
             None
         }
-        Some(pattern) => match matcher(pattern) {
-            Ok(re) => Some(re),
-            Err(err) => {
-                problems.push(
-                    Problem::new(path, format!("invalid tool-name pattern: {err}"))
-                        .field(at("matcher"))
-                        .fix("a regular expression such as `Bash|shell` or `mcp__github__.*`"),
-                );
-                None
-            }
-        },
+        Some(checked) => checked.take(path, &at("matcher"), problems),
     };
     let raw_limits = RawLimits {
-        timeout_ms: hook.timeout_ms,
-        fuel: hook.fuel,
-        memory_mb: hook.memory_mb,
-        payload_max_bytes: hook.payload_max_bytes,
+        timeout_ms: hook.timeout_ms.clone(),
+        fuel: hook.fuel.clone(),
+        memory_mb: hook.memory_mb.clone(),
+        payload_max_bytes: hook.payload_max_bytes.clone(),
     };
     let limits = limits(path, &format!("hooks[{i}]"), &raw_limits, base, problems);
     Some(HookSpec {
@@ -487,8 +462,8 @@ fn hook_spec(
         capabilities,
         mode: hook.mode,
         priority: hook.priority,
-        matcher: hook.matcher.clone(),
-        matcher_re,
+        matcher: matcher_re.as_ref().map(|m| m.pattern.clone()),
+        matcher_re: matcher_re.map(|m| m.re),
         on_failure: hook.on_failure,
         limits,
     })
@@ -554,7 +529,12 @@ fn capabilities(
 }
 
 /// `env`: the names of the variables a command hook is given, each a valid name.
-fn env_names(path: &Path, env: &[String], wasm: bool, problems: &mut Vec<Problem>) -> Vec<String> {
+fn env_names(
+    path: &Path,
+    env: &[Checked<EnvName>],
+    wasm: bool,
+    problems: &mut Vec<Problem>,
+) -> Vec<String> {
     if wasm && !env.is_empty() {
         problems.push(
             Problem::new(path, "`env` applies to command hooks only")
@@ -562,24 +542,10 @@ fn env_names(path: &Path, env: &[String], wasm: bool, problems: &mut Vec<Problem
                 .fix("remove it: a component has no environment"),
         );
     }
-    for name in env {
-        let valid = name
-            .chars()
-            .next()
-            .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
-            && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
-        if !valid {
-            problems.push(
-                Problem::new(
-                    path,
-                    format!("`{name}` is not an environment variable name"),
-                )
-                .field("env")
-                .fix("letters, digits and `_`, not starting with a digit (`GITHUB_TOKEN`)"),
-            );
-        }
-    }
-    env.to_vec()
+    env.iter()
+        .filter_map(|name| name.take(path, "env", problems))
+        .map(|name| name.0)
+        .collect()
 }
 
 /// What only a component can use is refused on a command or HTTP hook, not silently ignored.
@@ -653,17 +619,8 @@ fn runtime(path: &Path, raw: &RawManifest, problems: &mut Vec<Problem>) -> Optio
         }
         return Some(RuntimeSpec::Command { argv });
     }
-    let url = raw.url.clone().unwrap_or_default();
-    if !(url.starts_with("http://") || url.starts_with("https://")) || url.len() < "http://x".len()
-    {
-        problems.push(
-            Problem::new(path, format!("`{url}` is not an http(s) URL"))
-                .field("url")
-                .fix("an absolute URL such as `http://127.0.0.1:8080/hook`"),
-        );
-        return None;
-    }
-    Some(RuntimeSpec::Http { url })
+    let url = raw.url.as_ref()?.take(path, "url", problems)?;
+    Some(RuntimeSpec::Http { url: url.0 })
 }
 
 fn limits(
@@ -674,73 +631,25 @@ fn limits(
     problems: &mut Vec<Problem>,
 ) -> Limits {
     let mut limits = base;
-    if let Some(ms) = raw.timeout_ms {
-        if ms == 0 || ms > MAX_TIMEOUT_MS {
-            problems.push(
-                Problem::new(path, format!("timeout of {ms} ms is out of range"))
-                    .field(format!("{table}.timeout_ms"))
-                    .fix(format!("1 to {MAX_TIMEOUT_MS} ms")),
-            );
-        } else {
-            limits.timeout = Duration::from_millis(ms);
-        }
+    let field = |name: &str| format!("{table}.{name}");
+    if let Some(timeout) = take(&raw.timeout_ms, path, &field("timeout_ms"), problems) {
+        limits.timeout = timeout.0;
     }
-    if let Some(fuel) = raw.fuel {
-        if fuel == 0 || fuel > MAX_FUEL {
-            problems.push(
-                Problem::new(path, format!("fuel of {fuel} is out of range"))
-                    .field(format!("{table}.fuel"))
-                    .fix(format!("1 to {MAX_FUEL} (default {DEFAULT_FUEL})")),
-            );
-        } else {
-            limits.fuel = fuel;
-        }
+    if let Some(fuel) = take(&raw.fuel, path, &field("fuel"), problems) {
+        limits.fuel = fuel.0;
     }
-    if let Some(memory) = raw.memory_mb {
-        // Checked before any arithmetic: `memory_mb * 1 MiB` must not overflow.
-        if memory == 0 || memory > MAX_MEMORY_MB {
-            problems.push(
-                Problem::new(path, format!("memory cap of {memory} MiB is out of range"))
-                    .field(format!("{table}.memory_mb"))
-                    .fix(format!("1 to {MAX_MEMORY_MB} MiB")),
-            );
-        } else {
-            limits.memory_bytes = mb(memory);
-        }
+    if let Some(memory) = take(&raw.memory_mb, path, &field("memory_mb"), problems) {
+        limits.memory_bytes = memory.0;
     }
-    if let Some(bytes) = raw.payload_max_bytes {
-        if bytes == 0 || bytes > MAX_PAYLOAD_MAX_BYTES {
-            problems.push(
-                Problem::new(
-                    path,
-                    format!("payload bound of {bytes} bytes is out of range"),
-                )
-                .field(format!("{table}.payload_max_bytes"))
-                .fix(format!(
-                    "1 to {MAX_PAYLOAD_MAX_BYTES} bytes (default {DEFAULT_PAYLOAD_MAX_BYTES})"
-                )),
-            );
-        } else {
-            limits.payload_max_bytes = bytes;
-        }
+    if let Some(bytes) = take(
+        &raw.payload_max_bytes,
+        path,
+        &field("payload_max_bytes"),
+        problems,
+    ) {
+        limits.payload_max_bytes = bytes.0;
     }
     limits
-}
-
-/// Compiles a tool-name matcher. The pattern is checked alone first, so that it cannot close
-/// the anchoring group around it (`Bash)|(?:Read` would otherwise match `Bashful_tool`): a
-/// match is always of the whole name. The compiled size is bounded, so a manifest cannot make
-/// the host build an enormous automaton.
-fn matcher(pattern: &str) -> Result<Regex, regex::Error> {
-    const SIZE_LIMIT: usize = 1024 * 1024;
-    let build = |p: &str| {
-        regex::RegexBuilder::new(p)
-            .size_limit(SIZE_LIMIT)
-            .dfa_size_limit(SIZE_LIMIT)
-            .build()
-    };
-    build(pattern)?;
-    build(&format!("^(?:{pattern})$"))
 }
 
 /// A TOML error as `line L, column C: message`.

@@ -1,0 +1,264 @@
+//! The manifest's single-field rules as typed values: each field type checks itself while
+//! serde reads it. A value that breaks its rule does not stop the read (serde would stop at the
+//! first error): it is kept as its problem ([`Checked::Invalid`]), so `palisade check` still
+//! lists every problem of every field at once. Rules across fields stay in `manifest.rs`.
+
+use super::{
+    DEFAULT_FUEL, DEFAULT_PAYLOAD_MAX_BYTES, MAX_FUEL, MAX_MEMORY_MB, MAX_PAYLOAD_MAX_BYTES,
+    MAX_TIMEOUT_MS, mb,
+};
+use crate::error::Problem;
+use regex::Regex;
+use serde::{Deserialize, Deserializer};
+use std::path::Path;
+use std::time::Duration;
+
+/// A field's rule: from what serde reads (`Raw`) to the checked value, or why not.
+pub(super) trait Rule: Sized {
+    type Raw: for<'de> Deserialize<'de>;
+    fn check(raw: Self::Raw) -> Result<Self, Invalid>;
+}
+
+/// Why a value breaks its field's rule, and how to mend it.
+#[derive(Debug, Clone)]
+pub(super) struct Invalid {
+    message: String,
+    fix: String,
+}
+
+fn invalid(message: impl Into<String>, fix: impl Into<String>) -> Invalid {
+    Invalid {
+        message: message.into(),
+        fix: fix.into(),
+    }
+}
+
+/// A field's value as read: checked, or its problem.
+#[derive(Debug, Clone)]
+pub(super) enum Checked<T> {
+    Valid(T),
+    Invalid(Invalid),
+}
+
+impl<'de, T: Rule> Deserialize<'de> for Checked<T> {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        // A value of the wrong type (a string for a number) still stops the read: TOML's own
+        // error says where.
+        let raw = T::Raw::deserialize(deserializer)?;
+        Ok(match T::check(raw) {
+            Ok(value) => Checked::Valid(value),
+            Err(why) => Checked::Invalid(why),
+        })
+    }
+}
+
+impl<T: Clone> Checked<T> {
+    /// The value; or `None`, with the problem pushed for `field` of the manifest at `path`.
+    pub fn take(&self, path: &Path, field: &str, problems: &mut Vec<Problem>) -> Option<T> {
+        match self {
+            Checked::Valid(value) => Some(value.clone()),
+            Checked::Invalid(why) => {
+                problems.push(
+                    Problem::new(path, why.message.clone())
+                        .field(field)
+                        .fix(why.fix.clone()),
+                );
+                None
+            }
+        }
+    }
+}
+
+/// An optional field's value: `None` when it is absent, or invalid (its problem pushed).
+pub(super) fn take<T: Clone>(
+    field: &Option<Checked<T>>,
+    path: &Path,
+    name: &str,
+    problems: &mut Vec<Problem>,
+) -> Option<T> {
+    field.as_ref()?.take(path, name, problems)
+}
+
+/// A plugin name: lowercase letters, digits, `-` and `_`.
+#[derive(Debug, Clone)]
+pub(super) struct PluginName(pub String);
+
+impl Rule for PluginName {
+    type Raw = String;
+    fn check(name: String) -> Result<Self, Invalid> {
+        let valid = !name.is_empty()
+            && name
+                .chars()
+                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || c == '_');
+        if !valid {
+            return Err(invalid(
+                format!("invalid plugin name `{name}`"),
+                "use lowercase letters, digits, `-` and `_` only, e.g. `shell-guard`",
+            ));
+        }
+        Ok(PluginName(name))
+    }
+}
+
+/// A sha256 pin: 64 hex digits, kept lowercase.
+#[derive(Debug, Clone)]
+pub(super) struct Sha256(pub String);
+
+impl Rule for Sha256 {
+    type Raw = String;
+    fn check(sha: String) -> Result<Self, Invalid> {
+        if sha.len() != 64 || !sha.chars().all(|c| c.is_ascii_hexdigit()) {
+            return Err(invalid(
+                "not a sha256 digest",
+                "64 hex digits, as printed by `sha256sum`, or remove the field",
+            ));
+        }
+        Ok(Sha256(sha.to_ascii_lowercase()))
+    }
+}
+
+/// A deadline, `timeout_ms`: 1 ms to [`MAX_TIMEOUT_MS`].
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Timeout(pub Duration);
+
+impl Rule for Timeout {
+    type Raw = u64;
+    fn check(ms: u64) -> Result<Self, Invalid> {
+        if ms == 0 || ms > MAX_TIMEOUT_MS {
+            return Err(invalid(
+                format!("timeout of {ms} ms is out of range"),
+                format!("1 to {MAX_TIMEOUT_MS} ms"),
+            ));
+        }
+        Ok(Timeout(Duration::from_millis(ms)))
+    }
+}
+
+/// A fuel budget: 1 to [`MAX_FUEL`].
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Fuel(pub u64);
+
+impl Rule for Fuel {
+    type Raw = u64;
+    fn check(fuel: u64) -> Result<Self, Invalid> {
+        if fuel == 0 || fuel > MAX_FUEL {
+            return Err(invalid(
+                format!("fuel of {fuel} is out of range"),
+                format!("1 to {MAX_FUEL} (default {DEFAULT_FUEL})"),
+            ));
+        }
+        Ok(Fuel(fuel))
+    }
+}
+
+/// A memory cap, `memory_mb`: 1 to [`MAX_MEMORY_MB`] MiB, in bytes.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct MemoryCap(pub usize);
+
+impl Rule for MemoryCap {
+    type Raw = u64;
+    fn check(memory: u64) -> Result<Self, Invalid> {
+        // Checked before any arithmetic: `memory_mb * 1 MiB` must not overflow.
+        if memory == 0 || memory > MAX_MEMORY_MB {
+            return Err(invalid(
+                format!("memory cap of {memory} MiB is out of range"),
+                format!("1 to {MAX_MEMORY_MB} MiB"),
+            ));
+        }
+        Ok(MemoryCap(mb(memory)))
+    }
+}
+
+/// A payload bound, `payload_max_bytes`: 1 to [`MAX_PAYLOAD_MAX_BYTES`].
+#[derive(Debug, Clone, Copy)]
+pub(super) struct PayloadBound(pub usize);
+
+impl Rule for PayloadBound {
+    type Raw = usize;
+    fn check(bytes: usize) -> Result<Self, Invalid> {
+        if bytes == 0 || bytes > MAX_PAYLOAD_MAX_BYTES {
+            return Err(invalid(
+                format!("payload bound of {bytes} bytes is out of range"),
+                format!("1 to {MAX_PAYLOAD_MAX_BYTES} bytes (default {DEFAULT_PAYLOAD_MAX_BYTES})"),
+            ));
+        }
+        Ok(PayloadBound(bytes))
+    }
+}
+
+/// An environment variable's name: letters, digits and `_`, not starting with a digit.
+#[derive(Debug, Clone)]
+pub(super) struct EnvName(pub String);
+
+impl Rule for EnvName {
+    type Raw = String;
+    fn check(name: String) -> Result<Self, Invalid> {
+        let valid = name
+            .chars()
+            .next()
+            .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+            && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+        if !valid {
+            return Err(invalid(
+                format!("`{name}` is not an environment variable name"),
+                "letters, digits and `_`, not starting with a digit (`GITHUB_TOKEN`)",
+            ));
+        }
+        Ok(EnvName(name))
+    }
+}
+
+/// A tool-name matcher: the pattern, and its compiled form anchored to the whole name.
+#[derive(Debug, Clone)]
+pub(super) struct ToolMatcher {
+    pub pattern: String,
+    pub re: Regex,
+}
+
+impl Rule for ToolMatcher {
+    type Raw = String;
+    fn check(pattern: String) -> Result<Self, Invalid> {
+        match matcher(&pattern) {
+            Ok(re) => Ok(ToolMatcher { pattern, re }),
+            Err(err) => Err(invalid(
+                format!("invalid tool-name pattern: {err}"),
+                "a regular expression such as `Bash|shell` or `mcp__github__.*`",
+            )),
+        }
+    }
+}
+
+/// Compiles a tool-name matcher. The pattern is checked alone first, so that it cannot close
+/// the anchoring group around it (`Bash)|(?:Read` would otherwise match `Bashful_tool`): a
+/// match is always of the whole name. The compiled size is bounded, so a manifest cannot make
+/// the host build an enormous automaton.
+fn matcher(pattern: &str) -> Result<Regex, regex::Error> {
+    const SIZE_LIMIT: usize = 1024 * 1024;
+    let build = |p: &str| {
+        regex::RegexBuilder::new(p)
+            .size_limit(SIZE_LIMIT)
+            .dfa_size_limit(SIZE_LIMIT)
+            .build()
+    };
+    build(pattern)?;
+    build(&format!("^(?:{pattern})$"))
+}
+
+/// An HTTP hook's endpoint: an absolute `http://` or `https://` URL.
+#[derive(Debug, Clone)]
+pub(super) struct HttpUrl(pub String);
+
+impl Rule for HttpUrl {
+    type Raw = String;
+    fn check(url: String) -> Result<Self, Invalid> {
+        if !(url.starts_with("http://") || url.starts_with("https://"))
+            || url.len() < "http://x".len()
+        {
+            return Err(invalid(
+                format!("`{url}` is not an http(s) URL"),
+                "an absolute URL such as `http://127.0.0.1:8080/hook`",
+            ));
+        }
+        Ok(HttpUrl(url))
+    }
+}
