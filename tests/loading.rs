@@ -870,3 +870,45 @@ fn a_cache_key_others_can_read_is_refused() {
         .to_string();
     assert!(err.contains("can be read by other users"), "{err}");
 }
+
+#[test]
+fn a_state_grant_is_checked_field_by_field_and_only_a_component_may_have_one() {
+    let dir = PluginDir::new();
+    dir.scripted(
+        "bad-scope",
+        "[state]\nscopes = [\"session\", \"everyone\"]\n[[hooks]]\npoint = \"pre-tool\"\n\
+         capability = \"guard\"\n",
+    );
+    dir.scripted(
+        "no-scope",
+        "[state]\nscopes = []\nmax_keys = 0\nmax_bytes = 999999999999\n[[hooks]]\n\
+         point = \"pre-tool\"\ncapability = \"guard\"\n",
+    );
+    dir.raw(
+        "command",
+        &[(
+            "plugin.toml",
+            b"name = \"command\"\ncommand = \"true\"\n[state]\nscopes = [\"session\"]\n\
+              [[hooks]]\npoint = \"pre-tool\"\ncapability = \"guard\"\n",
+        )],
+    );
+    let found: Vec<(String, String)> = problems(&dir)
+        .into_iter()
+        .map(|p| (p.field.unwrap_or_default(), p.message))
+        .collect();
+    for (field, message) in [
+        ("state.scopes", "unknown state scope `everyone`"),
+        ("state.scopes", "`[state]` grants no scope"),
+        ("state.max_keys", "a state scope of 0 keys is out of range"),
+        (
+            "state.max_bytes",
+            "a state scope of 999999999999 bytes is out of range",
+        ),
+        ("state", "`[state]` applies to wasm components only"),
+    ] {
+        assert!(
+            found.iter().any(|(f, m)| f == field && m == message),
+            "missing {field}: {message} in {found:#?}"
+        );
+    }
+}

@@ -30,3 +30,13 @@ pub fn quiet_host_builder() -> palisade::HostBuilder {
         None => builder,
     }
 }
+
+/// The state store a `--state` option names: `memory`, or the embedded store in a directory;
+/// by default the embedded store in [`palisade::state::default_dir`].
+pub fn state_store(spec: Option<&str>) -> palisade::StateStore {
+    match spec {
+        Some("memory") => palisade::StateStore::memory(),
+        Some(dir) => palisade::StateStore::embedded(dir),
+        None => palisade::StateStore::default(),
+    }
+}

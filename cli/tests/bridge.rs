@@ -13,10 +13,17 @@ fn cache_dir() -> PathBuf {
     Path::new(env!("CARGO_TARGET_TMPDIR")).join("bridge-cache")
 }
 
+/// This test process's plugin state (never the user's).
+fn state_dir() -> &'static Path {
+    static DIR: std::sync::OnceLock<tempfile::TempDir> = std::sync::OnceLock::new();
+    DIR.get_or_init(|| tempfile::tempdir().unwrap()).path()
+}
+
 fn palisade(args: &[&str], stdin: &str) -> Output {
     let mut child = Command::new(env!("CARGO_BIN_EXE_palisade"))
         .args(args)
         .env("PALISADE_CACHE_DIR", cache_dir())
+        .env("PALISADE_STATE_DIR", state_dir())
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -508,4 +515,38 @@ fn a_prompt_a_hook_reshaped_is_blocked_since_the_agent_cannot_take_it() {
             String::from_utf8_lossy(&out.stdout)
         );
     }
+}
+
+/// A bridge runs one process per event; a stateful guard's count is host-kept state, so it
+/// holds from one event's process to the next (before, every event started at 0).
+#[test]
+fn a_stateful_guard_keeps_its_count_across_bridge_processes() {
+    let dir = tempfile::tempdir().unwrap();
+    let budget = palisade_examples::get("bash-budget").unwrap();
+    palisade_examples::install_one(budget, dir.path()).unwrap();
+    let manifest = dir.path().join("bash-budget/plugin.toml");
+    let text = std::fs::read_to_string(&manifest).unwrap();
+    std::fs::write(&manifest, text.replace("max_calls = 50", "max_calls = 2")).unwrap();
+    let mut event: Value = serde_json::from_str(&sample("claude", "PreToolUse")).unwrap();
+    event["session_id"] = "budget-across-processes".into();
+    event["tool_name"] = "Bash".into();
+    event["tool_input"] = json!({ "command": "ls" });
+    let run = || {
+        palisade(
+            &["claude-code", dir.path().to_str().unwrap()],
+            &event.to_string(),
+        )
+    };
+    for n in 1..=2 {
+        let out = run();
+        assert!(
+            out.status.success() && out.stdout.is_empty(),
+            "call {n}: {out:?}"
+        );
+    }
+    let third = answer(&run());
+    assert_eq!(
+        third["hookSpecificOutput"]["permissionDecision"], "deny",
+        "{third}"
+    );
 }

@@ -58,6 +58,27 @@ fn denied(answer: &server::Response) -> Option<String> {
     })
 }
 
+/// Two servers over one state store (the embedded one, in a shared directory): a session whose
+/// events alternate between them has one budget, and a restart does not reset it.
+#[test]
+fn two_servers_sharing_a_state_store_keep_one_budget_per_session() {
+    let dir = plugins();
+    let state = tempfile::tempdir().unwrap();
+    let shared = [("PALISADE_STATE_DIR", state.path().to_str().unwrap())];
+    let one = Server::start(dir.path(), &[], &shared);
+    let two = Server::start(dir.path(), &[], &shared);
+    for (n, server) in [&one, &two, &one].into_iter().enumerate() {
+        let answer = server.event(bash("session-a", "ls"));
+        assert_eq!(denied(&answer), None, "call {} of 3: {answer:?}", n + 1);
+    }
+    let fourth = denied(&two.event(bash("session-a", "ls"))).expect("the 4th call is denied");
+    assert!(fourth.contains("budget of 3 shell commands"), "{fourth}");
+    drop((one, two));
+    let restarted = Server::start(dir.path(), &[], &shared);
+    assert!(denied(&restarted.event(bash("session-a", "ls"))).is_some());
+    assert_eq!(denied(&restarted.event(bash("session-b", "ls"))), None);
+}
+
 #[test]
 fn per_session_state_lasts_across_events_and_sessions_are_independent() {
     let dir = plugins();

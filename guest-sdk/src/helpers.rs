@@ -36,6 +36,91 @@ pub mod log {
     }
 }
 
+/// State the host keeps for this plugin (the manifest's `[state]` grant): it outlives the
+/// instance — eviction, reload, a trapped call, a restart — and, with a shared backend, is one
+/// across hosts. [`session`] is this plugin's values in this agent session, [`global`] in
+/// every session; no other plugin sees them.
+///
+/// ```ignore
+/// // At most 50 shell commands per session, whatever happens to the instance.
+/// let n = palisade_sdk::state::session().increment("bash-calls", 1)?;
+/// ```
+///
+/// A store that fails stops the hook (the host reports `state-unavailable`, and a guard fails
+/// closed): the calls below only return the refusals of a working store ([`Error`]).
+pub mod state {
+    use crate::bindings::palisade::hooks::state::{self as raw, Scope};
+    pub use raw::Error;
+    use serde::Serialize;
+    use serde::de::DeserializeOwned;
+
+    /// One scope of this plugin's values.
+    #[derive(Debug, Clone, Copy)]
+    pub struct Store(Scope);
+
+    /// This plugin's values in this agent session (needs `scopes = ["session"]`).
+    pub fn session() -> Store {
+        Store(Scope::Session)
+    }
+
+    /// This plugin's values in every session (needs `scopes = ["global"]`).
+    pub fn global() -> Store {
+        Store(Scope::Global)
+    }
+
+    impl Store {
+        /// The value of `key`, if any.
+        pub fn get(&self, key: &str) -> Result<Option<Vec<u8>>, Error> {
+            raw::get(self.0, key)
+        }
+
+        /// Sets `key` to `value`.
+        pub fn set(&self, key: &str, value: &[u8]) -> Result<(), Error> {
+            raw::set(self.0, key, value)
+        }
+
+        /// Removes `key`; whether it was there.
+        pub fn delete(&self, key: &str) -> Result<bool, Error> {
+            raw::delete(self.0, key)
+        }
+
+        /// Sets `key` to `new` (removes it, for `None`) only if its value is `expected`
+        /// (absent, for `None`), atomically; whether it did.
+        pub fn compare_and_swap(
+            &self,
+            key: &str,
+            expected: Option<&[u8]>,
+            new: Option<&[u8]>,
+        ) -> Result<bool, Error> {
+            raw::compare_and_swap(self.0, key, expected, new)
+        }
+
+        /// Adds `by` to the counter at `key` (from 0 if absent), atomically; the new count.
+        pub fn increment(&self, key: &str, by: i64) -> Result<i64, Error> {
+            raw::increment(self.0, key, by)
+        }
+
+        /// The value of `key` as `T`, stored as JSON by [`Store::set_json`].
+        ///
+        /// # Panics
+        ///
+        /// If the stored value is not `T`'s JSON: the hook traps, and a guard fails closed,
+        /// rather than read a corrupt value as absent.
+        pub fn get_json<T: DeserializeOwned>(&self, key: &str) -> Result<Option<T>, Error> {
+            Ok(self.get(key)?.map(|bytes| {
+                serde_json::from_slice(&bytes)
+                    .unwrap_or_else(|e| panic!("state `{key}` is not the JSON expected: {e}"))
+            }))
+        }
+
+        /// Sets `key` to `value`, as JSON.
+        pub fn set_json<T: Serialize>(&self, key: &str, value: &T) -> Result<(), Error> {
+            let bytes = serde_json::to_vec(value).expect("a serializable value serializes");
+            self.set(key, &bytes)
+        }
+    }
+}
+
 /// The value of `key` in the `[config]` table of this plugin's manifest, deserialized.
 ///
 /// `None` when the key is absent, or when its value does not fit `T` (a warning is logged,

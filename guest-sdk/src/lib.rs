@@ -61,7 +61,7 @@ mod bindings {
 /// The raw WIT bindings the [`export!`] macro builds on.
 #[doc(hidden)]
 pub mod wit {
-    pub use crate::bindings::palisade::hooks::{host, tool_dispatch, types};
+    pub use crate::bindings::palisade::hooks::{host, state, tool_dispatch, types};
 }
 
 #[doc(hidden)]
@@ -83,7 +83,7 @@ pub use bindings::palisade::hooks::types::{
     Observation, PostToolAction, PostToolDecision, PreStep, PreStepDecision, PreToolDecision,
     Provenance, Role, SessionSource, StopEvent, ToolCall, ToolOutcome, TurnOutcome,
 };
-pub use helpers::{Config, config, invocation, log, next};
+pub use helpers::{Config, config, invocation, log, next, state};
 
 /// A plugin: the value that holds its state. [`export!`] makes one per instance, with
 /// [`Plugin::new`], before the instance's first hook runs, and calls every hook on it.

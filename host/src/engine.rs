@@ -49,6 +49,8 @@ pub(crate) struct HostInner {
     pub cache: Option<crate::runtime::cache::Cache>,
     pub on_compile: Option<CompileObserver>,
     pub wrapped_deadline: Duration,
+    /// Where granted plugin state is kept.
+    pub state: crate::state::StateStore,
     pub limits: LoadLimits,
     stop_ticker: Arc<AtomicBool>,
 }
@@ -81,6 +83,7 @@ pub struct HostBuilder {
     on_compile: Option<CompileObserver>,
     wrapped_deadline: Duration,
     max_component_bytes: u64,
+    state: Option<crate::state::StateStore>,
 }
 
 /// What the host reports when it compiles a component, that is when the component is not in
@@ -121,6 +124,7 @@ impl Default for HostBuilder {
             on_compile: None,
             wrapped_deadline: DEFAULT_WRAPPED_EXECUTION_DEADLINE,
             max_component_bytes: DEFAULT_MAX_COMPONENT_BYTES,
+            state: None,
         }
     }
 }
@@ -177,6 +181,14 @@ impl HostBuilder {
         self
     }
 
+    /// Keeps the state plugins are granted (`[state]`) in `store` (default:
+    /// [`StateStore::default`](crate::state::StateStore::default), the embedded store in the
+    /// user's state directory, opened at the first state call).
+    pub fn state(mut self, store: crate::state::StateStore) -> Self {
+        self.state = Some(store);
+        self
+    }
+
     /// Builds the host and starts its epoch ticker.
     pub fn build(self) -> Result<Host, Error> {
         let engine_error = |e: wasmtime::Error| Error::Engine {
@@ -222,6 +234,7 @@ impl HostBuilder {
                 cache,
                 on_compile: self.on_compile,
                 wrapped_deadline: self.wrapped_deadline,
+                state: self.state.unwrap_or_default(),
                 limits: LoadLimits {
                     max_component_bytes: self.max_component_bytes,
                 },

@@ -37,6 +37,9 @@ pub enum FailureReason {
     /// An external hook reported an error: a command exited with a status other than 0 or 2
     /// (or was killed by a signal), an HTTP endpoint answered a status other than 2xx.
     HookError,
+    /// The host's state store could not do a state call the hook made (a database that cannot
+    /// be written, a Redis that is down): the hook is stopped, rather than reading "no state".
+    StateUnavailable,
 }
 
 impl FailureReason {
@@ -54,6 +57,7 @@ impl FailureReason {
             FailureReason::DroppedSaturated => "dropped-saturated",
             FailureReason::Dropped => "dropped",
             FailureReason::HookError => "hook-error",
+            FailureReason::StateUnavailable => "state-unavailable",
         }
     }
 

@@ -48,6 +48,7 @@ mod points;
 mod runtime;
 mod session;
 mod signal;
+pub mod state;
 mod types;
 
 pub use engine::{
@@ -59,7 +60,9 @@ pub use events::{Event, EventKind, EventSink, JsonlSink};
 pub use failure::{Failure, FailureReason};
 pub use hook::BoxFuture;
 pub use lifecycle::Lifecycle;
-pub use manifest::{DEFAULT_PAYLOAD_MAX_BYTES, HookSpec, Limits, Manifest, Protocol, RuntimeSpec};
+pub use manifest::{
+    DEFAULT_PAYLOAD_MAX_BYTES, HookSpec, Limits, Manifest, Protocol, RuntimeSpec, StateGrant,
+};
 pub use pipeline::{
     CallToken, Tool, ToolContext, ToolExecution, ToolInvocation, ToolRegistry, ToolRequest,
 };
@@ -67,10 +70,12 @@ pub use plugin::{Plugin, Plugins};
 pub use point::{Capability, InstanceLifetime, Interface, Mode, OnFailure, Point};
 pub use runtime::sandbox::{
     MAX_CORE_INSTANCES, MAX_LOG_LINE_BYTES, MAX_LOG_LINES_PER_CALL, MAX_MEMORIES, MAX_NEXT_CALLS,
-    MAX_OUTPUT_BYTES_PER_CALL, MAX_TABLE_ELEMENTS, MAX_TABLES, MAX_WASI_RESOURCES,
+    MAX_OUTPUT_BYTES_PER_CALL, MAX_STATE_CALLS_PER_CALL, MAX_TABLE_ELEMENTS, MAX_TABLES,
+    MAX_WASI_RESOURCES,
 };
 pub use session::{Approver, DEFAULT_BACKGROUND_QUEUE, Session};
 pub use signal::Signal;
+pub use state::StateStore;
 pub use types::{
     Approval, AskRequest, Authorization, CommittedFact, ContentBlock, Context, Denial,
     GuardDecision, LlmResponse, Message, Observation, PostToolResult, PreStep, PreStepDecision,

@@ -252,6 +252,10 @@ impl Host {
                 .iter()
                 .map(|(k, v)| (k.clone(), v.to_string()))
                 .collect(),
+            state: manifest
+                .state
+                .clone()
+                .map(|grant| (grant, self.inner.state.clone())),
         });
         Some(Plugin {
             manifest,

@@ -47,8 +47,8 @@ mod checked;
 use crate::error::Problem;
 use crate::point::{Capability, InstanceLifetime, Mode, OnFailure, Point};
 use checked::{
-    Checked, EnvName, Fuel, HttpUrl, MemoryCap, PayloadBound, PluginName, Sha256, Timeout,
-    ToolMatcher, take,
+    Checked, EnvName, Fuel, HttpUrl, MemoryCap, PayloadBound, PluginName, Sha256, StateBytes,
+    StateKeys, Timeout, ToolMatcher, take,
 };
 use regex::Regex;
 use serde::Deserialize;
@@ -133,6 +133,30 @@ pub struct Manifest {
     pub env: Vec<String>,
     /// The wire protocol a command or HTTP hook speaks (components have none).
     pub protocol: Protocol,
+    /// The host-kept state it may use (`[state]`); `None`: none.
+    pub state: Option<StateGrant>,
+}
+
+/// Default of `[state] max_keys`.
+pub const DEFAULT_STATE_KEYS: u64 = 1024;
+/// Largest `[state] max_keys`.
+pub const MAX_STATE_KEYS: u64 = 1_000_000;
+/// Default of `[state] max_bytes`: every value of one scope together.
+pub const DEFAULT_STATE_BYTES: u64 = 1024 * 1024;
+/// Largest `[state] max_bytes`.
+pub const MAX_STATE_BYTES: u64 = 64 * 1024 * 1024;
+
+/// What host-kept state a plugin may use (`[state]`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StateGrant {
+    /// May it use its per-session scope?
+    pub session: bool,
+    /// May it use its global scope (every session's)?
+    pub global: bool,
+    /// Most keys in one scope.
+    pub max_keys: u64,
+    /// Most bytes in one scope, every value together.
+    pub max_bytes: u64,
 }
 
 /// The wire protocol of a command or HTTP hook (`protocol = "…"`; see `docs/runtimes.md`).
@@ -266,6 +290,15 @@ struct RawManifest {
     config: toml::Table,
     env: Option<Vec<Checked<EnvName>>>,
     protocol: Option<Protocol>,
+    state: Option<RawState>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawState {
+    scopes: Vec<String>,
+    max_keys: Option<Checked<StateKeys>>,
+    max_bytes: Option<Checked<StateBytes>>,
 }
 
 #[derive(Deserialize, Default)]
@@ -376,6 +409,10 @@ pub(crate) fn parse(path: &Path, text: &str, problems: &mut Vec<Problem>) -> Opt
         );
     }
 
+    let state = raw
+        .state
+        .as_ref()
+        .and_then(|state| state_grant(path, state, problems));
     let (runtime, name) = (runtime?, name?);
     (problems.len() == before).then(|| Manifest {
         name: name.0,
@@ -387,6 +424,7 @@ pub(crate) fn parse(path: &Path, text: &str, problems: &mut Vec<Problem>) -> Opt
         config,
         env,
         protocol: raw.protocol.unwrap_or_default(),
+        state,
     })
 }
 
@@ -555,6 +593,13 @@ fn refuse_wasm_only_fields(
     family: &str,
     problems: &mut Vec<Problem>,
 ) {
+    if raw.state.is_some() {
+        problems.push(
+            Problem::new(path, "`[state]` applies to wasm components only")
+                .field("state")
+                .fix(format!("remove it: a {family} hook keeps its state itself")),
+        );
+    }
     let mut wasm_only = |field: &str, set: bool| {
         if set {
             problems.push(
@@ -621,6 +666,42 @@ fn runtime(path: &Path, raw: &RawManifest, problems: &mut Vec<Problem>) -> Optio
     }
     let url = raw.url.as_ref()?.take(path, "url", problems)?;
     Some(RuntimeSpec::Http { url: url.0 })
+}
+
+/// The `[state]` grant: its scopes (at least one, each known) and its bounds.
+fn state_grant(path: &Path, raw: &RawState, problems: &mut Vec<Problem>) -> Option<StateGrant> {
+    let before = problems.len();
+    let mut grant = StateGrant {
+        session: false,
+        global: false,
+        max_keys: DEFAULT_STATE_KEYS,
+        max_bytes: DEFAULT_STATE_BYTES,
+    };
+    for scope in &raw.scopes {
+        match scope.as_str() {
+            "session" => grant.session = true,
+            "global" => grant.global = true,
+            other => problems.push(
+                Problem::new(path, format!("unknown state scope `{other}`"))
+                    .field("state.scopes")
+                    .fix("`session` (this session's values) or `global` (every session's)"),
+            ),
+        }
+    }
+    if raw.scopes.is_empty() {
+        problems.push(
+            Problem::new(path, "`[state]` grants no scope")
+                .field("state.scopes")
+                .fix("`scopes = [\"session\"]`, `[\"global\"]` or both; or remove `[state]`"),
+        );
+    }
+    if let Some(keys) = take(&raw.max_keys, path, "state.max_keys", problems) {
+        grant.max_keys = keys.0;
+    }
+    if let Some(bytes) = take(&raw.max_bytes, path, "state.max_bytes", problems) {
+        grant.max_bytes = bytes.0;
+    }
+    (problems.len() == before).then_some(grant)
 }
 
 fn limits(

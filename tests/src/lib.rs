@@ -131,7 +131,10 @@ pub fn pre_tool_hook(capability: &str, priority: i32) -> String {
 
 /// Loads `dir` with a fresh host, panicking with the problems if it does not load.
 pub fn load(dir: &PluginDir) -> palisade::Plugins {
-    palisade::Host::new()
+    // State in memory: a test run never sees another's.
+    palisade::Host::builder()
+        .state(palisade::StateStore::memory())
+        .build()
         .unwrap()
         .load_dir(dir.path())
         .unwrap_or_else(|e| panic!("{e}"))
@@ -141,6 +144,7 @@ pub fn load(dir: &PluginDir) -> palisade::Plugins {
 pub fn load_recorded(dir: &PluginDir) -> (palisade::Plugins, Arc<Recorder>) {
     let recorder = Recorder::shared();
     let host = palisade::Host::builder()
+        .state(palisade::StateStore::memory())
         .event_sink(recorder.clone())
         .build()
         .unwrap();

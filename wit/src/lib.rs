@@ -13,6 +13,7 @@
 pub const FILES: &[(&str, &str)] = &[
     ("types.wit", include_str!("../types.wit")),
     ("host.wit", include_str!("../host.wit")),
+    ("state.wit", include_str!("../state.wit")),
     ("worlds.wit", include_str!("../worlds.wit")),
     ("session-start.wit", include_str!("../session-start.wit")),
     ("prompt-submit.wit", include_str!("../prompt-submit.wit")),

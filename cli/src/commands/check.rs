@@ -42,6 +42,12 @@ fn check(dir: &Path) -> anyhow::Result<ExitCode> {
     println!();
     print!("{}", plugins_table(&plugins));
     print_notes(&plugins);
+    if plugins.iter().any(|p| p.manifest().state.is_some()) {
+        println!(
+            "plugin state (the bridges' and `palisade serve`'s default) is kept in {}",
+            palisade::StateStore::default().describe()
+        );
+    }
     print_warnings(&plugins);
     let points: std::collections::BTreeSet<Point> = plugins
         .iter()
@@ -120,7 +126,7 @@ fn hooks_table(plugins: &Plugins) -> (String, usize) {
 fn plugins_table(plugins: &Plugins) -> String {
     let mut rows = vec![
         [
-            "PLUGIN", "RUNTIME", "INSTANCE", "RUNS", "SIZE", "SHA256", "EXPORTS",
+            "PLUGIN", "RUNTIME", "INSTANCE", "RUNS", "SIZE", "SHA256", "EXPORTS", "GRANTS",
         ]
         .map(String::from)
         .to_vec(),
@@ -148,9 +154,32 @@ fn plugins_table(plugins: &Plugins) -> String {
                 .map_or("-".into(), |s| format!("{} KiB", s.div_ceil(1024))),
             plugin.sha256().map_or("-".into(), |s| s[..12].to_string()),
             exports.join(", "),
+            grants(plugin.manifest()),
         ]);
     }
     table(&rows)
+}
+
+/// What a plugin is given beyond compute, `-` for nothing.
+fn grants(manifest: &palisade::Manifest) -> String {
+    let mut grants = Vec::new();
+    if let Some(state) = &manifest.state {
+        let scopes: Vec<&str> = [("session", state.session), ("global", state.global)]
+            .into_iter()
+            .filter_map(|(name, granted)| granted.then_some(name))
+            .collect();
+        grants.push(format!(
+            "state: {} (≤ {} keys, ≤ {} bytes each scope)",
+            scopes.join(" + "),
+            state.max_keys,
+            state.max_bytes
+        ));
+    }
+    if grants.is_empty() {
+        "-".into()
+    } else {
+        grants.join("; ")
+    }
 }
 
 /// What was skipped, and which plugin folders are symlinks.

@@ -187,7 +187,9 @@ pub async fn replay_text(
 ) -> anyhow::Result<ExitCode> {
     let recorded = parse_recording(text, name)?;
     let sink = Arc::new(Collect::default());
+    // A replay is the same every time: state starts empty and is forgotten.
     let host = crate::cache::host_builder()
+        .state(palisade::StateStore::memory())
         .event_sink(sink.clone())
         .build()?;
     let plugins = host.load_dir(dir)?;

@@ -144,7 +144,8 @@ async fn run(
     } else {
         std::fs::read_to_string(input).with_context(|| format!("reading {}", input.display()))?
     };
-    let mut builder = crate::cache::host_builder();
+    // A try-out of one event: state starts empty and is forgotten.
+    let mut builder = crate::cache::host_builder().state(palisade::StateStore::memory());
     match events {
         EventFormat::Text => builder = builder.event_sink(Arc::new(TextSink)),
         EventFormat::Jsonl => builder = builder.event_sink(Arc::new(StderrSink)),

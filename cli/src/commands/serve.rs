@@ -75,6 +75,12 @@ pub struct ServeCommand {
     /// Append lifecycle events to this JSONL audit log.
     #[arg(long)]
     audit_log: Option<PathBuf>,
+    /// Where plugins' granted state (`[state]`) is kept: `memory` (gone when the server
+    /// exits), or a directory for the embedded store (SQLite, shared by every process that
+    /// uses it) [default: $PALISADE_STATE_DIR, else $XDG_STATE_HOME/palisade, else
+    /// ~/.local/state/palisade].
+    #[arg(long, value_name = "memory|DIR")]
+    state: Option<String>,
 }
 
 impl ServeCommand {
@@ -109,6 +115,7 @@ impl ServeCommand {
             max_connections: self.max_connections.max(1),
             watch: self.watch,
             audit_log: self.audit_log,
+            state: crate::cache::state_store(self.state.as_deref()),
         })
     }
 }
@@ -135,6 +142,8 @@ pub struct Options {
     pub read_timeout: Duration,
     pub watch: bool,
     pub audit_log: Option<PathBuf>,
+    /// Where plugin state is kept: one store for the server's life, across reloads.
+    pub state: palisade::StateStore,
 }
 
 /// One loaded plugin directory and the sessions opened on it.
@@ -182,8 +191,12 @@ fn say(line: impl AsRef<str>) {
     eprintln!("[{at:.3}] {}", crate::output::indented(line.as_ref()));
 }
 
-fn load(plugins_dir: &Path, sink: Option<Arc<dyn EventSink>>) -> anyhow::Result<Plugins> {
-    let mut builder = crate::cache::host_builder();
+fn load(
+    plugins_dir: &Path,
+    sink: Option<Arc<dyn EventSink>>,
+    state: palisade::StateStore,
+) -> anyhow::Result<Plugins> {
+    let mut builder = crate::cache::host_builder().state(state);
     if let Some(sink) = sink {
         builder = builder.event_sink(sink);
     }
@@ -199,7 +212,9 @@ async fn serve(options: Options) -> anyhow::Result<std::process::ExitCode> {
     };
     let plugins_dir = options.plugins.clone();
     let first_sink = sink.clone();
-    let plugins = tokio::task::spawn_blocking(move || load(&plugins_dir, first_sink)).await??;
+    let state = options.state.clone();
+    let plugins =
+        tokio::task::spawn_blocking(move || load(&plugins_dir, first_sink, state)).await??;
     let listener = tokio::net::TcpListener::bind(options.listen)
         .await
         .with_context(|| format!("cannot listen on {}", options.listen))?;
@@ -359,7 +374,8 @@ impl Server {
         let _one_at_a_time = self.reloading.lock().await;
         let dir = self.options.plugins.clone();
         let sink = self.sink.clone();
-        let loaded = tokio::task::spawn_blocking(move || load(&dir, sink)).await;
+        let state = self.options.state.clone();
+        let loaded = tokio::task::spawn_blocking(move || load(&dir, sink, state)).await;
         match loaded {
             Ok(Ok(plugins)) => {
                 let number = self.generations.fetch_add(1, Ordering::Relaxed) + 1;

@@ -112,7 +112,9 @@ async fn test(dir: &Path, cases: &Path) -> anyhow::Result<ExitCode> {
         std::fs::read_to_string(cases).with_context(|| format!("reading {}", cases.display()))?;
     let parsed = parse_cases(&text, cases)?;
     let collect = Arc::new(Collect::default());
+    // Cases are the same every run: state starts empty and is forgotten.
     let host = crate::cache::host_builder()
+        .state(palisade::StateStore::memory())
         .event_sink(collect.clone() as Arc<dyn EventSink>)
         .build()?;
     let plugins = host.load_dir(dir)?;

@@ -55,6 +55,8 @@ impl Server {
         if !args.contains(&"--token-file") {
             command.arg("--token-file").arg(&token_file);
         }
+        // Its own state (a test may name another with an env or `--state`).
+        command.env("PALISADE_STATE_DIR", token_dir.path().join("state"));
         for (k, v) in envs {
             command.env(k, v);
         }

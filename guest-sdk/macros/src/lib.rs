@@ -114,7 +114,8 @@ fn render(ty: &str, points: &[&Point]) -> String {
     let mut wit = format!(
         "package palisade:plugin;\nworld palisade-plugin {{\n    \
          import palisade:hooks/host@{version};\n    \
-         import palisade:hooks/tool-dispatch@{version};\n"
+         import palisade:hooks/tool-dispatch@{version};\n    \
+         import palisade:hooks/state@{version};\n"
     );
     for p in points {
         wit.push_str(&format!(
@@ -166,6 +167,7 @@ fn render(ty: &str, points: &[&Point]) -> String {
                     \"palisade:hooks/types@0.1.0\": ::palisade_sdk::wit::types,
                     \"palisade:hooks/host@0.1.0\": ::palisade_sdk::wit::host,
                     \"palisade:hooks/tool-dispatch@0.1.0\": ::palisade_sdk::wit::tool_dispatch,
+                    \"palisade:hooks/state@0.1.0\": ::palisade_sdk::wit::state,
                 }},
             }});
             // The table's types, by their names.

@@ -4,8 +4,8 @@
 //! lists every problem of every field at once. Rules across fields stay in `manifest.rs`.
 
 use super::{
-    DEFAULT_FUEL, DEFAULT_PAYLOAD_MAX_BYTES, MAX_FUEL, MAX_MEMORY_MB, MAX_PAYLOAD_MAX_BYTES,
-    MAX_TIMEOUT_MS, mb,
+    DEFAULT_FUEL, DEFAULT_PAYLOAD_MAX_BYTES, DEFAULT_STATE_BYTES, DEFAULT_STATE_KEYS, MAX_FUEL,
+    MAX_MEMORY_MB, MAX_PAYLOAD_MAX_BYTES, MAX_STATE_BYTES, MAX_STATE_KEYS, MAX_TIMEOUT_MS, mb,
 };
 use crate::error::Problem;
 use regex::Regex;
@@ -260,5 +260,39 @@ impl Rule for HttpUrl {
             ));
         }
         Ok(HttpUrl(url))
+    }
+}
+
+/// `[state] max_keys`: 1 to [`MAX_STATE_KEYS`].
+#[derive(Debug, Clone, Copy)]
+pub(super) struct StateKeys(pub u64);
+
+impl Rule for StateKeys {
+    type Raw = u64;
+    fn check(keys: u64) -> Result<Self, Invalid> {
+        if keys == 0 || keys > MAX_STATE_KEYS {
+            return Err(invalid(
+                format!("a state scope of {keys} keys is out of range"),
+                format!("1 to {MAX_STATE_KEYS} (default {DEFAULT_STATE_KEYS})"),
+            ));
+        }
+        Ok(StateKeys(keys))
+    }
+}
+
+/// `[state] max_bytes`: 1 to [`MAX_STATE_BYTES`].
+#[derive(Debug, Clone, Copy)]
+pub(super) struct StateBytes(pub u64);
+
+impl Rule for StateBytes {
+    type Raw = u64;
+    fn check(bytes: u64) -> Result<Self, Invalid> {
+        if bytes == 0 || bytes > MAX_STATE_BYTES {
+            return Err(invalid(
+                format!("a state scope of {bytes} bytes is out of range"),
+                format!("1 to {MAX_STATE_BYTES} bytes (default {DEFAULT_STATE_BYTES})"),
+            ));
+        }
+        Ok(StateBytes(bytes))
     }
 }

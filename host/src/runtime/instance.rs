@@ -6,7 +6,7 @@ use super::convert::{
     to_wit_stop,
 };
 use super::sandbox::bindings::exports::palisade::hooks as ex;
-use super::sandbox::{CallContext, MAX_LOG_LINES_PER_CALL, State, wit};
+use super::sandbox::{CallContext, MAX_LOG_LINES_PER_CALL, MAX_STATE_CALLS_PER_CALL, State, wit};
 use super::{Cost, Wasm};
 use crate::failure::{Failure, FailureReason};
 use crate::hook::{Answer, Request};
@@ -218,6 +218,7 @@ fn arm(store: &mut Store<State>, limits: &Limits) {
     data.limiter.memory_bytes = limits.memory_bytes;
     data.limiter.hit = false;
     data.call.logs_left = MAX_LOG_LINES_PER_CALL;
+    data.call.state_left = MAX_STATE_CALLS_PER_CALL;
     // Fuel metering is enabled on the engine, so this cannot fail.
     let _ = store.set_fuel(limits.fuel);
     store.set_epoch_deadline(1);
@@ -238,6 +239,12 @@ fn classify(err: wasmtime::Error, limit_hit: bool, limits: &Limits, phase: &str)
                 "exceeded its memory cap of {} MiB during {phase}",
                 limits.memory_bytes / (1024 * 1024)
             ),
+        );
+    }
+    if let Some(unavailable) = err.downcast_ref::<crate::state::StateUnavailable>() {
+        return Failure::new(
+            FailureReason::StateUnavailable,
+            format!("stopped during {phase}: {unavailable}"),
         );
     }
     match err.downcast_ref::<Trap>() {

@@ -9,8 +9,10 @@
 
 use crate::events::{Event, EventKind, EventSink, now_ms};
 use crate::hook::NextLayer;
+use crate::manifest::StateGrant;
 use crate::point::Point;
 use crate::runtime::convert::to_wit_outcome;
+use crate::state::{Bounds, Done, MAX_KEY_BYTES, Namespace, Op, Refused, StateStore};
 use crate::types::ToolOutcome;
 use std::sync::Arc;
 use std::time::Instant;
@@ -22,7 +24,16 @@ pub(crate) mod bindings {
     palisade_wit::wasmtime_bindgen!({
         world: "all-hooks",
         // `next()` runs the rest of the tool chain, which is async Rust.
-        imports: { "palisade:hooks/tool-dispatch.next": async },
+        imports: {
+            "palisade:hooks/tool-dispatch.next": async,
+            // A state call waits for its store; a store that fails stops the hook (a trap
+            // classified as `state-unavailable`).
+            "palisade:hooks/state.get": async | trappable,
+            "palisade:hooks/state.set": async | trappable,
+            "palisade:hooks/state.delete": async | trappable,
+            "palisade:hooks/state.compare-and-swap": async | trappable,
+            "palisade:hooks/state.increment": async | trappable,
+        },
         exports: { default: async },
     });
 }
@@ -49,6 +60,8 @@ pub const MAX_CORE_INSTANCES: usize = 128;
 /// Most WASI resources (streams, pollables, ...) an instance may hold at once: each lives in
 /// host memory, outside the memory cap. Past it, the WASI call that would add one traps.
 pub const MAX_WASI_RESOURCES: usize = 4096;
+/// Most state calls one invocation may make; further calls are refused (`too-many-calls`).
+pub const MAX_STATE_CALLS_PER_CALL: u32 = 256;
 /// Most `next()` calls one `tool-execute` invocation may make; further calls return an
 /// error outcome without running the tool.
 pub const MAX_NEXT_CALLS: u32 = 16;
@@ -59,6 +72,8 @@ pub(crate) struct PluginEnv {
     pub name: String,
     /// `[config]` values, pre-serialized to JSON.
     pub config: std::collections::HashMap<String, String>,
+    /// The host-kept state it was granted (`[state]`), and where it is kept.
+    pub state: Option<(StateGrant, StateStore)>,
 }
 
 /// The invocation the instance is serving right now.
@@ -70,6 +85,8 @@ pub(crate) struct CallContext {
     pub point: Point,
     pub clock: Arc<Clock>,
     pub logs_left: u32,
+    /// State calls left ([`MAX_STATE_CALLS_PER_CALL`]).
+    pub state_left: u32,
     /// `next()` calls left ([`MAX_NEXT_CALLS`]).
     pub next_left: u32,
     /// The size of the largest outcome `next()` returned in this invocation: a wrapper may
@@ -397,6 +414,118 @@ impl bindings::palisade::hooks::tool_dispatch::Host for State {
             .next_bytes
             .max(crate::runtime::instance::outcome_bytes(&outcome));
         outcome
+    }
+}
+
+use bindings::palisade::hooks::state::{Error as StateError, Scope as StateScope};
+
+impl State {
+    /// One state call: granted, bounded and counted here, done by the store. A store failure
+    /// is the call's `Err` (a trap): the hook stops with `state-unavailable`.
+    async fn state(
+        &mut self,
+        scope: StateScope,
+        key: String,
+        op: Op,
+    ) -> wasmtime::Result<Result<Done, StateError>> {
+        let Some((grant, store)) = &self.env.state else {
+            return Ok(Err(StateError::NotGranted));
+        };
+        let (granted, session) = match scope {
+            StateScope::Session => (grant.session, Some(self.call.session_id.clone())),
+            StateScope::Global => (grant.global, None),
+        };
+        if !granted {
+            return Ok(Err(StateError::NotGranted));
+        }
+        if key.len() > MAX_KEY_BYTES {
+            return Ok(Err(StateError::TooLarge));
+        }
+        if self.call.state_left == 0 {
+            return Ok(Err(StateError::TooManyCalls));
+        }
+        self.call.state_left -= 1;
+        let namespace = Namespace {
+            plugin: self.env.name.as_str().into(),
+            session,
+        };
+        let bounds = Bounds {
+            max_keys: grant.max_keys,
+            max_bytes: grant.max_bytes,
+        };
+        match store.apply(namespace, key, op, bounds).await {
+            Ok(Ok(done)) => Ok(Ok(done)),
+            Ok(Err(Refused::TooLarge)) => Ok(Err(StateError::TooLarge)),
+            Ok(Err(Refused::TooManyKeys)) => Ok(Err(StateError::TooManyKeys)),
+            Ok(Err(Refused::NotACounter)) => Ok(Err(StateError::NotACounter)),
+            Err(unavailable) => Err(wasmtime::Error::new(unavailable)),
+        }
+    }
+}
+
+impl bindings::palisade::hooks::state::Host for State {
+    async fn get(
+        &mut self,
+        scope: StateScope,
+        key: String,
+    ) -> wasmtime::Result<Result<Option<Vec<u8>>, StateError>> {
+        Ok(self
+            .state(scope, key, Op::Get)
+            .await?
+            .map(|done| match done {
+                Done::Value(value) => value,
+                _ => unreachable!("a get answers a value"),
+            }))
+    }
+
+    async fn set(
+        &mut self,
+        scope: StateScope,
+        key: String,
+        value: Vec<u8>,
+    ) -> wasmtime::Result<Result<(), StateError>> {
+        Ok(self.state(scope, key, Op::Set(value)).await?.map(|_| ()))
+    }
+
+    async fn delete(
+        &mut self,
+        scope: StateScope,
+        key: String,
+    ) -> wasmtime::Result<Result<bool, StateError>> {
+        Ok(self.state(scope, key, Op::Delete).await?.map(flag))
+    }
+
+    async fn compare_and_swap(
+        &mut self,
+        scope: StateScope,
+        key: String,
+        expected: Option<Vec<u8>>,
+        new: Option<Vec<u8>>,
+    ) -> wasmtime::Result<Result<bool, StateError>> {
+        let op = Op::CompareAndSwap { expected, new };
+        Ok(self.state(scope, key, op).await?.map(flag))
+    }
+
+    async fn increment(
+        &mut self,
+        scope: StateScope,
+        key: String,
+        by: i64,
+    ) -> wasmtime::Result<Result<i64, StateError>> {
+        Ok(self
+            .state(scope, key, Op::Increment(by))
+            .await?
+            .map(|done| match done {
+                Done::Count(count) => count,
+                _ => unreachable!("an increment answers a count"),
+            }))
+    }
+}
+
+fn flag(done: Done) -> bool {
+    match done {
+        Done::Flag(flag) => flag,
+        _ => unreachable!("answers a flag"),
     }
 }
 

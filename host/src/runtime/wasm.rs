@@ -3,7 +3,9 @@
 
 use super::instance::Instance;
 use super::sandbox::bindings::exports::palisade::hooks as ex;
-use super::sandbox::{CallContext, Clock, MAX_LOG_LINES_PER_CALL, MAX_NEXT_CALLS, State};
+use super::sandbox::{
+    CallContext, Clock, MAX_LOG_LINES_PER_CALL, MAX_NEXT_CALLS, MAX_STATE_CALLS_PER_CALL, State,
+};
 use super::{Cost, Meter, Run, Site};
 use crate::failure::{Failure, FailureReason};
 use crate::hook::Request;
@@ -90,6 +92,7 @@ pub(crate) async fn run(plugin: &Wasm, site: Site<'_>, request: &Request) -> Run
         point: site.point,
         clock: Clock::new(started + limits.timeout),
         logs_left: MAX_LOG_LINES_PER_CALL,
+        state_left: MAX_STATE_CALLS_PER_CALL,
         next_left: MAX_NEXT_CALLS,
         next_bytes: 0,
     };

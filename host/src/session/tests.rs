@@ -50,6 +50,7 @@ fn plugin(name: &str, hook: &str, fake: Fake) -> Plugin {
         env: Arc::new(PluginEnv {
             name: name.into(),
             config: Default::default(),
+            state: None,
         }),
         manifest,
         dir: name.into(),

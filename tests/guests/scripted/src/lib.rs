@@ -15,7 +15,7 @@ use palisade_sdk::{
     Committed, CommittedFact, Config, ContentBlock, Deny, GuardDecision, Message, Observation,
     Plugin, PostTool, PostToolAction, PostToolDecision, PreStep, PreStepDecision, PreTool,
     PreToolDecision, PromptSubmit, SessionSource, SessionStart, StopEvent, ToolCall, ToolExecute,
-    ToolGuard, ToolOutcome, ToolResult, TurnStopping, export, log, next,
+    ToolGuard, ToolOutcome, ToolResult, TurnStopping, export, log, next, state,
 };
 use std::hint::black_box;
 
@@ -175,6 +175,30 @@ impl PreTool for Scripted {
             "sleep" => {
                 std::thread::sleep(std::time::Duration::from_secs(30));
                 PreToolDecision::Allow
+            }
+            // Host-kept state: a session counter `n`, denied past `[config] limit`; or the
+            // same with the global counter; or count, then trap.
+            "state-count" | "state-global-count" => {
+                let store = if behaviour == "state-count" {
+                    state::session()
+                } else {
+                    state::global()
+                };
+                let limit: i64 = palisade_sdk::config("limit").unwrap_or(3);
+                match store.increment("n", 1) {
+                    Ok(count) if count > limit => {
+                        PreToolDecision::deny("over-limit", format!("call {count} of {limit}"))
+                    }
+                    Ok(count) => {
+                        log::info(&format!("count {count}"));
+                        PreToolDecision::Allow
+                    }
+                    Err(refused) => PreToolDecision::deny("state-refused", format!("{refused:?}")),
+                }
+            }
+            "state-count-panic" => {
+                let _ = state::session().increment("n", 1);
+                panic!("scripted panic after counting")
             }
             // Hostile answers, `size_mb` MiB each: the host must refuse them unparsed.
             "huge-payload" => PreToolDecision::Deny(Deny {

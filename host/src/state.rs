@@ -1,0 +1,519 @@
+//! Plugin state the host keeps (the WIT `state` interface): bytes under string keys, per
+//! plugin and per scope — one agent session's, or every session's — that outlive any instance.
+//!
+//! A [`StateStore`] is the backend, chosen by the embedder ([`crate::HostBuilder::state`]):
+//!
+//! - [`StateStore::embedded`] (the default, in [`default_dir`]): SQLite, bundled, in WAL mode.
+//!   SQLite rather than a pure-Rust store such as redb because the bridges run one process per
+//!   agent event, and agents run hooks of parallel tool calls at once: several processes must
+//!   share the file, which SQLite's locking allows and redb's single-process lock refuses;
+//! - [`StateStore::memory`]: in the process, for tests and short-lived embedders.
+//!
+//! Every operation is atomic in its backend (a compare-and-swap or an increment is one
+//! transaction), and checks the scope's bounds (`max_keys`, `max_bytes`: every value of the
+//! scope together) in the same transaction. A backend failure is a [`StateUnavailable`] error,
+//! which stops the hook with the failure `state-unavailable` (failing closed).
+
+use crate::hook::BoxFuture;
+use rusqlite::OptionalExtension;
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::Duration;
+
+/// Longest key, in bytes.
+pub const MAX_KEY_BYTES: usize = 256;
+
+/// Whose values: one plugin's, in one session or in all.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub(crate) struct Namespace {
+    pub plugin: Arc<str>,
+    /// The session's id; `None` for the plugin's global scope.
+    pub session: Option<Arc<str>>,
+}
+
+impl Namespace {
+    /// The scope as one text column: `g` or `s:<session id>`.
+    fn scope(&self) -> String {
+        match &self.session {
+            None => "g".into(),
+            Some(id) => format!("s:{id}"),
+        }
+    }
+}
+
+/// What a scope may hold, from the manifest's `[state]`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Bounds {
+    pub max_keys: u64,
+    pub max_bytes: u64,
+}
+
+/// One state operation.
+#[derive(Debug, Clone)]
+pub(crate) enum Op {
+    Get,
+    Set(Vec<u8>),
+    Delete,
+    CompareAndSwap {
+        expected: Option<Vec<u8>>,
+        new: Option<Vec<u8>>,
+    },
+    Increment(i64),
+}
+
+/// What an operation did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Done {
+    Value(Option<Vec<u8>>),
+    Flag(bool),
+    Count(i64),
+}
+
+/// Why an operation was refused (the store is fine).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Refused {
+    TooLarge,
+    TooManyKeys,
+    NotACounter,
+}
+
+/// The backend could not do the operation: the hook stops with `state-unavailable`.
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("the state store is unavailable: {0}")]
+pub struct StateUnavailable(pub String);
+
+type Outcome = Result<Result<Done, Refused>, StateUnavailable>;
+
+/// A state backend. Implement it to keep plugin state elsewhere; every operation must be
+/// atomic and check `bounds` in the same step.
+trait Backend: Send + Sync + std::fmt::Debug {
+    fn apply(&self, ns: Namespace, key: String, op: Op, bounds: Bounds) -> BoxFuture<'_, Outcome>;
+}
+
+/// Where plugin state is kept. Cheap to clone.
+#[derive(Debug, Clone)]
+pub struct StateStore {
+    inner: Arc<Lazy>,
+}
+
+/// Opens a backend.
+type Opener = Box<dyn FnOnce() -> Result<Arc<dyn Backend>, String> + Send>;
+
+/// A backend opened at its first use: a host whose plugins keep no state never touches it.
+struct Lazy {
+    open: Mutex<Option<Opener>>,
+    backend: OnceLock<Result<Arc<dyn Backend>, String>>,
+    what: String,
+}
+
+impl std::fmt::Debug for Lazy {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("StateStore")
+            .field("at", &self.what)
+            .finish()
+    }
+}
+
+impl StateStore {
+    fn lazy(
+        what: String,
+        open: impl FnOnce() -> Result<Arc<dyn Backend>, String> + Send + 'static,
+    ) -> StateStore {
+        StateStore {
+            inner: Arc::new(Lazy {
+                open: Mutex::new(Some(Box::new(open))),
+                backend: OnceLock::new(),
+                what,
+            }),
+        }
+    }
+
+    /// State in this process's memory: gone when it exits.
+    pub fn memory() -> StateStore {
+        let backend: Arc<dyn Backend> = Arc::new(Memory::default());
+        StateStore::lazy("in memory".into(), move || Ok(backend))
+    }
+
+    /// State in the SQLite file `state.sqlite3` under `dir` (created at first use), shared by
+    /// every process that opens it.
+    pub fn embedded(dir: impl Into<PathBuf>) -> StateStore {
+        let dir = dir.into();
+        let path = dir.join("state.sqlite3");
+        StateStore::lazy(path.display().to_string(), move || {
+            Ok(Arc::new(Sqlite::open(&dir, &path)?) as Arc<dyn Backend>)
+        })
+    }
+
+    /// Where the state is kept, for `palisade check` and errors.
+    pub fn describe(&self) -> &str {
+        &self.inner.what
+    }
+
+    fn backend(&self) -> Result<&Arc<dyn Backend>, StateUnavailable> {
+        self.inner
+            .backend
+            .get_or_init(|| {
+                let open = self
+                    .inner
+                    .open
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .take();
+                match open {
+                    Some(open) => open(),
+                    None => Err("opened concurrently".into()),
+                }
+            })
+            .as_ref()
+            .map_err(|why| StateUnavailable(format!("{} ({why})", self.inner.what)))
+    }
+
+    pub(crate) async fn apply(
+        &self,
+        ns: Namespace,
+        key: String,
+        op: Op,
+        bounds: Bounds,
+    ) -> Outcome {
+        self.backend()?.apply(ns, key, op, bounds).await
+    }
+}
+
+/// The default directory of the embedded store: `$PALISADE_STATE_DIR`, else
+/// `$XDG_STATE_HOME/palisade`, else `~/.local/state/palisade`.
+pub fn default_dir() -> Option<PathBuf> {
+    if let Some(dir) = std::env::var_os("PALISADE_STATE_DIR").filter(|d| !d.is_empty()) {
+        return Some(dir.into());
+    }
+    if let Some(dir) = std::env::var_os("XDG_STATE_HOME").filter(|d| !d.is_empty()) {
+        return Some(Path::new(&dir).join("palisade"));
+    }
+    std::env::var_os("HOME")
+        .filter(|d| !d.is_empty())
+        .map(|home| Path::new(&home).join(".local/state/palisade"))
+}
+
+impl Default for StateStore {
+    /// The embedded store in [`default_dir`]; with no home directory to put it in, every state
+    /// call fails (`state-unavailable`), so a stateful guard fails closed.
+    fn default() -> StateStore {
+        match default_dir() {
+            Some(dir) => StateStore::embedded(dir),
+            None => StateStore::lazy("no state directory".into(), || {
+                Err("set PALISADE_STATE_DIR (or HOME) to keep plugin state on disk".into())
+            }),
+        }
+    }
+}
+
+/// What an operation does to its key.
+#[derive(Debug)]
+enum Write {
+    Keep,
+    Remove,
+    Put(Vec<u8>),
+}
+
+/// The effect of `op` on `current`, the scope holding `keys` keys and `bytes` bytes: what to
+/// write, and the answer.
+fn effect(
+    current: Option<&[u8]>,
+    op: Op,
+    keys: u64,
+    bytes: u64,
+    bounds: Bounds,
+) -> Result<(Write, Done), Refused> {
+    let (write, done) = match op {
+        Op::Get => return Ok((Write::Keep, Done::Value(current.map(<[u8]>::to_vec)))),
+        Op::Set(value) => (Write::Put(value), Done::Flag(true)),
+        Op::Delete => (Write::Remove, Done::Flag(current.is_some())),
+        Op::CompareAndSwap { expected, new } => {
+            if current != expected.as_deref() {
+                return Ok((Write::Keep, Done::Flag(false)));
+            }
+            (new.map_or(Write::Remove, Write::Put), Done::Flag(true))
+        }
+        Op::Increment(by) => {
+            let count = match current {
+                None => 0,
+                Some(bytes) => {
+                    i64::from_le_bytes(bytes.try_into().map_err(|_| Refused::NotACounter)?)
+                }
+            };
+            let count = count.wrapping_add(by);
+            (Write::Put(count.to_le_bytes().to_vec()), Done::Count(count))
+        }
+    };
+    if let Write::Put(new) = &write {
+        let old = current.map_or(0, |c| c.len() as u64);
+        if current.is_none() && keys >= bounds.max_keys {
+            return Err(Refused::TooManyKeys);
+        }
+        if bytes - old.min(bytes) + new.len() as u64 > bounds.max_bytes {
+            return Err(Refused::TooLarge);
+        }
+    }
+    Ok((write, done))
+}
+
+/// State in memory.
+#[derive(Debug, Default)]
+struct Memory {
+    scopes: Mutex<HashMap<Namespace, Scope>>,
+}
+
+#[derive(Debug, Default)]
+struct Scope {
+    values: HashMap<String, Vec<u8>>,
+    bytes: u64,
+}
+
+impl Backend for Memory {
+    fn apply(&self, ns: Namespace, key: String, op: Op, bounds: Bounds) -> BoxFuture<'_, Outcome> {
+        let mut scopes = self.scopes.lock().unwrap_or_else(|e| e.into_inner());
+        let scope = scopes.entry(ns).or_default();
+        let current = scope.values.get(&key).map(Vec::as_slice);
+        let outcome = effect(current, op, scope.values.len() as u64, scope.bytes, bounds).map(
+            |(write, done)| {
+                if !matches!(write, Write::Keep)
+                    && let Some(old) = scope.values.remove(&key)
+                {
+                    scope.bytes -= old.len() as u64;
+                }
+                if let Write::Put(new) = write {
+                    scope.bytes += new.len() as u64;
+                    scope.values.insert(key, new);
+                }
+                done
+            },
+        );
+        Box::pin(std::future::ready(Ok(outcome)))
+    }
+}
+
+/// State in a SQLite file. One connection, behind a mutex, used from blocking threads; each
+/// operation is one `IMMEDIATE` transaction (so a read-modify-write is atomic across
+/// processes too), and the scope's key count and size are kept in a table of their own.
+#[derive(Debug)]
+struct Sqlite {
+    connection: Arc<Mutex<rusqlite::Connection>>,
+}
+
+/// How long an operation waits for another process's transaction before it is
+/// `state-unavailable` (the hook's own deadline usually comes first).
+const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
+
+impl Sqlite {
+    fn open(dir: &Path, path: &Path) -> Result<Sqlite, String> {
+        std::fs::create_dir_all(dir)
+            .map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+        let connection = rusqlite::Connection::open(path).map_err(|e| e.to_string())?;
+        connection
+            .busy_timeout(BUSY_TIMEOUT)
+            .and_then(|()| {
+                connection.execute_batch(
+                    "PRAGMA journal_mode = WAL;
+                     PRAGMA synchronous = NORMAL;
+                     CREATE TABLE IF NOT EXISTS state (
+                         plugin TEXT NOT NULL, scope TEXT NOT NULL, key TEXT NOT NULL,
+                         value BLOB NOT NULL, PRIMARY KEY (plugin, scope, key));
+                     CREATE TABLE IF NOT EXISTS scopes (
+                         plugin TEXT NOT NULL, scope TEXT NOT NULL,
+                         keys INTEGER NOT NULL, bytes INTEGER NOT NULL,
+                         PRIMARY KEY (plugin, scope));",
+                )
+            })
+            .map_err(|e| e.to_string())?;
+        Ok(Sqlite {
+            connection: Arc::new(Mutex::new(connection)),
+        })
+    }
+
+    fn apply_now(
+        connection: &mut rusqlite::Connection,
+        ns: &Namespace,
+        key: &str,
+        op: Op,
+        bounds: Bounds,
+    ) -> rusqlite::Result<Result<Done, Refused>> {
+        let scope = ns.scope();
+        let plugin: &str = &ns.plugin;
+        let tx = connection.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+        let current: Option<Vec<u8>> = tx
+            .query_row(
+                "SELECT value FROM state WHERE plugin = ?1 AND scope = ?2 AND key = ?3",
+                (plugin, &scope, key),
+                |row| row.get(0),
+            )
+            .optional()?;
+        let (keys, bytes): (u64, u64) = tx
+            .query_row(
+                "SELECT keys, bytes FROM scopes WHERE plugin = ?1 AND scope = ?2",
+                (plugin, &scope),
+                |row| Ok((row.get(0)?, row.get(1)?)),
+            )
+            .optional()?
+            .unwrap_or((0, 0));
+        let (write, done) = match effect(current.as_deref(), op, keys, bytes, bounds) {
+            Ok(effect) => effect,
+            Err(refused) => return Ok(Err(refused)),
+        };
+        let old = current.as_ref().map_or(0, |c| c.len() as u64);
+        let after = match &write {
+            Write::Keep => None,
+            Write::Put(value) => {
+                tx.execute(
+                    "INSERT OR REPLACE INTO state (plugin, scope, key, value) \
+                     VALUES (?1, ?2, ?3, ?4)",
+                    (plugin, &scope, key, value),
+                )?;
+                Some((
+                    keys + u64::from(current.is_none()),
+                    bytes - old + value.len() as u64,
+                ))
+            }
+            Write::Remove => {
+                tx.execute(
+                    "DELETE FROM state WHERE plugin = ?1 AND scope = ?2 AND key = ?3",
+                    (plugin, &scope, key),
+                )?;
+                Some((keys - u64::from(current.is_some()), bytes - old))
+            }
+        };
+        if let Some((keys, bytes)) = after {
+            tx.execute(
+                "INSERT OR REPLACE INTO scopes (plugin, scope, keys, bytes) VALUES (?1, ?2, ?3, ?4)",
+                (plugin, &scope, keys, bytes),
+            )?;
+        }
+        tx.commit()?;
+        Ok(Ok(done))
+    }
+}
+
+impl Backend for Sqlite {
+    fn apply(&self, ns: Namespace, key: String, op: Op, bounds: Bounds) -> BoxFuture<'_, Outcome> {
+        let connection = self.connection.clone();
+        Box::pin(async move {
+            let run = tokio::task::spawn_blocking(move || {
+                let mut connection = connection.lock().unwrap_or_else(|e| e.into_inner());
+                Sqlite::apply_now(&mut connection, &ns, &key, op, bounds)
+            });
+            match run.await {
+                Ok(Ok(outcome)) => Ok(outcome),
+                Ok(Err(e)) => Err(StateUnavailable(e.to_string())),
+                Err(e) => Err(StateUnavailable(format!("the store's thread failed: {e}"))),
+            }
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ns(plugin: &str, session: Option<&str>) -> Namespace {
+        Namespace {
+            plugin: plugin.into(),
+            session: session.map(Into::into),
+        }
+    }
+
+    const BOUNDS: Bounds = Bounds {
+        max_keys: 2,
+        max_bytes: 16,
+    };
+
+    async fn every_rule(store: StateStore) {
+        let a = ns("a", Some("s1"));
+        let run = |ns: &Namespace, key: &str, op: Op| {
+            store.apply(ns.clone(), key.to_string(), op, BOUNDS)
+        };
+        assert_eq!(run(&a, "k", Op::Get).await.unwrap(), Ok(Done::Value(None)));
+        assert_eq!(
+            run(&a, "n", Op::Increment(2)).await.unwrap(),
+            Ok(Done::Count(2))
+        );
+        assert_eq!(
+            run(&a, "n", Op::Increment(-5)).await.unwrap(),
+            Ok(Done::Count(-3))
+        );
+        // Another plugin, another session, the global scope: none sees a's value.
+        for other in [ns("b", Some("s1")), ns("a", Some("s2")), ns("a", None)] {
+            assert_eq!(
+                run(&other, "n", Op::Get).await.unwrap(),
+                Ok(Done::Value(None))
+            );
+        }
+        assert_eq!(
+            run(&a, "k", Op::Set(b"hello".to_vec())).await.unwrap(),
+            Ok(Done::Flag(true))
+        );
+        assert_eq!(
+            run(&a, "k", Op::Increment(1)).await.unwrap(),
+            Err(Refused::NotACounter)
+        );
+        // A third key is one too many; a value past the scope's bytes too large.
+        assert_eq!(
+            run(&a, "x", Op::Set(vec![1])).await.unwrap(),
+            Err(Refused::TooManyKeys)
+        );
+        assert_eq!(
+            run(&a, "k", Op::Set(vec![0; 9])).await.unwrap(),
+            Err(Refused::TooLarge)
+        );
+        // Compare-and-swap: only from the expected value.
+        let cas = |expected: Option<&[u8]>, new: Option<&[u8]>| Op::CompareAndSwap {
+            expected: expected.map(<[u8]>::to_vec),
+            new: new.map(<[u8]>::to_vec),
+        };
+        assert_eq!(
+            run(&a, "k", cas(Some(b"nope"), Some(b"x"))).await.unwrap(),
+            Ok(Done::Flag(false))
+        );
+        assert_eq!(
+            run(&a, "k", cas(Some(b"hello"), None)).await.unwrap(),
+            Ok(Done::Flag(true))
+        );
+        assert_eq!(
+            run(&a, "k", Op::Delete).await.unwrap(),
+            Ok(Done::Flag(false))
+        );
+        // The freed key makes room again.
+        assert_eq!(
+            run(&a, "x", Op::Set(vec![1])).await.unwrap(),
+            Ok(Done::Flag(true))
+        );
+    }
+
+    #[tokio::test]
+    async fn the_memory_store_keeps_every_rule() {
+        every_rule(StateStore::memory()).await;
+    }
+
+    #[tokio::test]
+    async fn the_embedded_store_keeps_every_rule_and_outlives_its_opener() {
+        let dir = tempfile::tempdir().unwrap();
+        every_rule(StateStore::embedded(dir.path())).await;
+        // A second store over the same file (another process, a restart) sees the values.
+        let again = StateStore::embedded(dir.path());
+        let count = again
+            .apply(ns("a", Some("s1")), "n".into(), Op::Increment(0), BOUNDS)
+            .await
+            .unwrap();
+        assert_eq!(count, Ok(Done::Count(-3)));
+    }
+
+    #[tokio::test]
+    async fn an_embedded_store_that_cannot_open_is_unavailable() {
+        let file = tempfile::NamedTempFile::new().unwrap();
+        // A directory path under a regular file cannot be created.
+        let store = StateStore::embedded(file.path().join("sub"));
+        let err = store
+            .apply(ns("a", None), "k".into(), Op::Get, BOUNDS)
+            .await
+            .unwrap_err();
+        assert!(err.0.contains("cannot create"), "{err}");
+    }
+}

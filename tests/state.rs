@@ -1,0 +1,197 @@
+//! Host-kept plugin state (the WIT `state` interface, the manifest's `[state]` grant): it
+//! outlives every instance, is one per plugin and scope, and a store that fails or stalls
+//! stops a guard closed.
+
+use palisade::{FailureReason, Host, PreToolDecision, StateStore, ToolCall};
+use palisade_tests::PluginDir;
+use serde_json::json;
+use std::path::Path;
+
+fn bash() -> ToolCall {
+    ToolCall::new("t", "Bash", json!({ "command": "ls" }))
+}
+
+/// `bash-budget` (the example, as shipped but for a budget of 3 and `manifest` edited by
+/// `edit`).
+fn budget_dir_with(edit: impl Fn(String) -> String) -> PluginDir {
+    let dir = PluginDir::new();
+    let example = palisade_examples::get("bash-budget").expect("the bash-budget example");
+    palisade_examples::install_one(example, dir.path()).unwrap();
+    let manifest = dir.path().join("bash-budget/plugin.toml");
+    let text = std::fs::read_to_string(&manifest).unwrap();
+    std::fs::write(
+        &manifest,
+        edit(text.replace("max_calls = 50", "max_calls = 3")),
+    )
+    .unwrap();
+    dir
+}
+
+fn budget_dir() -> PluginDir {
+    budget_dir_with(|text| text)
+}
+
+fn host(state: &Path) -> Host {
+    Host::builder()
+        .state(StateStore::embedded(state))
+        .build()
+        .unwrap()
+}
+
+fn denied_code(decision: PreToolDecision) -> Option<String> {
+    match decision {
+        PreToolDecision::Deny(denial) => Some(denial.reason_code),
+        _ => None,
+    }
+}
+
+/// The issue's first case: a stateful guard's limit must not reset when its instance goes.
+#[tokio::test]
+async fn the_budget_holds_across_eviction_reload_a_trap_and_a_restart() {
+    let dir = budget_dir();
+    let state = tempfile::tempdir().unwrap();
+
+    // Two calls in a first host.
+    let plugins = host(state.path()).load_dir(dir.path()).unwrap();
+    let session = plugins.session("s");
+    for _ in 0..2 {
+        assert_eq!(session.pre_tool(&bash()).await, PreToolDecision::Allow);
+    }
+    // Evicted (the session and its instance dropped), then reopened: one call left.
+    drop(session);
+    let session = plugins.session("s");
+    assert_eq!(session.pre_tool(&bash()).await, PreToolDecision::Allow);
+    assert_eq!(
+        denied_code(session.pre_tool(&bash()).await).as_deref(),
+        Some("budget-exhausted")
+    );
+    // Reloaded (a new plugin set), and restarted (a new host, another process's view of the
+    // file): still exhausted. Another session has its own budget.
+    let reloaded = host(state.path()).load_dir(dir.path()).unwrap();
+    drop(plugins);
+    assert_eq!(
+        denied_code(reloaded.session("s").pre_tool(&bash()).await).as_deref(),
+        Some("budget-exhausted")
+    );
+    assert_eq!(
+        reloaded.session("other").pre_tool(&bash()).await,
+        PreToolDecision::Allow
+    );
+}
+
+#[tokio::test]
+async fn a_count_made_before_a_trap_is_kept() {
+    let dir = PluginDir::new();
+    dir.scripted(
+        "counter",
+        "[state]\nscopes = [\"session\"]\n[[hooks]]\npoint = \"pre-tool\"\ncapability = \"guard\"\n\
+         [config]\npre_tool = \"state-count-panic\"\n",
+    );
+    let state = tempfile::tempdir().unwrap();
+    let plugins = host(state.path()).load_dir(dir.path()).unwrap();
+    let session = plugins.session("s");
+    // Each call counts, then traps (failing closed); the instance is discarded every time.
+    for _ in 0..2 {
+        let PreToolDecision::Deny(denial) = session.pre_tool(&bash()).await else {
+            panic!("a trapping guard allowed");
+        };
+        assert_eq!(denial.failure, Some(FailureReason::Trap));
+    }
+    // The same counter, read by a counting plugin of the same name.
+    let dir = PluginDir::new();
+    dir.scripted(
+        "counter",
+        "[state]\nscopes = [\"session\"]\n[[hooks]]\npoint = \"pre-tool\"\ncapability = \"guard\"\n\
+         [config]\npre_tool = \"state-count\"\nlimit = 2\n",
+    );
+    let plugins = host(state.path()).load_dir(dir.path()).unwrap();
+    assert_eq!(
+        denied_code(plugins.session("s").pre_tool(&bash()).await).as_deref(),
+        Some("over-limit"),
+        "the two counts made before the traps were lost"
+    );
+}
+
+#[tokio::test]
+async fn a_plugin_sees_only_its_own_values_and_only_the_scopes_it_is_granted() {
+    let dir = PluginDir::new();
+    let counter = |scopes: &str, behaviour: &str| {
+        format!(
+            "[state]\nscopes = [{scopes}]\n[[hooks]]\npoint = \"pre-tool\"\ncapability = \"guard\"\n\
+             [config]\npre_tool = \"{behaviour}\"\nlimit = 1\n"
+        )
+    };
+    dir.scripted("a", &counter("\"session\"", "state-count"));
+    dir.scripted("b", &counter("\"session\"", "state-count"));
+    dir.scripted("c", &counter("\"session\"", "state-global-count"));
+    let state = tempfile::tempdir().unwrap();
+    let plugins = host(state.path()).load_dir(dir.path()).unwrap();
+    let decision = plugins.session("s").pre_tool(&bash()).await;
+    // a and b each count 1 of 1 on key `n` (not 2: b does not see a's value); c asks for the
+    // global scope it was not granted, and refuses.
+    let PreToolDecision::Deny(denial) = decision else {
+        panic!("c was not refused: {decision:?}");
+    };
+    assert_eq!(denial.hook_id, "c/pre-tool");
+    assert_eq!(denial.reason_code, "state-refused");
+    assert_eq!(denial.message, "Error::NotGranted");
+}
+
+#[tokio::test]
+async fn a_store_that_cannot_be_opened_stops_the_guard_closed() {
+    let file = tempfile::NamedTempFile::new().unwrap();
+    // A directory under a regular file cannot be created.
+    let plugins = host(&file.path().join("state"))
+        .load_dir(budget_dir().path())
+        .unwrap();
+    let PreToolDecision::Deny(denial) = plugins.session("s").pre_tool(&bash()).await else {
+        panic!("a broken store let the call through");
+    };
+    assert_eq!(denial.failure, Some(FailureReason::StateUnavailable));
+    assert_eq!(denial.reason_code, "hook-failure:state-unavailable");
+}
+
+#[tokio::test]
+async fn a_store_held_by_another_process_is_bounded_by_the_hooks_deadline() {
+    let state = tempfile::tempdir().unwrap();
+    let dir = budget_dir();
+    let plugins = host(state.path()).load_dir(dir.path()).unwrap();
+    // One call creates the file.
+    assert_eq!(
+        plugins.session("s").pre_tool(&bash()).await,
+        PreToolDecision::Allow
+    );
+    // Another process takes the write lock and keeps it.
+    let other = rusqlite::Connection::open(state.path().join("state.sqlite3")).unwrap();
+    other.execute_batch("BEGIN EXCLUSIVE").unwrap();
+    let started = std::time::Instant::now();
+    let PreToolDecision::Deny(denial) = plugins.session("s").pre_tool(&bash()).await else {
+        panic!("a stalled store let the call through");
+    };
+    assert_eq!(denial.failure, Some(FailureReason::Timeout), "{denial:?}");
+    // The deadline (500 ms), not the store's own wait (5 s), ended it.
+    assert!(started.elapsed() < std::time::Duration::from_secs(4));
+    other.execute_batch("ROLLBACK").unwrap();
+}
+
+#[tokio::test]
+async fn without_a_grant_the_budget_cannot_count_and_refuses() {
+    let dir = budget_dir_with(|text| {
+        let text = text.replace(
+            "[state]\nscopes = [\"session\"]\nmax_keys = 1\nmax_bytes = 64\n",
+            "",
+        );
+        assert!(!text.contains("\n[state]\n"), "{text}");
+        text
+    });
+    let plugins = Host::builder()
+        .state(StateStore::memory())
+        .build()
+        .unwrap()
+        .load_dir(dir.path())
+        .unwrap();
+    assert_eq!(
+        denied_code(plugins.session("s").pre_tool(&bash()).await).as_deref(),
+        Some("budget-unknown")
+    );
+}
