@@ -127,6 +127,8 @@ fn run_doc(doc: &str) {
         .arg(&script)
         .current_dir(work.path())
         .env("PATH", path_var)
+        // The doc's plugin state, never the user's.
+        .env("PALISADE_STATE_DIR", work.path().join(".state"))
         .env_remove("CARGO_TARGET_DIR");
     for lang in ["python", "js", "c"] {
         shell.envs(toolchain::toolchain(lang));
@@ -222,6 +224,7 @@ fn the_manifest_reference_names_every_field() {
         "struct RawManifest {",
         "struct RawLimits {",
         "struct RawHook {",
+        "struct RawState {",
     ] {
         let body = &source[source.find(raw).unwrap_or_else(|| panic!("{raw} is gone"))..];
         let body = &body[..body.find('}').unwrap()];
