@@ -111,3 +111,29 @@ if [ "$(node -e "process.stdout.write(require('$js/node_modules/@bytecodeallianc
         "@bytecodealliance/componentize-js@$COMPONENTIZE_JS_VERSION" >&2
 fi
 echo "export PALISADE_COMPONENTIZE_JS=$js/node_modules/.bin/componentize-js"
+
+# The Redis state backend's tests: Debian's redis-server, unpacked into the build tree like
+# clang (no root needed). `target/tools/redis/redis-server` runs it with its libraries.
+redis_tools="$tools/redis"
+if ! [ -x "$redis_tools/redis-server" ]; then
+    echo "installing redis-server (Debian packages) into $redis_tools" >&2
+    if ! command -v apt-get >/dev/null || ! command -v dpkg-deb >/dev/null; then
+        echo "error: the Redis tests need redis-server; this script fetches Debian's package with" >&2
+        echo "  apt-get, which this machine lacks. Install redis-server yourself and put a" >&2
+        echo "  wrapper that runs it at $redis_tools/redis-server." >&2
+        exit 1
+    fi
+    mkdir -p "$redis_tools/debs"
+    (cd "$redis_tools/debs" && apt-get download -qq redis-server redis-tools libjemalloc2 liblzf1 2>&1 \
+        | grep -v "unsandboxed" >&2 || true)
+    for deb in "$redis_tools"/debs/*.deb; do dpkg-deb -x "$deb" "$redis_tools"; done
+    cat > "$redis_tools/redis-server" <<WRAPPER
+#!/bin/sh
+# redis-server from Debian's packages, unpacked by scripts/tools.sh.
+here="\$(cd "\$(dirname "\$0")" && pwd)"
+LD_LIBRARY_PATH="\$here/usr/lib/x86_64-linux-gnu\${LD_LIBRARY_PATH:+:\$LD_LIBRARY_PATH}" \
+    exec "\$here/usr/bin/redis-server" "\$@"
+WRAPPER
+    chmod +x "$redis_tools/redis-server"
+fi
+echo "export PALISADE_REDIS_SERVER=$redis_tools/redis-server"

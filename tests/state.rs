@@ -195,3 +195,88 @@ async fn without_a_grant_the_budget_cannot_count_and_refuses() {
         Some("budget-unknown")
     );
 }
+
+/// The Redis backend, with a real `redis-server`: the same budget, across two hosts sharing
+/// it (as two `palisade serve` nodes would), and through a restart of both.
+#[tokio::test]
+async fn two_hosts_sharing_redis_keep_one_budget_and_a_redis_that_is_down_fails_closed() {
+    let redis = palisade_tests::redis::Redis::start();
+    let dir = budget_dir();
+    let host = || {
+        Host::builder()
+            .state(StateStore::redis(&redis.url()))
+            .build()
+            .unwrap()
+            .load_dir(dir.path())
+            .unwrap()
+    };
+    let (one, two) = (host(), host());
+    for plugins in [&one, &two, &one] {
+        assert_eq!(
+            plugins.session("s").pre_tool(&bash()).await,
+            PreToolDecision::Allow
+        );
+    }
+    assert_eq!(
+        denied_code(two.session("s").pre_tool(&bash()).await).as_deref(),
+        Some("budget-exhausted")
+    );
+    assert_eq!(
+        host().session("t").pre_tool(&bash()).await,
+        PreToolDecision::Allow
+    );
+
+    // Redis goes away: the guard fails closed, it does not read "no count".
+    let url = redis.url();
+    drop(redis);
+    let plugins = Host::builder()
+        .state(StateStore::redis(&url))
+        .build()
+        .unwrap()
+        .load_dir(dir.path())
+        .unwrap();
+    let PreToolDecision::Deny(denial) = plugins.session("u").pre_tool(&bash()).await else {
+        panic!("a guard with its Redis down let the call through");
+    };
+    assert_eq!(
+        denial.failure,
+        Some(FailureReason::StateUnavailable),
+        "{denial:?}"
+    );
+}
+
+/// Concurrent increments from many sessions' hooks at once, on two hosts: none is lost.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_increments_through_redis_are_atomic() {
+    let redis = palisade_tests::redis::Redis::start();
+    let dir = PluginDir::new();
+    dir.scripted(
+        "counter",
+        "[state]\nscopes = [\"global\"]\n[[hooks]]\npoint = \"pre-tool\"\ncapability = \"guard\"\n\
+         [config]\npre_tool = \"state-global-count\"\nlimit = 40\n",
+    );
+    let host = || {
+        Host::builder()
+            .state(StateStore::redis(&redis.url()))
+            .build()
+            .unwrap()
+            .load_dir(dir.path())
+            .unwrap()
+    };
+    let (one, two) = (host(), host());
+    let mut calls = Vec::new();
+    for i in 0..50 {
+        let plugins = if i % 2 == 0 { one.clone() } else { two.clone() };
+        calls.push(tokio::spawn(async move {
+            plugins.session(format!("s{i}")).pre_tool(&bash()).await
+        }));
+    }
+    let mut allowed = 0;
+    for call in calls {
+        if call.await.unwrap() == PreToolDecision::Allow {
+            allowed += 1;
+        }
+    }
+    // Exactly the limit: no two calls took the same slot.
+    assert_eq!(allowed, 40);
+}

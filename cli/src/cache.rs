@@ -31,11 +31,19 @@ pub fn quiet_host_builder() -> palisade::HostBuilder {
     }
 }
 
-/// The state store a `--state` option names: `memory`, or the embedded store in a directory;
-/// by default the embedded store in [`palisade::state::default_dir`].
+/// The state store a `--state` option names: `memory`, a Redis URL (`redis://…`, `rediss://…`,
+/// `redis+unix://…`), or the embedded store in a directory; by default the embedded store in
+/// [`palisade::state::default_dir`].
 pub fn state_store(spec: Option<&str>) -> palisade::StateStore {
     match spec {
         Some("memory") => palisade::StateStore::memory(),
+        Some(url)
+            if ["redis://", "rediss://", "redis+unix://"]
+                .iter()
+                .any(|p| url.starts_with(p)) =>
+        {
+            palisade::StateStore::redis(url)
+        }
         Some(dir) => palisade::StateStore::embedded(dir),
         None => palisade::StateStore::default(),
     }

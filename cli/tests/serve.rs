@@ -58,15 +58,12 @@ fn denied(answer: &server::Response) -> Option<String> {
     })
 }
 
-/// Two servers over one state store (the embedded one, in a shared directory): a session whose
-/// events alternate between them has one budget, and a restart does not reset it.
-#[test]
-fn two_servers_sharing_a_state_store_keep_one_budget_per_session() {
+/// Two servers over one state store: a session whose events alternate between them has one
+/// budget, and a restart of both does not reset it.
+fn two_servers_keep_one_budget(args: &[&str], envs: &[(&str, &str)]) {
     let dir = plugins();
-    let state = tempfile::tempdir().unwrap();
-    let shared = [("PALISADE_STATE_DIR", state.path().to_str().unwrap())];
-    let one = Server::start(dir.path(), &[], &shared);
-    let two = Server::start(dir.path(), &[], &shared);
+    let one = Server::start(dir.path(), args, envs);
+    let two = Server::start(dir.path(), args, envs);
     for (n, server) in [&one, &two, &one].into_iter().enumerate() {
         let answer = server.event(bash("session-a", "ls"));
         assert_eq!(denied(&answer), None, "call {} of 3: {answer:?}", n + 1);
@@ -74,9 +71,27 @@ fn two_servers_sharing_a_state_store_keep_one_budget_per_session() {
     let fourth = denied(&two.event(bash("session-a", "ls"))).expect("the 4th call is denied");
     assert!(fourth.contains("budget of 3 shell commands"), "{fourth}");
     drop((one, two));
-    let restarted = Server::start(dir.path(), &[], &shared);
+    let restarted = Server::start(dir.path(), args, envs);
     assert!(denied(&restarted.event(bash("session-a", "ls"))).is_some());
     assert_eq!(denied(&restarted.event(bash("session-b", "ls"))), None);
+}
+
+/// The embedded store, in a directory both servers use.
+#[test]
+fn two_servers_sharing_the_embedded_store_keep_one_budget_per_session() {
+    let state = tempfile::tempdir().unwrap();
+    two_servers_keep_one_budget(
+        &[],
+        &[("PALISADE_STATE_DIR", state.path().to_str().unwrap())],
+    );
+}
+
+/// A real Redis, as a fleet of servers behind a load balancer would share.
+#[test]
+fn two_servers_sharing_redis_keep_one_budget_per_session() {
+    let redis = palisade_tests::redis::Redis::start();
+    let url = redis.url();
+    two_servers_keep_one_budget(&["--state", &url], &[]);
 }
 
 #[test]

@@ -2,6 +2,7 @@
 //! records lifecycle events.
 
 pub mod external;
+pub mod redis;
 
 use palisade::{Event, EventKind, EventSink};
 use std::path::{Path, PathBuf};

@@ -125,7 +125,7 @@ mod tests {
             .flat_map(|(_, text)| text.lines())
             .filter_map(|line| line.trim().strip_prefix("interface "))
             .filter_map(|rest| rest.split_whitespace().next())
-            .filter(|name| !["types", "host", "tool-dispatch"].contains(name))
+            .filter(|name| !["types", "host", "tool-dispatch", "state"].contains(name))
             .collect();
         declared.sort();
         let mut rows = super::INTERFACES.to_vec();

@@ -76,10 +76,11 @@ pub struct ServeCommand {
     #[arg(long)]
     audit_log: Option<PathBuf>,
     /// Where plugins' granted state (`[state]`) is kept: `memory` (gone when the server
-    /// exits), or a directory for the embedded store (SQLite, shared by every process that
-    /// uses it) [default: $PALISADE_STATE_DIR, else $XDG_STATE_HOME/palisade, else
-    /// ~/.local/state/palisade].
-    #[arg(long, value_name = "memory|DIR")]
+    /// exits), a Redis URL (`redis://HOST:PORT/DB`, `rediss://…`, `redis+unix:///PATH`: one
+    /// store for several servers), or a directory for the embedded store (SQLite, shared by
+    /// every process that uses it) [default: $PALISADE_STATE_DIR, else
+    /// $XDG_STATE_HOME/palisade, else ~/.local/state/palisade].
+    #[arg(long, value_name = "memory|URL|DIR")]
     state: Option<String>,
 }
 
