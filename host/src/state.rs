@@ -358,18 +358,14 @@ impl Sqlite {
         let plugin: &str = &ns.plugin;
         let tx = connection.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
         let current: Option<Vec<u8>> = tx
-            .query_row(
+            .prepare_cached(
                 "SELECT value FROM state WHERE plugin = ?1 AND scope = ?2 AND key = ?3",
-                (plugin, &scope, key),
-                |row| row.get(0),
-            )
+            )?
+            .query_row((plugin, &scope, key), |row| row.get(0))
             .optional()?;
         let (keys, bytes): (u64, u64) = tx
-            .query_row(
-                "SELECT keys, bytes FROM scopes WHERE plugin = ?1 AND scope = ?2",
-                (plugin, &scope),
-                |row| Ok((row.get(0)?, row.get(1)?)),
-            )
+            .prepare_cached("SELECT keys, bytes FROM scopes WHERE plugin = ?1 AND scope = ?2")?
+            .query_row((plugin, &scope), |row| Ok((row.get(0)?, row.get(1)?)))
             .optional()?
             .unwrap_or((0, 0));
         let (write, done) = match effect(current.as_deref(), op, keys, bytes, bounds) {
@@ -380,29 +376,29 @@ impl Sqlite {
         let after = match &write {
             Write::Keep => None,
             Write::Put(value) => {
-                tx.execute(
+                tx.prepare_cached(
                     "INSERT OR REPLACE INTO state (plugin, scope, key, value) \
                      VALUES (?1, ?2, ?3, ?4)",
-                    (plugin, &scope, key, value),
-                )?;
+                )?
+                .execute((plugin, &scope, key, value))?;
                 Some((
                     keys + u64::from(current.is_none()),
                     bytes - old + value.len() as u64,
                 ))
             }
             Write::Remove => {
-                tx.execute(
+                tx.prepare_cached(
                     "DELETE FROM state WHERE plugin = ?1 AND scope = ?2 AND key = ?3",
-                    (plugin, &scope, key),
-                )?;
+                )?
+                .execute((plugin, &scope, key))?;
                 Some((keys - u64::from(current.is_some()), bytes - old))
             }
         };
         if let Some((keys, bytes)) = after {
-            tx.execute(
+            tx.prepare_cached(
                 "INSERT OR REPLACE INTO scopes (plugin, scope, keys, bytes) VALUES (?1, ?2, ?3, ?4)",
-                (plugin, &scope, keys, bytes),
-            )?;
+            )?
+            .execute((plugin, &scope, keys, bytes))?;
         }
         tx.commit()?;
         Ok(Ok(done))

@@ -1,17 +1,24 @@
 // tool-tally in JavaScript (componentize-js): an observer that counts a session's tool calls
 // and failed results and logs each one. Written in Rust, Python and C beside this one, with the
-// same log lines (example-plugins/languages/cases.jsonl checks them).
+// same log lines (example-plugins/languages/cases.jsonl checks them). The counts are host-kept
+// session state (`[state]`), so they survive the instance.
 
 import { log } from "palisade:hooks/host@0.1.0";
+import { increment } from "palisade:hooks/state@0.1.0";
 
-// Per session: the manifest asks for a `per-session` instance.
-let calls = 0;
-let results = 0;
-let failed = 0;
+// Adds `by` to this session's counter `key`; the new count (-1 if refused: an observer cannot
+// deny). A result<_, error> throws its error; an s64 is a BigInt.
+function count(key, by) {
+  try {
+    return increment("session", key, BigInt(by));
+  } catch {
+    return -1;
+  }
+}
 
 export const preTool = {
   onPreTool(call) {
-    calls += 1;
+    const calls = count("calls", 1);
     log("info", `call ${calls}: ${call.name}`);
     return { tag: "allow" };
   },
@@ -19,8 +26,8 @@ export const preTool = {
 
 export const toolResult = {
   onToolResult(call, outcome) {
-    results += 1;
-    if (outcome.isError) failed += 1;
+    const results = count("results", 1);
+    const failed = count("failed", outcome.isError ? 1 : 0);
     const status = outcome.isError ? "failed" : "ok";
     log("info", `result ${results}: ${call.name} ${status}, ${failed} failed so far`);
   },
