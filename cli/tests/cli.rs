@@ -14,6 +14,11 @@ fn palisade(args: &[&str]) -> Output {
             "PALISADE_CACHE_DIR",
             Path::new(env!("CARGO_TARGET_TMPDIR")).join("cli-cache"),
         )
+        // Nor the user's plugin state.
+        .env(
+            "PALISADE_STATE_DIR",
+            Path::new(env!("CARGO_TARGET_TMPDIR")).join("cli-state"),
+        )
         .output()
         .expect("the palisade binary runs")
 }

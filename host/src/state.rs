@@ -85,8 +85,7 @@ pub struct StateUnavailable(pub String);
 
 type Outcome = Result<Result<Done, Refused>, StateUnavailable>;
 
-/// A state backend. Implement it to keep plugin state elsewhere; every operation must be
-/// atomic and check `bounds` in the same step.
+/// A state backend: every operation must be atomic and check `bounds` in the same step.
 trait Backend: Send + Sync + std::fmt::Debug {
     fn apply(&self, ns: Namespace, key: String, op: Op, bounds: Bounds) -> BoxFuture<'_, Outcome>;
 }
