@@ -245,7 +245,18 @@ impl Host {
                 protocol: manifest.protocol,
             }),
         };
+        let (vars, folders) = match &runtime {
+            Runtime::Wasm(_) => granted(
+                &manifest,
+                link.as_deref().unwrap_or(folder),
+                manifest_path,
+                problems,
+            )?,
+            _ => (Vec::new(), Vec::new()),
+        };
         let env = Arc::new(PluginEnv {
+            vars,
+            folders,
             name: manifest.name.clone(),
             config: manifest
                 .config
@@ -776,4 +787,53 @@ fn check_header(bytes: &[u8], path: &Path) -> Option<Problem> {
 
 fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// What a component's manifest grants it of the host, resolved at load: the `env` values
+/// (a variable that is not set is a problem: the component would otherwise run without what
+/// it was meant to be given) and the `files` folders (each must be a folder; relative paths
+/// are the plugin folder's; a symlink is followed here, once, and its target granted).
+#[allow(clippy::type_complexity)]
+fn granted(
+    manifest: &Manifest,
+    folder: &Path,
+    manifest_path: &Path,
+    problems: &mut Vec<Problem>,
+) -> Option<(Vec<(String, String)>, Vec<(PathBuf, String)>)> {
+    let before = problems.len();
+    let mut vars = Vec::new();
+    for name in &manifest.env {
+        match std::env::var(name) {
+            Ok(value) => vars.push((name.clone(), value)),
+            Err(_) => problems.push(
+                Problem::new(
+                    manifest_path,
+                    format!("the environment variable `{name}` is not set (or not UTF-8)"),
+                )
+                .field("env")
+                .fix("set it in the environment the host starts in, or remove it from `env`"),
+            ),
+        }
+    }
+    let mut folders = Vec::new();
+    for (i, grant) in manifest.files.iter().enumerate() {
+        let path = folder.join(&grant.path);
+        match std::fs::canonicalize(&path) {
+            Ok(real) if real.is_dir() => folders.push((real, grant.guest.clone())),
+            Ok(_) => problems.push(
+                Problem::new(manifest_path, format!("{} is not a folder", path.display()))
+                    .field(format!("files[{i}].path"))
+                    .fix("grant a folder; a single file goes in a folder of its own"),
+            ),
+            Err(err) => problems.push(
+                Problem::new(
+                    manifest_path,
+                    format!("cannot open {}: {err}", path.display()),
+                )
+                .field(format!("files[{i}].path"))
+                .fix("a folder that exists, relative to the plugin folder or absolute"),
+            ),
+        }
+    }
+    (problems.len() == before).then_some((vars, folders))
 }

@@ -128,13 +128,27 @@ pub struct Manifest {
     pub hooks: Vec<HookSpec>,
     /// The `[config]` table, as JSON.
     pub config: serde_json::Map<String, serde_json::Value>,
-    /// Environment variables of the host a command hook is given (besides `PATH`, `HOME` and
-    /// `LANG`); it gets no others.
+    /// Environment variables of the host a plugin is given: a command hook's (besides
+    /// `PATH`, `HOME` and `LANG`), read when it runs; a component's, read once at load (a
+    /// missing one is a load problem). It gets no others.
     pub env: Vec<String>,
+    /// Folders a component may read (`files`), each at its guest path; nothing else of the
+    /// host's filesystem, and nothing writable.
+    pub files: Vec<FileGrant>,
     /// The wire protocol a command or HTTP hook speaks (components have none).
     pub protocol: Protocol,
     /// The host-kept state it may use (`[state]`); `None`: none.
     pub state: Option<StateGrant>,
+}
+
+/// A folder a component may read: `path` (relative to the plugin folder, or absolute) at
+/// `guest` (an absolute path in the component's filesystem).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FileGrant {
+    /// The folder on the host, as the manifest names it.
+    pub path: String,
+    /// Where the component sees it.
+    pub guest: String,
 }
 
 /// Default of `[state] max_keys`.
@@ -289,8 +303,17 @@ struct RawManifest {
     #[serde(default)]
     config: toml::Table,
     env: Option<Vec<Checked<EnvName>>>,
+    files: Option<Vec<RawFile>>,
     protocol: Option<Protocol>,
     state: Option<RawState>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawFile {
+    path: String,
+    #[serde(rename = "as")]
+    guest: String,
 }
 
 #[derive(Deserialize)]
@@ -400,7 +423,7 @@ pub(crate) fn parse(path: &Path, text: &str, problems: &mut Vec<Problem>) -> Opt
         }
     };
 
-    let env = env_names(path, raw.env.as_deref().unwrap_or_default(), wasm, problems);
+    let env = env_names(path, raw.env.as_deref().unwrap_or_default(), problems);
     if wasm && raw.protocol.is_some() {
         problems.push(
             Problem::new(path, "`protocol` applies to command and HTTP hooks only")
@@ -413,6 +436,7 @@ pub(crate) fn parse(path: &Path, text: &str, problems: &mut Vec<Problem>) -> Opt
         .state
         .as_ref()
         .and_then(|state| state_grant(path, state, problems));
+    let files = file_grants(path, raw.files.as_deref().unwrap_or_default(), problems);
     let (runtime, name) = (runtime?, name?);
     (problems.len() == before).then(|| Manifest {
         name: name.0,
@@ -425,6 +449,7 @@ pub(crate) fn parse(path: &Path, text: &str, problems: &mut Vec<Problem>) -> Opt
         env,
         protocol: raw.protocol.unwrap_or_default(),
         state,
+        files,
     })
 }
 
@@ -566,20 +591,8 @@ fn capabilities(
     capabilities
 }
 
-/// `env`: the names of the variables a command hook is given, each a valid name.
-fn env_names(
-    path: &Path,
-    env: &[Checked<EnvName>],
-    wasm: bool,
-    problems: &mut Vec<Problem>,
-) -> Vec<String> {
-    if wasm && !env.is_empty() {
-        problems.push(
-            Problem::new(path, "`env` applies to command hooks only")
-                .field("env")
-                .fix("remove it: a component has no environment"),
-        );
-    }
+/// `env`: the names of the variables a plugin is given, each a valid name.
+fn env_names(path: &Path, env: &[Checked<EnvName>], problems: &mut Vec<Problem>) -> Vec<String> {
     env.iter()
         .filter_map(|name| name.take(path, "env", problems))
         .map(|name| name.0)
@@ -611,6 +624,7 @@ fn refuse_wasm_only_fields(
     };
     wasm_only("sha256", raw.sha256.is_some());
     wasm_only("instance", raw.instance.is_some());
+    wasm_only("files", raw.files.is_some());
     wasm_only("limits.fuel", raw.limits.fuel.is_some());
     wasm_only("limits.memory_mb", raw.limits.memory_mb.is_some());
     for (i, hook) in raw.hooks.iter().enumerate() {
@@ -666,6 +680,50 @@ fn runtime(path: &Path, raw: &RawManifest, problems: &mut Vec<Problem>) -> Optio
     }
     let url = raw.url.as_ref()?.take(path, "url", problems)?;
     Some(RuntimeSpec::Http { url: url.0 })
+}
+
+/// `files`: each folder's guest path absolute, plain (no `..`, not `/` itself) and used once.
+/// Whether the folder exists and stays inside its bounds is the loader's check.
+fn file_grants(path: &Path, raw: &[RawFile], problems: &mut Vec<Problem>) -> Vec<FileGrant> {
+    let mut grants: Vec<FileGrant> = Vec::new();
+    for (i, file) in raw.iter().enumerate() {
+        let field = format!("files[{i}].as");
+        let plain = file.guest.starts_with('/')
+            && file.guest.len() > 1
+            && file
+                .guest
+                .split('/')
+                .skip(1)
+                .all(|part| !part.is_empty() && part != "." && part != "..");
+        if !plain {
+            problems.push(
+                Problem::new(
+                    path,
+                    format!("`{}` is not a plain absolute guest path", file.guest),
+                )
+                .field(field)
+                .fix("an absolute path below `/`, such as `/policy`"),
+            );
+        } else if grants.iter().any(|g| g.guest == file.guest) {
+            problems.push(
+                Problem::new(path, format!("`{}` is granted twice", file.guest))
+                    .field(field)
+                    .fix("one folder per guest path"),
+            );
+        } else if file.path.is_empty() {
+            problems.push(
+                Problem::new(path, "an empty folder path")
+                    .field(format!("files[{i}].path"))
+                    .fix("a folder, relative to the plugin folder (`policy`) or absolute"),
+            );
+        } else {
+            grants.push(FileGrant {
+                path: file.path.clone(),
+                guest: file.guest.clone(),
+            });
+        }
+    }
+    grants
 }
 
 /// The `[state]` grant: its scopes (at least one, each known) and its bounds.

@@ -175,6 +175,13 @@ fn grants(manifest: &palisade::Manifest) -> String {
             state.max_bytes
         ));
     }
+    let wasm = manifest.runtime.family() == "wasm";
+    if wasm && !manifest.env.is_empty() {
+        grants.push(format!("env: {}", manifest.env.join(", ")));
+    }
+    for file in &manifest.files {
+        grants.push(format!("files: {} → {} (read-only)", file.path, file.guest));
+    }
     if grants.is_empty() {
         "-".into()
     } else {

@@ -74,6 +74,11 @@ pub(crate) struct PluginEnv {
     pub config: std::collections::HashMap<String, String>,
     /// The host-kept state it was granted (`[state]`), and where it is kept.
     pub state: Option<(StateGrant, StateStore)>,
+    /// The environment it was granted (`env`), as read at load.
+    pub vars: Vec<(String, String)>,
+    /// The folders it was granted (`files`), read-only: the host folder (resolved at load)
+    /// and the guest path.
+    pub folders: Vec<(std::path::PathBuf, String)>,
 }
 
 /// The invocation the instance is serving right now.
@@ -159,12 +164,18 @@ pub(crate) struct State {
 }
 
 impl State {
-    pub fn new(env: Arc<PluginEnv>, sink: Option<Arc<dyn EventSink>>, call: CallContext) -> Self {
+    /// A new instance's state. `Err`: a granted folder cannot be opened any more (it was
+    /// removed or replaced since load), so the instance is not made.
+    pub fn new(
+        env: Arc<PluginEnv>,
+        sink: Option<Arc<dyn EventSink>>,
+        call: CallContext,
+    ) -> Result<Self, String> {
         let (stdout, stderr) = (Captured::default(), Captured::default());
         let mut table = ResourceTable::new();
         table.set_max_capacity(MAX_WASI_RESOURCES);
-        State {
-            wasi: sandboxed_wasi(&stdout, &stderr),
+        Ok(State {
+            wasi: sandboxed_wasi(&stdout, &stderr, &env)?,
             stdout,
             stderr,
             table,
@@ -173,11 +184,15 @@ impl State {
             sink,
             call,
             next: None,
-        }
+        })
     }
 }
 
-fn sandboxed_wasi(stdout: &Captured, stderr: &Captured) -> WasiCtx {
+fn sandboxed_wasi(
+    stdout: &Captured,
+    stderr: &Captured,
+    env: &PluginEnv,
+) -> Result<WasiCtx, String> {
     let mut builder = WasiCtx::builder();
     builder
         .stdout(stdout.clone())
@@ -186,7 +201,17 @@ fn sandboxed_wasi(stdout: &Captured, stderr: &Captured) -> WasiCtx {
         .allow_udp(false)
         .allow_ip_name_lookup(false)
         .socket_addr_check(|_, _| Box::pin(async { false }));
-    builder.build()
+    // Its grants only: the named variables as read at load, and each folder read-only (a
+    // capability-based directory: no `..` out of it, no symlink out of it, no writes).
+    for (name, value) in &env.vars {
+        builder.env(name, value);
+    }
+    for (host, guest) in &env.folders {
+        builder
+            .preopened_dir(host, guest, wasmtime_wasi::FsPerms::ReadOnly)
+            .map_err(|e| format!("cannot open its granted folder {}: {e:#}", host.display()))?;
+    }
+    Ok(builder.build())
 }
 
 impl State {

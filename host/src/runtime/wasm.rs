@@ -112,7 +112,15 @@ pub(crate) async fn run(plugin: &Wasm, site: Site<'_>, request: &Request) -> Run
             }
             None => {
                 phase.store(PHASE_INSTANTIATE, Ordering::Relaxed);
-                let state = State::new(site.env.clone(), site.sink.clone(), call);
+                let state = match State::new(site.env.clone(), site.sink.clone(), call) {
+                    Ok(state) => state,
+                    Err(why) => {
+                        return (
+                            Err(Failure::new(FailureReason::Unavailable, why)),
+                            Cost::default(),
+                        );
+                    }
+                };
                 match Instance::new(site.engine, plugin, state, limits).await {
                     Ok((instance, cost)) => {
                         fresh_cost = cost;

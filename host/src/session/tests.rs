@@ -51,6 +51,8 @@ fn plugin(name: &str, hook: &str, fake: Fake) -> Plugin {
             name: name.into(),
             config: Default::default(),
             state: None,
+            vars: Vec::new(),
+            folders: Vec::new(),
         }),
         manifest,
         dir: name.into(),

@@ -196,6 +196,35 @@ impl PreTool for Scripted {
                     Err(refused) => PreToolDecision::deny("state-refused", format!("{refused:?}")),
                 }
             }
+            // The grants: what the component can read of the host, said back as a deny (or
+            // an allow, with why not, when it cannot).
+            "read-file" => {
+                let path: String = palisade_sdk::config("path").unwrap_or_default();
+                match std::fs::read_to_string(&path) {
+                    Ok(text) => PreToolDecision::deny("read", text.trim().to_string()),
+                    Err(err) => {
+                        log::info(&format!("cannot read {path}: {err}"));
+                        PreToolDecision::Allow
+                    }
+                }
+            }
+            "write-file" => {
+                let path: String = palisade_sdk::config("path").unwrap_or_default();
+                match std::fs::write(&path, b"x") {
+                    Ok(()) => PreToolDecision::deny("wrote", path),
+                    Err(err) => {
+                        log::info(&format!("cannot write {path}: {err}"));
+                        PreToolDecision::Allow
+                    }
+                }
+            }
+            "env-var" => {
+                let name: String = palisade_sdk::config("name").unwrap_or_default();
+                match std::env::var(&name) {
+                    Ok(value) => PreToolDecision::deny("env", value),
+                    Err(_) => PreToolDecision::Allow,
+                }
+            }
             "state-count-panic" => {
                 let _ = state::session().increment("n", 1);
                 panic!("scripted panic after counting")

@@ -1,0 +1,173 @@
+//! What a component may be given of the host, and only that: the `env` values its manifest
+//! names (read at load) and the `files` folders it names (read-only, confined). With the
+//! grants present, a plugin still cannot read outside its folder — not by `..`, not through a
+//! symlink — write anything, or read a variable it was not given.
+
+use palisade::{Host, PreToolDecision, StateStore, ToolCall};
+use palisade_tests::PluginDir;
+use serde_json::json;
+
+fn call() -> ToolCall {
+    ToolCall::new("t", "Bash", json!({ "command": "ls" }))
+}
+
+/// A scripted guard doing `behaviour` with `config` (TOML lines), granted `grants` (top-level
+/// manifest lines).
+fn guard(dir: &PluginDir, name: &str, grants: &str, behaviour: &str, config: &str) {
+    dir.scripted(
+        name,
+        &format!(
+            "{grants}\n[[hooks]]\npoint = \"pre-tool\"\ncapability = \"guard\"\n\
+             [config]\npre_tool = \"{behaviour}\"\n{config}\n"
+        ),
+    );
+}
+
+async fn decide(dir: &PluginDir) -> PreToolDecision {
+    Host::builder()
+        .state(StateStore::memory())
+        .build()
+        .unwrap()
+        .load_dir(dir.path())
+        .unwrap_or_else(|e| panic!("{e}"))
+        .session("s")
+        .pre_tool(&call())
+        .await
+}
+
+/// What a deny said, or `None` for an allow.
+fn said(decision: PreToolDecision) -> Option<String> {
+    match decision {
+        PreToolDecision::Deny(denial) => {
+            Some(format!("{}: {}", denial.reason_code, denial.message))
+        }
+        _ => None,
+    }
+}
+
+#[tokio::test]
+async fn a_granted_folder_is_readable_and_nothing_outside_it() {
+    let outside = tempfile::tempdir().unwrap();
+    std::fs::write(outside.path().join("secret.txt"), "the host's secret").unwrap();
+    let policy = tempfile::tempdir().unwrap();
+    std::fs::write(policy.path().join("deny.txt"), "rm -rf /").unwrap();
+    // A symlink inside the folder that leads out of it.
+    std::os::unix::fs::symlink(
+        outside.path().join("secret.txt"),
+        policy.path().join("escape.txt"),
+    )
+    .unwrap();
+    let grant = format!(
+        "files = [{{ path = \"{}\", as = \"/policy\" }}]",
+        policy.path().display()
+    );
+    let read = |path: &str| {
+        let dir = PluginDir::new();
+        guard(
+            &dir,
+            "reader",
+            &grant,
+            "read-file",
+            &format!("path = \"{path}\""),
+        );
+        dir
+    };
+    assert_eq!(
+        said(decide(&read("/policy/deny.txt")).await).as_deref(),
+        Some("read: rm -rf /")
+    );
+    let secret = outside.path().join("secret.txt");
+    for escape in [
+        "/policy/escape.txt".to_string(),
+        "/policy/../secret.txt".to_string(),
+        secret.display().to_string(),
+        "/etc/passwd".to_string(),
+    ] {
+        assert_eq!(said(decide(&read(&escape)).await), None, "read {escape}");
+    }
+    // Read-only: no write, not even inside the grant.
+    let dir = PluginDir::new();
+    guard(
+        &dir,
+        "writer",
+        &grant,
+        "write-file",
+        "path = \"/policy/new.txt\"",
+    );
+    assert_eq!(said(decide(&dir).await), None);
+    assert!(!policy.path().join("new.txt").exists());
+}
+
+#[tokio::test]
+async fn a_granted_variable_is_given_as_read_at_load_and_no_other() {
+    // Set by cargo for every test process (the tests may not change their own environment).
+    let name = "CARGO_PKG_NAME";
+    let value = std::env::var(name).expect("cargo sets CARGO_PKG_NAME");
+    let dir = PluginDir::new();
+    guard(
+        &dir,
+        "given",
+        &format!("env = [\"{name}\"]"),
+        "env-var",
+        &format!("name = \"{name}\""),
+    );
+    assert_eq!(said(decide(&dir).await), Some(format!("env: {value}")));
+    // Not named: not given, though the host has it.
+    let dir = PluginDir::new();
+    guard(
+        &dir,
+        "not-given",
+        "",
+        "env-var",
+        &format!("name = \"{name}\""),
+    );
+    assert_eq!(said(decide(&dir).await), None);
+    let dir = PluginDir::new();
+    guard(
+        &dir,
+        "home",
+        &format!("env = [\"{name}\"]"),
+        "env-var",
+        "name = \"HOME\"",
+    );
+    assert_eq!(said(decide(&dir).await), None);
+}
+
+#[test]
+fn a_missing_variable_or_folder_is_a_load_problem() {
+    let dir = PluginDir::new();
+    guard(
+        &dir,
+        "missing",
+        "env = [\"PALISADE_GRANTS_TEST_UNSET\"]\nfiles = [{ path = \"no-such-folder\", as = \"/x\" }, \
+         { path = \"plugin.toml\", as = \"/y\" }]",
+        "allow",
+        "",
+    );
+    guard(
+        &dir,
+        "crooked",
+        "files = [{ path = \"/tmp\", as = \"/../z\" }]",
+        "allow",
+        "",
+    );
+    let problems = match Host::new().unwrap().load_dir(dir.path()) {
+        Err(palisade::Error::Invalid { problems }) => problems,
+        other => panic!("loaded: {other:?}"),
+    };
+    let found: Vec<(String, String)> = problems
+        .into_iter()
+        .map(|p| (p.field.unwrap_or_default(), p.message))
+        .collect();
+    for (field, says) in [
+        ("env", "`PALISADE_GRANTS_TEST_UNSET` is not set"),
+        ("files[0].path", "cannot open"),
+        ("files[1].path", "is not a folder"),
+        ("files[0].as", "is not a plain absolute guest path"),
+    ] {
+        assert!(
+            found.iter().any(|(f, m)| f == field && m.contains(says)),
+            "missing {field}: {says} in {found:#?}"
+        );
+    }
+}
