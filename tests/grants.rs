@@ -171,3 +171,53 @@ fn a_missing_variable_or_folder_is_a_load_problem() {
         );
     }
 }
+
+/// The example `policy-file-guard`: the team's deny list in a granted folder, read at every
+/// call (an edit applies at once), and a list that cannot be read denies.
+#[tokio::test]
+async fn the_policy_file_guard_follows_the_team_list_and_fails_closed_without_it() {
+    let dir = PluginDir::new();
+    let example = palisade_examples::get("policy-file-guard").expect("the example");
+    palisade_examples::install_one(example, dir.path()).unwrap();
+    let policy = dir.path().join("policy-file-guard/policy");
+    std::fs::create_dir_all(&policy).unwrap();
+    let sample = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../example-plugins/policy-file-guard/policy/deny.txt");
+    std::fs::copy(sample, policy.join("deny.txt")).unwrap();
+    let plugins = Host::builder()
+        .state(StateStore::memory())
+        .build()
+        .unwrap()
+        .load_dir(dir.path())
+        .unwrap_or_else(|e| panic!("{e}"));
+    let session = plugins.session("s");
+    let bash = |command: &str| ToolCall::new("t", "Bash", json!({ "command": command }));
+    let code = |decision: PreToolDecision| match decision {
+        PreToolDecision::Deny(denial) => Some(denial.reason_code),
+        _ => None,
+    };
+    assert_eq!(
+        code(
+            session
+                .pre_tool(&bash("git push --force origin main"))
+                .await
+        )
+        .as_deref(),
+        Some("policy-deny-list")
+    );
+    assert_eq!(code(session.pre_tool(&bash("ls -la")).await), None);
+    // The team adds a phrase: the next call sees it, no reload.
+    let mut list = std::fs::read_to_string(policy.join("deny.txt")).unwrap();
+    list.push_str("ls -la\n");
+    std::fs::write(policy.join("deny.txt"), list).unwrap();
+    assert_eq!(
+        code(session.pre_tool(&bash("ls -la")).await).as_deref(),
+        Some("policy-deny-list")
+    );
+    // The list is gone: refused, not allowed.
+    std::fs::remove_file(policy.join("deny.txt")).unwrap();
+    assert_eq!(
+        code(session.pre_tool(&bash("ls")).await).as_deref(),
+        Some("policy-unreadable")
+    );
+}

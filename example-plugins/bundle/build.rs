@@ -11,11 +11,12 @@ const EXAMPLES: &[&str] = &[
     "retry",
     "timeout",
     "bash-budget",
+    "policy-file-guard",
 ];
 
 /// Those that `install` leaves out (the demo's set is the first five): built for the tests
 /// that need them by name.
-const ON_REQUEST: &[&str] = &["bash-budget"];
+const ON_REQUEST: &[&str] = &["bash-budget", "policy-file-guard"];
 
 fn main() {
     let root = workspace_root();
