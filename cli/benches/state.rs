@@ -11,7 +11,7 @@
 #[path = "../tests/support/server.rs"]
 mod server;
 
-use criterion::{Criterion, criterion_group, criterion_main};
+use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use palisade::{Host, PreToolDecision, StateStore, ToolCall};
 use serde_json::json;
 use std::path::Path;
@@ -114,7 +114,51 @@ fn through_serve(c: &mut Criterion, redis: &str) {
         };
         let first = runtime.block_on(post());
         assert!(!first.contains("deny"), "{first}");
-        group.bench_function(name, |b| b.to_async(&runtime).iter(post));
+        group.throughput(Throughput::Elements(1));
+        group.bench_function(format!("one client, {name}"), |b| {
+            b.to_async(&runtime).iter(post)
+        });
+        // 16 clients at once, each its own agent session and connection: every event an
+        // increment in the store.
+        let clients: Vec<(reqwest::Client, String)> = (0..16)
+            .map(|i| {
+                let client = reqwest::Client::builder().no_proxy().build().unwrap();
+                (
+                    client,
+                    event.replace("\"bench\"", &format!("\"bench-{i}\"")),
+                )
+            })
+            .collect();
+        group.throughput(Throughput::Elements(16));
+        group.bench_function(format!("16 concurrent clients, {name}"), |b| {
+            b.to_async(&runtime).iter(|| async {
+                let tasks: Vec<_> = clients
+                    .iter()
+                    .map(|(client, body)| {
+                        let (client, url, body, token) = (
+                            client.clone(),
+                            url.clone(),
+                            body.clone(),
+                            server.token.clone(),
+                        );
+                        tokio::spawn(async move {
+                            let response = client
+                                .post(&url)
+                                .bearer_auth(token)
+                                .header("content-type", "application/json")
+                                .body(body)
+                                .send()
+                                .await
+                                .unwrap();
+                            assert!(response.status().is_success(), "{response:?}");
+                        })
+                    })
+                    .collect();
+                for task in tasks {
+                    task.await.unwrap();
+                }
+            })
+        });
     }
     group.finish();
 }
