@@ -18,7 +18,7 @@ use crate::hook::BoxFuture;
 use rusqlite::OptionalExtension;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 /// Longest key, in bytes.
@@ -97,12 +97,14 @@ pub struct StateStore {
 }
 
 /// Opens a backend.
-type Opener = Box<dyn FnOnce() -> Result<Arc<dyn Backend>, String> + Send>;
+type Opener = Box<dyn Fn() -> Result<Arc<dyn Backend>, String> + Send + Sync>;
 
 /// A backend opened at its first use: a host whose plugins keep no state never touches it.
+/// A failed open is not remembered: the next state call tries again (a full disk, a directory
+/// not yet mounted), and meanwhile every call fails closed.
 struct Lazy {
-    open: Mutex<Option<Opener>>,
-    backend: OnceLock<Result<Arc<dyn Backend>, String>>,
+    open: Opener,
+    backend: Mutex<Option<Arc<dyn Backend>>>,
     what: String,
 }
 
@@ -117,12 +119,12 @@ impl std::fmt::Debug for Lazy {
 impl StateStore {
     fn lazy(
         what: String,
-        open: impl FnOnce() -> Result<Arc<dyn Backend>, String> + Send + 'static,
+        open: impl Fn() -> Result<Arc<dyn Backend>, String> + Send + Sync + 'static,
     ) -> StateStore {
         StateStore {
             inner: Arc::new(Lazy {
-                open: Mutex::new(Some(Box::new(open))),
-                backend: OnceLock::new(),
+                open: Box::new(open),
+                backend: Mutex::new(None),
                 what,
             }),
         }
@@ -131,7 +133,7 @@ impl StateStore {
     /// State in this process's memory: gone when it exits.
     pub fn memory() -> StateStore {
         let backend: Arc<dyn Backend> = Arc::new(Memory::default());
-        StateStore::lazy("in memory".into(), move || Ok(backend))
+        StateStore::lazy("in memory".into(), move || Ok(backend.clone()))
     }
 
     /// State in the SQLite file `state.sqlite3` under `dir` (created at first use), shared by
@@ -166,23 +168,15 @@ impl StateStore {
         &self.inner.what
     }
 
-    fn backend(&self) -> Result<&Arc<dyn Backend>, StateUnavailable> {
-        self.inner
-            .backend
-            .get_or_init(|| {
-                let open = self
-                    .inner
-                    .open
-                    .lock()
-                    .unwrap_or_else(|e| e.into_inner())
-                    .take();
-                match open {
-                    Some(open) => open(),
-                    None => Err("opened concurrently".into()),
-                }
-            })
-            .as_ref()
-            .map_err(|why| StateUnavailable(format!("{} ({why})", self.inner.what)))
+    fn backend(&self) -> Result<Arc<dyn Backend>, StateUnavailable> {
+        let mut slot = self.inner.backend.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(backend) = &*slot {
+            return Ok(backend.clone());
+        }
+        let backend = (self.inner.open)()
+            .map_err(|why| StateUnavailable(format!("{} ({why})", self.inner.what)))?;
+        *slot = Some(backend.clone());
+        Ok(backend)
     }
 
     pub(crate) async fn apply(
@@ -669,5 +663,20 @@ mod tests {
             .await
             .unwrap_err();
         assert!(err.0.contains("cannot create"), "{err}");
+    }
+
+    #[tokio::test]
+    async fn a_store_that_failed_to_open_is_tried_again_at_the_next_call() {
+        let blocker = tempfile::NamedTempFile::new().unwrap();
+        let dir = blocker.path().join("state");
+        let store = StateStore::embedded(&dir);
+        let get = || store.apply(ns("a", None), "k".into(), Op::Get, BOUNDS);
+        assert!(get().await.is_err());
+        // The cause goes away (a regular file where the folder must be, removed).
+        let path = blocker.path().to_path_buf();
+        drop(blocker);
+        assert!(!path.exists());
+        assert_eq!(get().await.unwrap(), Ok(Done::Value(None)));
+        assert!(dir.join("state.sqlite3").exists());
     }
 }
