@@ -168,15 +168,19 @@ impl StateStore {
         &self.inner.what
     }
 
-    fn backend(&self) -> Result<Arc<dyn Backend>, StateUnavailable> {
-        let mut slot = self.inner.backend.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(backend) = &*slot {
+    /// The backend, opened now if it is not yet — on a blocking thread, since opening a file
+    /// store is file I/O. Two calls that race to open both open; the last one is kept.
+    async fn backend(&self) -> Result<Arc<dyn Backend>, StateUnavailable> {
+        if let Some(backend) = &*self.inner.backend.lock().unwrap_or_else(|e| e.into_inner()) {
             return Ok(backend.clone());
         }
-        let backend = (self.inner.open)()
+        let inner = self.inner.clone();
+        let opened = tokio::task::spawn_blocking(move || (inner.open)())
+            .await
+            .unwrap_or_else(|e| Err(format!("the opening thread failed: {e}")))
             .map_err(|why| StateUnavailable(format!("{} ({why})", self.inner.what)))?;
-        *slot = Some(backend.clone());
-        Ok(backend)
+        *self.inner.backend.lock().unwrap_or_else(|e| e.into_inner()) = Some(opened.clone());
+        Ok(opened)
     }
 
     pub(crate) async fn apply(
@@ -186,7 +190,8 @@ impl StateStore {
         op: Op,
         bounds: Bounds,
     ) -> Outcome {
-        self.backend()?.apply(ns, key, op, bounds).await
+        let backend = self.backend().await?;
+        backend.apply(ns, key, op, bounds).await
     }
 }
 
