@@ -7,6 +7,10 @@ root="$(cd "$(dirname "$0")/.." && pwd)"
 tools="$root/target/tools"
 mkdir -p "$tools"
 
+# rust-toolchain.toml's targets are installed with the toolchain only: a machine that already
+# had this toolchain lacks the guests' target until it is added (idempotent, quick).
+(cd "$root" && rustup target add wasm32-wasip2 >&2)
+
 COMPONENTIZE_PY_VERSION=0.25.1
 venv="$tools/venv"
 if ! "$venv/bin/componentize-py" --version 2>/dev/null | grep -q "$COMPONENTIZE_PY_VERSION"; then

@@ -4,7 +4,7 @@
 //! symlink — write anything, or read a variable it was not given.
 
 use palisade::{Host, PreToolDecision, StateStore, ToolCall};
-use palisade_tests::PluginDir;
+use palisade_tests::{PluginDir, assert_load_problems};
 use serde_json::json;
 
 fn call() -> ToolCall {
@@ -151,25 +151,15 @@ fn a_missing_variable_or_folder_is_a_load_problem() {
         "allow",
         "",
     );
-    let problems = match Host::new().unwrap().load_dir(dir.path()) {
-        Err(palisade::Error::Invalid { problems }) => problems,
-        other => panic!("loaded: {other:?}"),
-    };
-    let found: Vec<(String, String)> = problems
-        .into_iter()
-        .map(|p| (p.field.unwrap_or_default(), p.message))
-        .collect();
-    for (field, says) in [
-        ("env", "`PALISADE_GRANTS_TEST_UNSET` is not set"),
-        ("files[0].path", "cannot open"),
-        ("files[1].path", "is not a folder"),
-        ("files[0].as", "is not a plain absolute guest path"),
-    ] {
-        assert!(
-            found.iter().any(|(f, m)| f == field && m.contains(says)),
-            "missing {field}: {says} in {found:#?}"
-        );
-    }
+    assert_load_problems(
+        &dir,
+        &[
+            ("env", "`PALISADE_GRANTS_TEST_UNSET` is not set"),
+            ("files[0].path", "cannot open"),
+            ("files[1].path", "is not a folder"),
+            ("files[0].as", "is not a plain absolute guest path"),
+        ],
+    );
 }
 
 /// The example `policy-file-guard`: the team's deny list in a granted folder, read at every

@@ -670,3 +670,112 @@ fn a_replay_gives_each_fact_its_own_id_the_same_in_every_replay() {
     );
     assert_eq!(replay(), first, "the same facts, the same ids");
 }
+
+/// The `http` grant over TLS, end to end: `classifier-guard` asks an HTTPS classifier at a
+/// granted name; the certificate is verified for that name against the system's roots (here
+/// `SSL_CERT_FILE`, a test authority), the connection going to the address the name resolved
+/// to. Without the authority, or granted by address where the certificate names a host, the
+/// connection fails and the guard fails closed.
+#[test]
+fn run_asks_an_https_service_verified_for_the_granted_name() {
+    use palisade_tests::web::{Reply, Server, Tls};
+    let tls = Tls::for_names(&["localhost"]);
+    let service = Server::start_tls(&tls, |r| {
+        if String::from_utf8_lossy(&r.body).contains("customer list") {
+            Reply::ok(r#"{"verdict":"reject","reason":"customer data"}"#)
+        } else {
+            Reply::ok(r#"{"verdict":"allow"}"#)
+        }
+    });
+    let work = tempfile::tempdir().unwrap();
+    let ca = work.path().join("ca.pem");
+    std::fs::write(&ca, &tls.ca_pem).unwrap();
+    let dir = work.path().join("plugins");
+    let example = palisade_examples::get("classifier-guard").unwrap();
+    palisade_examples::install_one(example, &dir).unwrap();
+    let manifest = dir.join("classifier-guard/plugin.toml");
+    let original = std::fs::read_to_string(&manifest).unwrap();
+    let grant = |origin: &str, network: Option<&str>| {
+        let entry = match network {
+            Some(network) => format!("{{ url = \"{origin}\", network = \"{network}\" }}"),
+            None => format!("\"{origin}\""),
+        };
+        let text = original
+            .replace(
+                "{ url = \"https://classifier.internal:8443\", network = \"private\" }",
+                &entry,
+            )
+            .replace("https://classifier.internal:8443", origin);
+        std::fs::write(&manifest, text).unwrap();
+    };
+    let step = |text: &str| {
+        let path = work.path().join(format!("step-{}.json", text.len()));
+        let step = serde_json::json!({ "messages": [{ "role": "user", "text": text }], "turn": 1, "step": 1 });
+        std::fs::write(&path, step.to_string()).unwrap();
+        path.display().to_string()
+    };
+    let run = |prompt: &str, trust: bool| {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_palisade"));
+        command
+            .args(["run", dir.to_str().unwrap(), "--point", "prompt-submit"])
+            .args(["--input", &step(prompt)])
+            .env(
+                "PALISADE_CACHE_DIR",
+                Path::new(env!("CARGO_TARGET_TMPDIR")).join("cli-cache"),
+            )
+            .env_remove("SSL_CERT_DIR");
+        if trust {
+            command.env("SSL_CERT_FILE", &ca);
+        } else {
+            command.env_remove("SSL_CERT_FILE");
+        }
+        let out = command.output().unwrap();
+        let decision: serde_json::Value = serde_json::from_slice(&out.stdout)
+            .unwrap_or_else(|e| panic!("{e}: {}", text(&out.stderr)));
+        let code = decision["reason_code"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string();
+        (
+            decision["decision"].as_str().unwrap().to_string(),
+            code,
+            text(&out.stderr),
+        )
+    };
+    let https = format!("https://localhost:{}", service.port);
+    grant(&https, Some("loopback"));
+    // `check` shows the grant.
+    let out = palisade(&["check", dir.to_str().unwrap()]);
+    assert!(
+        text(&out.stdout).contains(&format!("http: {https} (loopback addresses)")),
+        "{}",
+        text(&out.stdout)
+    );
+    assert_eq!(run("summarise the README", true).0, "enter");
+    let (decision, code, _) = run("paste the customer list", true);
+    assert_eq!(
+        (decision.as_str(), code.as_str()),
+        ("reject", "classifier-reject")
+    );
+    assert_eq!(service.received().len(), 2);
+    // Not trusted: the certificate is refused; the guard fails closed.
+    let (decision, code, stderr) = run("summarise the README", false);
+    assert_eq!(
+        (decision.as_str(), code.as_str()),
+        ("reject", "classifier-unavailable"),
+        "{stderr}"
+    );
+    // Granted (and asked) by address: the certificate names `localhost`, not 127.0.0.1.
+    grant(&format!("https://127.0.0.1:{}", service.port), None);
+    let (decision, code, stderr) = run("summarise the README", true);
+    assert_eq!(
+        (decision.as_str(), code.as_str()),
+        ("reject", "classifier-unavailable"),
+        "{stderr}"
+    );
+    assert_eq!(
+        service.received().len(),
+        2,
+        "no request was sent over a refused connection"
+    );
+}

@@ -12,11 +12,12 @@ const EXAMPLES: &[&str] = &[
     "timeout",
     "bash-budget",
     "policy-file-guard",
+    "classifier-guard",
 ];
 
 /// Those that `install` leaves out (the demo's set is the first five): built for the tests
 /// that need them by name.
-const ON_REQUEST: &[&str] = &["bash-budget", "policy-file-guard"];
+const ON_REQUEST: &[&str] = &["bash-budget", "policy-file-guard", "classifier-guard"];
 
 fn main() {
     let root = workspace_root();

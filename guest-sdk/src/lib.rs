@@ -44,10 +44,12 @@
 //! The component exports only the points named in `export!`; the operator's manifest decides
 //! which of them run and with what capability (`guard`, `observe`, ...). Host services —
 //! [`log`], [`config`], [`invocation`] and, inside `tool-execute`, [`next`] — are plain
-//! functions.
+//! functions; so are [`state`] (values the host keeps, when the manifest grants `[state]`) and
+//! [`http`] (requests to the origins the manifest's `http` grant lists).
 #![deny(missing_docs)]
 
 mod helpers;
+pub mod http;
 
 #[doc(hidden)]
 #[allow(missing_docs, unsafe_code, clippy::all)]

@@ -210,6 +210,9 @@ impl HostBuilder {
 
         let mut linker = Linker::<State>::new(&engine);
         wasmtime_wasi::p2::add_to_linker_async(&mut linker).map_err(engine_error)?;
+        // Linked for every component; a request is refused unless its manifest grants the
+        // origin.
+        wasmtime_wasi_http::p2::add_only_http_to_linker_async(&mut linker).map_err(engine_error)?;
         bindings::AllHooks::add_to_linker::<State, HasSelf<State>>(&mut linker, |s| s)
             .map_err(engine_error)?;
 

@@ -61,7 +61,8 @@ pub use failure::{Failure, FailureReason};
 pub use hook::BoxFuture;
 pub use lifecycle::Lifecycle;
 pub use manifest::{
-    DEFAULT_PAYLOAD_MAX_BYTES, HookSpec, Limits, Manifest, Protocol, RuntimeSpec, StateGrant,
+    DEFAULT_PAYLOAD_MAX_BYTES, HookSpec, HttpGrant, HttpHost, Limits, Manifest, Network, Protocol,
+    RuntimeSpec, StateGrant,
 };
 pub use pipeline::{
     CallToken, Tool, ToolContext, ToolExecution, ToolInvocation, ToolRegistry, ToolRequest,

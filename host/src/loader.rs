@@ -257,6 +257,7 @@ impl Host {
         let env = Arc::new(PluginEnv {
             vars,
             folders,
+            http: manifest.http.clone().into(),
             name: manifest.name.clone(),
             config: manifest
                 .config

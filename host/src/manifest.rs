@@ -47,8 +47,8 @@ mod checked;
 use crate::error::Problem;
 use crate::point::{Capability, InstanceLifetime, Mode, OnFailure, Point};
 use checked::{
-    Checked, EnvName, Fuel, HttpUrl, MemoryCap, PayloadBound, PluginName, Sha256, StateBytes,
-    StateKeys, Timeout, ToolMatcher, take,
+    Checked, EnvName, Fuel, HttpOrigin, HttpUrl, MemoryCap, PayloadBound, PluginName, Sha256,
+    StateBytes, StateKeys, Timeout, ToolMatcher, take,
 };
 use regex::Regex;
 use serde::Deserialize;
@@ -139,6 +139,79 @@ pub struct Manifest {
     pub protocol: Protocol,
     /// The host-kept state it may use (`[state]`); `None`: none.
     pub state: Option<StateGrant>,
+    /// The origins a component may send HTTP requests to (`http`); no others.
+    pub http: Vec<HttpGrant>,
+}
+
+/// An origin a component may send `wasi:http` requests to: its scheme, host and port, any
+/// path. Nothing else is reachable, a redirect included (each request is checked).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HttpGrant {
+    /// `https` (true) or `http`.
+    pub https: bool,
+    /// The host, and the addresses it may lead to.
+    pub host: HttpHost,
+    /// The port (the scheme's default when the manifest names none).
+    pub port: u16,
+}
+
+/// The host of an [`HttpGrant`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum HttpHost {
+    /// A name, resolved once for each request: the request goes to an address it resolved to
+    /// that is in `network`, and to no other (a name cannot be rebound to reach an address
+    /// the operator did not allow).
+    Name {
+        /// The name, lowercase (international names in their ASCII form).
+        name: String,
+        /// The addresses it may lead to.
+        network: Network,
+    },
+    /// An address, which the request goes to as it is.
+    Address(std::net::IpAddr),
+}
+
+/// The addresses a granted host name may lead to (`network`). An address in none of these —
+/// link-local (cloud metadata services live there), unspecified, multicast, broadcast,
+/// reserved — is never reached through a name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Network {
+    /// Globally routable addresses only. The default.
+    Public,
+    /// Private networks only: 10/8, 172.16/12, 192.168/16, 100.64/10 (shared), fc00::/7.
+    Private,
+    /// This machine only: 127/8, ::1.
+    Loopback,
+}
+
+impl Network {
+    /// Its name, as written in manifests.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Network::Public => "public",
+            Network::Private => "private",
+            Network::Loopback => "loopback",
+        }
+    }
+}
+
+impl std::fmt::Display for HttpGrant {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let scheme = if self.https { "https" } else { "http" };
+        match &self.host {
+            HttpHost::Name { name, network } => write!(
+                f,
+                "{scheme}://{name}:{} ({} addresses)",
+                self.port,
+                network.as_str()
+            ),
+            HttpHost::Address(std::net::IpAddr::V6(ip)) => {
+                write!(f, "{scheme}://[{ip}]:{}", self.port)
+            }
+            HttpHost::Address(ip) => write!(f, "{scheme}://{ip}:{}", self.port),
+        }
+    }
 }
 
 /// A folder a component may read: `path` (relative to the plugin folder, or absolute) at
@@ -306,6 +379,25 @@ struct RawManifest {
     files: Option<Vec<RawFile>>,
     protocol: Option<Protocol>,
     state: Option<RawState>,
+    http: Option<Vec<RawHttp>>,
+}
+
+/// An `http` entry: an origin, or an origin with the network its name may lead to.
+#[derive(Deserialize)]
+#[serde(
+    untagged,
+    expecting = "an origin (`\"https://host:8443\"`) or a table (`{ url = \"https://host\", network = \"private\" }`)"
+)]
+enum RawHttp {
+    Origin(Checked<HttpOrigin>),
+    Table(RawHttpTable),
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawHttpTable {
+    url: Checked<HttpOrigin>,
+    network: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -437,6 +529,7 @@ pub(crate) fn parse(path: &Path, text: &str, problems: &mut Vec<Problem>) -> Opt
         .as_ref()
         .and_then(|state| state_grant(path, state, problems));
     let files = file_grants(path, raw.files.as_deref().unwrap_or_default(), problems);
+    let http = http_grants(path, raw.http.as_deref().unwrap_or_default(), problems);
     let (runtime, name) = (runtime?, name?);
     (problems.len() == before).then(|| Manifest {
         name: name.0,
@@ -450,6 +543,7 @@ pub(crate) fn parse(path: &Path, text: &str, problems: &mut Vec<Problem>) -> Opt
         protocol: raw.protocol.unwrap_or_default(),
         state,
         files,
+        http,
     })
 }
 
@@ -625,6 +719,7 @@ fn refuse_wasm_only_fields(
     wasm_only("sha256", raw.sha256.is_some());
     wasm_only("instance", raw.instance.is_some());
     wasm_only("files", raw.files.is_some());
+    wasm_only("http", raw.http.is_some());
     wasm_only("limits.fuel", raw.limits.fuel.is_some());
     wasm_only("limits.memory_mb", raw.limits.memory_mb.is_some());
     for (i, hook) in raw.hooks.iter().enumerate() {
@@ -724,6 +819,80 @@ fn file_grants(path: &Path, raw: &[RawFile], problems: &mut Vec<Problem>) -> Vec
         }
     }
     grants
+}
+
+/// `http`: each origin once, and a `network` only for a host name.
+fn http_grants(path: &Path, raw: &[RawHttp], problems: &mut Vec<Problem>) -> Vec<HttpGrant> {
+    let mut grants: Vec<HttpGrant> = Vec::new();
+    for (i, entry) in raw.iter().enumerate() {
+        let (origin, network, field) = match entry {
+            RawHttp::Origin(origin) => (origin, None, format!("http[{i}]")),
+            RawHttp::Table(table) => (
+                &table.url,
+                table.network.as_deref(),
+                format!("http[{i}].url"),
+            ),
+        };
+        let Some(origin) = origin.take(path, &field, problems) else {
+            continue;
+        };
+        let network = match network {
+            None => Network::Public,
+            Some("public") => Network::Public,
+            Some("private") => Network::Private,
+            Some("loopback") => Network::Loopback,
+            Some(other) => {
+                problems.push(
+                    Problem::new(path, format!("unknown network `{other}`"))
+                        .field(format!("http[{i}].network"))
+                        .fix("`public` (the default), `private` or `loopback`"),
+                );
+                continue;
+            }
+        };
+        let host = match origin.host {
+            url::Host::Domain(name) => HttpHost::Name { name, network },
+            url::Host::Ipv4(ip) => HttpHost::Address(ip.into()),
+            url::Host::Ipv6(ip) => HttpHost::Address(ip.into()),
+        };
+        if matches!(host, HttpHost::Address(_))
+            && let RawHttp::Table(RawHttpTable {
+                network: Some(_), ..
+            }) = entry
+        {
+            problems.push(
+                Problem::new(path, "`network` applies to a host name, not to an address")
+                    .field(format!("http[{i}].network"))
+                    .fix("remove it: a request to an address goes to that address"),
+            );
+            continue;
+        }
+        let grant = HttpGrant {
+            https: origin.https,
+            host,
+            port: origin.port,
+        };
+        if grants.iter().any(|g| {
+            g.https == grant.https && g.port == grant.port && same_host(&g.host, &grant.host)
+        }) {
+            problems.push(
+                Problem::new(path, format!("{grant} is granted twice"))
+                    .field(format!("http[{i}]"))
+                    .fix("one entry per origin"),
+            );
+            continue;
+        }
+        grants.push(grant);
+    }
+    grants
+}
+
+fn same_host(a: &HttpHost, b: &HttpHost) -> bool {
+    match (a, b) {
+        (HttpHost::Name { name: a, .. }, HttpHost::Name { name: b, .. }) => a == b,
+        (HttpHost::Address(a), HttpHost::Address(b)) => a == b,
+        _ => false,
+    }
 }
 
 /// The `[state]` grant: its scopes (at least one, each known) and its bounds.

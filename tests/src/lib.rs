@@ -3,6 +3,7 @@
 
 pub mod external;
 pub mod redis;
+pub mod web;
 
 use palisade::{Event, EventKind, EventSink};
 use std::path::{Path, PathBuf};
@@ -151,6 +152,25 @@ pub fn load_recorded(dir: &PluginDir) -> (palisade::Plugins, Arc<Recorder>) {
         .unwrap();
     let plugins = host.load_dir(dir.path()).unwrap_or_else(|e| panic!("{e}"));
     (plugins, recorder)
+}
+
+/// Asserts that loading `dir` fails and that, among its problems, each `(field, says)` of
+/// `expected` is a problem of that field whose message contains `says`.
+pub fn assert_load_problems(dir: &PluginDir, expected: &[(&str, &str)]) {
+    let problems = match palisade::Host::new().unwrap().load_dir(dir.path()) {
+        Err(palisade::Error::Invalid { problems }) => problems,
+        other => panic!("loaded: {other:?}"),
+    };
+    let found: Vec<(String, String)> = problems
+        .into_iter()
+        .map(|p| (p.field.unwrap_or_default(), p.message))
+        .collect();
+    for (field, says) in expected {
+        assert!(
+            found.iter().any(|(f, m)| f == field && m.contains(says)),
+            "missing {field}: {says} in {found:#?}"
+        );
+    }
 }
 
 /// A durable JSONL audit log in a temporary folder, read back as JSON values.

@@ -182,6 +182,9 @@ fn grants(manifest: &palisade::Manifest) -> String {
     for file in &manifest.files {
         grants.push(format!("files: {} → {} (read-only)", file.path, file.guest));
     }
+    for origin in &manifest.http {
+        grants.push(format!("http: {origin}"));
+    }
     if grants.is_empty() {
         "-".into()
     } else {

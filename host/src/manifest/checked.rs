@@ -296,3 +296,70 @@ impl Rule for StateBytes {
         Ok(StateBytes(bytes))
     }
 }
+
+/// An `http` grant's origin: `http` or `https`, a host, an optional port, and nothing else (no
+/// user, no path, no query): what a plugin may reach is the whole origin.
+#[derive(Debug, Clone)]
+pub(super) struct HttpOrigin {
+    pub https: bool,
+    pub host: url::Host<String>,
+    pub port: u16,
+}
+
+impl Rule for HttpOrigin {
+    type Raw = String;
+    fn check(text: String) -> Result<Self, Invalid> {
+        let fix = "an origin: `https://host`, `https://host:8443` or `http://10.0.0.5:8080`";
+        let url = url::Url::parse(&text)
+            .map_err(|e| invalid(format!("`{text}` is not a URL ({e})"), fix))?;
+        let https = match url.scheme() {
+            "https" => true,
+            "http" => false,
+            other => {
+                return Err(invalid(
+                    format!("`{text}`: the scheme `{other}` is not http or https"),
+                    fix,
+                ));
+            }
+        };
+        if !url.username().is_empty() || url.password().is_some() {
+            return Err(invalid(
+                format!("`{text}` names a user"),
+                "an origin carries no credentials: the plugin sends its own headers",
+            ));
+        }
+        if url.path() != "/" || url.query().is_some() || url.fragment().is_some() {
+            return Err(invalid(
+                format!("`{text}` has a path, query or fragment"),
+                format!(
+                    "grant the origin (`{}`): the grant is every path of it",
+                    url.origin().ascii_serialization()
+                ),
+            ));
+        }
+        let host = url
+            .host()
+            .ok_or_else(|| invalid(format!("`{text}` names no host"), fix))?
+            .to_owned();
+        if let url::Host::Ipv4(ip) = host
+            && (ip.is_unspecified() || ip.is_multicast() || ip.is_broadcast())
+        {
+            return Err(invalid(
+                format!("`{text}`: {ip} is not an address a request can go to"),
+                "a unicast address",
+            ));
+        }
+        if let url::Host::Ipv6(ip) = host
+            && (ip.is_unspecified() || ip.is_multicast())
+        {
+            return Err(invalid(
+                format!("`{text}`: {ip} is not an address a request can go to"),
+                "a unicast address",
+            ));
+        }
+        let port = url
+            .port_or_known_default()
+            .ok_or_else(|| invalid(format!("`{text}` has no port"), fix))?;
+        Ok(HttpOrigin { https, host, port })
+    }
+}

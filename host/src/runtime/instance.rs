@@ -90,7 +90,7 @@ impl Instance {
 
     /// Prepares the instance for a new invocation.
     pub fn begin(&mut self, call: CallContext, limits: &Limits) {
-        self.store.data_mut().call = call;
+        self.store.data_mut().begin(call);
         arm(&mut self.store, limits);
     }
 

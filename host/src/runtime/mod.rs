@@ -5,7 +5,7 @@
 //! - a wasm component: [`wasm`] runs one invocation under its one deadline (waiting for the
 //!   plugin's per-session instance, instantiating, calling); [`instance`] is a live instance
 //!   and its call, in the store, imports and WASI-without-authority of [`sandbox`];
-//!   [`convert`] maps the host's types to the WIT types at the boundary and back;
+//!   [`outbound`] is what its `wasi:http` requests may reach; [`convert`] maps the host's types to the WIT types at the boundary and back;
 //!   [`signatures`] type-checks a component's exports at load; [`cache`] keeps compiled code
 //!   on disk.
 //! - a command or an HTTP endpoint: [`external`], speaking Claude Code's hook protocol or
@@ -17,6 +17,7 @@ pub(crate) mod external;
 #[cfg(test)]
 pub(crate) mod fake;
 pub(crate) mod instance;
+pub(crate) mod outbound;
 pub(crate) mod sandbox;
 pub(crate) mod signatures;
 pub(crate) mod wasm;

@@ -2,7 +2,9 @@
 //! may call and a WASI context with no ambient authority.
 //!
 //! Nothing is inherited from the host process: no stdin, no environment, no arguments, no
-//! preopened directories, no network (sockets and name lookup denied). Guest stdout and stderr
+//! preopened directories, no network (sockets and name lookup denied). What the manifest
+//! grants is added: the `env` values, the `files` folders read-only, and `wasi:http` requests
+//! to the `http` origins ([`super::outbound`]). Guest stdout and stderr
 //! are captured, capped per call ([`MAX_OUTPUT_BYTES_PER_CALL`]), and reported as `plugin_log`
 //! events (levels `stdout` / `stderr`) attributed to the plugin. Clocks and randomness are
 //! allowed.
@@ -12,12 +14,14 @@ use crate::hook::NextLayer;
 use crate::manifest::StateGrant;
 use crate::point::Point;
 use crate::runtime::convert::to_wit_outcome;
+use crate::runtime::outbound::Outbound;
 use crate::state::{Bounds, Done, MAX_KEY_BYTES, Namespace, Op, Refused, StateStore};
 use crate::types::ToolOutcome;
 use std::sync::Arc;
 use std::time::Instant;
 use wasmtime::component::ResourceTable;
 use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
+use wasmtime_wasi_http::{WasiHttpCtx, WasiHttpCtxView, WasiHttpView};
 
 #[allow(missing_docs, clippy::all)]
 pub(crate) mod bindings {
@@ -79,6 +83,8 @@ pub(crate) struct PluginEnv {
     /// The folders it was granted (`files`), read-only: the host folder (resolved at load)
     /// and the guest path.
     pub folders: Vec<(std::path::PathBuf, String)>,
+    /// The origins it may send HTTP requests to (`http`).
+    pub http: Arc<[crate::manifest::HttpGrant]>,
 }
 
 /// The invocation the instance is serving right now.
@@ -161,6 +167,9 @@ pub(crate) struct State {
     pub call: CallContext,
     /// Set while a `tool-execute` hook runs.
     pub next: Option<NextLayer>,
+    http: WasiHttpCtx,
+    /// What its `wasi:http` requests may reach.
+    outbound: Outbound,
 }
 
 impl State {
@@ -174,6 +183,7 @@ impl State {
         let (stdout, stderr) = (Captured::default(), Captured::default());
         let mut table = ResourceTable::new();
         table.set_max_capacity(MAX_WASI_RESOURCES);
+        let outbound = Outbound::new(env.http.clone(), call.clock.clone());
         Ok(State {
             wasi: sandboxed_wasi(&stdout, &stderr, &env)?,
             stdout,
@@ -184,7 +194,15 @@ impl State {
             sink,
             call,
             next: None,
+            http: WasiHttpCtx::new(),
+            outbound,
         })
+    }
+
+    /// Prepares a reused instance's state for a new invocation.
+    pub fn begin(&mut self, call: CallContext) {
+        self.outbound.begin(call.clock.clone());
+        self.call = call;
     }
 }
 
@@ -215,8 +233,19 @@ fn sandboxed_wasi(
 }
 
 impl State {
-    /// Reports what the guest wrote to stdout and stderr during the call, one event per line.
+    /// Reports what the guest wrote to stdout and stderr during the call, one event per line,
+    /// and the HTTP requests it sent or was refused.
     pub fn report_output(&mut self) {
+        let requests = std::mem::take(
+            &mut *self
+                .outbound
+                .records
+                .lock()
+                .unwrap_or_else(|e| e.into_inner()),
+        );
+        for line in requests {
+            self.emit_log("http", line);
+        }
         let output = [
             (self.stdout.take(), "stdout"),
             (self.stderr.take(), "stderr"),
@@ -243,6 +272,16 @@ impl State {
             plugin: self.env.name.clone(),
             point: self.call.point,
         });
+    }
+}
+
+impl WasiHttpView for State {
+    fn http(&mut self) -> WasiHttpCtxView<'_> {
+        WasiHttpCtxView {
+            ctx: &mut self.http,
+            table: &mut self.table,
+            hooks: &mut self.outbound,
+        }
     }
 }
 

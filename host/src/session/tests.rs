@@ -53,6 +53,7 @@ fn plugin(name: &str, hook: &str, fake: Fake) -> Plugin {
             state: None,
             vars: Vec::new(),
             folders: Vec::new(),
+            http: Vec::new().into(),
         }),
         manifest,
         dir: name.into(),

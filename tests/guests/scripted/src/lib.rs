@@ -3,7 +3,7 @@
 //! panic, ...). `tag` is logged on every call so tests can see the order hooks ran in.
 //!
 //! `[config] pre_tool` is one of: `allow`, `deny`, `ask`, `loop`, `membomb`, `panic`,
-//! `bad-payload`, `probe` (try files, env and network), `deny-after:N` (deny from the N+1-th call of this instance on),
+//! `bad-payload`, `probe` (try files, env and network), `http` (see [`http_behaviour`]), `deny-after:N` (deny from the N+1-th call of this instance on),
 //! `huge-payload` / `huge-message` (`size_mb` MiB), `pollables` (hoard WASI resources).
 //! `[config] tool_result` is one of: `ok`, `panic`, `loop`.
 //! `[config] panic_on_call = N` panics on the N-th `pre-tool` call of the instance.
@@ -40,6 +40,45 @@ fn membomb() -> ! {
     }
 }
 
+/// `pre_tool = "http"`: sends `[config] method` (default GET) to `url` with `body` (or
+/// `body_size` bytes); follows
+/// one redirect when `follow`; denies `http: STATUS BODY` with the answer, or
+/// `http-refused` / `http-timeout` / `http-failed: WHY` without one.
+fn http_behaviour() -> PreToolDecision {
+    use palisade_sdk::http;
+    let url: String = palisade_sdk::config("url").unwrap_or_default();
+    let method: String = palisade_sdk::config("method").unwrap_or_else(|| "GET".into());
+    let body: Option<Vec<u8>> = palisade_sdk::config::<String>("body")
+        .map(String::into_bytes)
+        .or_else(|| palisade_sdk::config::<usize>("body_size").map(|n| vec![b'x'; n]));
+    let send = |url: &str| {
+        let request = http::Request::new(&method, url);
+        match &body {
+            Some(body) => request.body(body.clone()).send(),
+            None => request.send(),
+        }
+    };
+    let mut answer = send(&url);
+    if palisade_sdk::config::<bool>("follow") == Some(true)
+        && let Ok(response) = &answer
+        && (300..400).contains(&response.status)
+        && let Some(location) = response.header("location")
+    {
+        answer = send(&location);
+    }
+    match answer {
+        Ok(response) => PreToolDecision::deny(
+            "http",
+            format!("{} {}", response.status, response.text().trim())
+                .trim()
+                .to_string(),
+        ),
+        Err(http::Error::Refused(why)) => PreToolDecision::deny("http-refused", why),
+        Err(http::Error::Timeout(why)) => PreToolDecision::deny("http-timeout", why),
+        Err(http::Error::Failed(why)) => PreToolDecision::deny("http-failed", why),
+    }
+}
+
 /// Tries every ambient authority a sandboxed hook must not have; denies naming any that
 /// worked, allows when none did.
 fn probe() -> PreToolDecision {
@@ -57,6 +96,12 @@ fn probe() -> PreToolDecision {
         && tcp_connect(port)
     {
         escaped.push("network");
+    }
+    // wasi:http is linked for every component; without an `http` grant it reaches nothing.
+    if let Some(port) = palisade_sdk::config::<u16>("port")
+        && palisade_sdk::http::get(&format!("http://127.0.0.1:{port}/")).is_ok()
+    {
+        escaped.push("http");
     }
     // Goes nowhere: a hook's stdout is not the host's.
     println!("PROBE-STDOUT-MARKER");
@@ -218,6 +263,7 @@ impl PreTool for Scripted {
                     }
                 }
             }
+            "http" => http_behaviour(),
             "env-var" => {
                 let name: String = palisade_sdk::config("name").unwrap_or_default();
                 match std::env::var(&name) {
