@@ -34,6 +34,21 @@ if [ "$(installed @anthropic-ai/claude-code)" != "$CLAUDE_CODE_VERSION" ] || [ "
         "@anthropic-ai/claude-code@$CLAUDE_CODE_VERSION" "@openai/codex@$CODEX_VERSION" >&2
 fi
 echo "export PALISADE_CLAUDE=$agents/node_modules/.bin/claude"
+
+# The ACP tests (cli/tests/acp.rs): the official ACP client library, and a real ACP agent —
+# the Claude Code adapter (it runs the Claude Agent SDK's Claude Code), pinned.
+ACP_SDK_VERSION=2.4.0
+CLAUDE_AGENT_ACP_VERSION=0.101.0
+acp="$tools/acp"
+acp_installed() { node -e "process.stdout.write(require('$acp/node_modules/$1/package.json').version)" 2>/dev/null; }
+if [ "$(acp_installed @agentclientprotocol/sdk)" != "$ACP_SDK_VERSION" ] || [ "$(acp_installed @agentclientprotocol/claude-agent-acp)" != "$CLAUDE_AGENT_ACP_VERSION" ]; then
+    echo "installing the ACP client library $ACP_SDK_VERSION and claude-agent-acp $CLAUDE_AGENT_ACP_VERSION into $acp" >&2
+    mkdir -p "$acp"
+    [ -f "$acp/package.json" ] || echo '{"private": true, "type": "module"}' > "$acp/package.json"
+    npm install --prefix "$acp" --no-audit --no-fund --loglevel=error \
+        "@agentclientprotocol/sdk@$ACP_SDK_VERSION" "@agentclientprotocol/claude-agent-acp@$CLAUDE_AGENT_ACP_VERSION" >&2
+fi
+echo "export PALISADE_ACP_TOOLS=$acp"
 echo "export PALISADE_CODEX=$agents/node_modules/.bin/codex"
 
 # C guests: `wit-bindgen c` for the bindings and `wasm-tools component new` to make the

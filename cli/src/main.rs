@@ -13,6 +13,7 @@ mod progress;
 mod token;
 
 use clap::{Parser, Subcommand};
+use commands::acp::AcpCommand;
 use commands::bridge::BridgeCommand;
 use commands::check::CheckCommand;
 use commands::demo::DemoCommand;
@@ -48,6 +49,10 @@ enum Command {
     /// Codex's hook command: as `claude-code`, in Codex's dialect.
     Codex(BridgeCommand),
     Serve(ServeCommand),
+    /// An Agent Client Protocol proxy: an editor starts it as its agent; it starts the real
+    /// agent (after `--`) and runs the plugins on prompts, permission requests and the tools
+    /// the agent asks the editor to run.
+    Acp(AcpCommand),
     /// A command hook that forwards its event (stdin) to `palisade serve` at URL and answers
     /// what the server answered: for events an agent sends only to command hooks.
     Forward(ForwardCommand),
@@ -67,6 +72,7 @@ impl Command {
             Command::ClaudeCode(c) => c.execute(Dialect::ClaudeCode).await,
             Command::Codex(c) => c.execute(Dialect::Codex).await,
             Command::Serve(c) => c.execute().await,
+            Command::Acp(c) => c.execute().await,
             Command::Forward(c) => c.execute().await,
             Command::Install(c) => c.execute(),
         }

@@ -1,10 +1,11 @@
 //! One module per command of `palisade`, each a `…Command` (its arguments) with `execute`.
 //!
 //! - Authoring: [`new`], [`check`], [`test`], [`run`], [`replay`], [`demo`].
-//! - Agents: [`bridge`] (`claude-code`, `codex`: a hook command per event), [`serve`] (a
+//! - Agents: [`acp`] (an Agent Client Protocol proxy in front of an ACP agent), [`bridge`] (`claude-code`, `codex`: a hook command per event), [`serve`] (a
 //!   long-running hook server), [`forward`] (a hook command that hands its event to
 //!   `serve`), [`install`] (registers one of them in an agent's settings).
 
+pub mod acp;
 pub mod bridge;
 pub mod check;
 pub mod demo;
