@@ -46,6 +46,28 @@ fn client_script() -> PathBuf {
 /// Runs the client: `prompts` in one session through `palisade acp` in front of the adapter,
 /// whose model asks to run `command`. Returns the client's report and the mock.
 fn editor(plugins: &PluginDir, prompts: &[&str], command: &str) -> (Value, MockModel) {
+    let report = run_editor(plugins, prompts, command, &Options::default());
+    assert!(
+        report.0["error"].is_null(),
+        "the client failed: {:#}",
+        report.0
+    );
+    report
+}
+
+/// How a run differs from the plain one.
+#[derive(Default)]
+struct Options {
+    /// Send `session/cancel` this long after each prompt.
+    cancel_after_ms: Option<u64>,
+}
+
+fn run_editor(
+    plugins: &PluginDir,
+    prompts: &[&str],
+    command: &str,
+    options: &Options,
+) -> (Value, MockModel) {
     let mock = MockModel::start(Api::Anthropic, command);
     let home = tempfile::tempdir().unwrap();
     let project = home.path().join("project");
@@ -60,14 +82,19 @@ fn editor(plugins: &PluginDir, prompts: &[&str], command: &str) -> (Value, MockM
     .unwrap();
     let adapter =
         acp_tools().join("node_modules/@agentclientprotocol/claude-agent-acp/dist/index.js");
-    let script = serde_json::json!({ "prompts": prompts }).to_string();
-    let out = Command::new("node")
+    let script =
+        serde_json::json!({ "prompts": prompts, "cancelAfterMs": options.cancel_after_ms })
+            .to_string();
+    let mut command = Command::new("node");
+    command
         .arg(client_script())
         .arg(env!("CARGO_BIN_EXE_palisade"))
         .arg(plugins.path())
         .arg(&project)
         .arg(&script)
-        .args(["--", "node"])
+        .arg("--");
+    let out = command
+        .arg("node")
         .arg(&adapter)
         .env("HOME", home.path())
         .env(
@@ -96,7 +123,6 @@ fn editor(plugins: &PluginDir, prompts: &[&str], command: &str) -> (Value, MockM
             String::from_utf8_lossy(&out.stderr)
         )
     });
-    assert!(report["error"].is_null(), "the client failed: {report:#}");
     (report, mock)
 }
 
@@ -198,4 +224,33 @@ fn a_denied_permission_request_rejects_the_tool_without_asking_the_editor() {
         .filter(|b| b.contains("tool_result"))
         .collect();
     assert!(!results.is_empty(), "{report:#}");
+}
+
+/// `session/cancel` cuts off the session's `prompt-submit` in flight: the prompt is answered
+/// `cancelled` at once, and it never reaches the agent.
+#[test]
+fn cancelling_ends_the_prompt_submit_in_flight() {
+    let plugins = PluginDir::new();
+    plugins.scripted(
+        "slow",
+        "[limits]\ntimeout_ms = 60000\n[[hooks]]\npoint = \"prompt-submit\"\ncapability = \"guard\"\n\
+         [config]\nprompt_submit = \"sleep\"\n",
+    );
+    let started = std::time::Instant::now();
+    let (report, mock) = run_editor(
+        &plugins,
+        &["hello"],
+        "ls",
+        &Options {
+            cancel_after_ms: Some(1000),
+        },
+    );
+    assert!(report["error"].is_null(), "{report:#}");
+    assert_eq!(turn(&report, 0)["stopReason"], "cancelled", "{report:#}");
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(20),
+        "the cancelled prompt waited for its hook ({:?})",
+        started.elapsed()
+    );
+    assert!(mock.model_requests().is_empty());
 }
