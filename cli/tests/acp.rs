@@ -60,6 +60,10 @@ fn editor(plugins: &PluginDir, prompts: &[&str], command: &str) -> (Value, MockM
 struct Options {
     /// Send `session/cancel` this long after each prompt.
     cancel_after_ms: Option<u64>,
+    /// `palisade acp --audit-log` this file.
+    audit_log: Option<PathBuf>,
+    /// Start the adapter through a link of this name (so that a command can find its process).
+    agent_name: Option<String>,
 }
 
 fn run_editor(
@@ -80,11 +84,19 @@ fn run_editor(
         r#"{"permissions": {"defaultMode": "default"}}"#,
     )
     .unwrap();
-    let adapter =
+    let mut adapter =
         acp_tools().join("node_modules/@agentclientprotocol/claude-agent-acp/dist/index.js");
-    let script =
-        serde_json::json!({ "prompts": prompts, "cancelAfterMs": options.cancel_after_ms })
-            .to_string();
+    if let Some(name) = &options.agent_name {
+        let link = home.path().join(name);
+        std::os::unix::fs::symlink(&adapter, &link).unwrap();
+        adapter = link;
+    }
+    let script = serde_json::json!({
+        "prompts": prompts,
+        "cancelAfterMs": options.cancel_after_ms,
+        "auditLog": options.audit_log,
+    })
+    .to_string();
     let mut command = Command::new("node");
     command
         .arg(client_script())
@@ -243,6 +255,7 @@ fn cancelling_ends_the_prompt_submit_in_flight() {
         "ls",
         &Options {
             cancel_after_ms: Some(1000),
+            ..Options::default()
         },
     );
     assert!(report["error"].is_null(), "{report:#}");
@@ -253,4 +266,109 @@ fn cancelling_ends_the_prompt_submit_in_flight() {
         started.elapsed()
     );
     assert!(mock.model_requests().is_empty());
+}
+
+/// A `turn-stopping` hook steers the turn on: the agent gets the steering as a follow-up
+/// prompt, and the editor sees one turn (one answer) that went on. The agent's tool calls
+/// reach `tool-result` and the committed facts, from its tool updates.
+#[test]
+fn steering_continues_the_same_editor_turn() {
+    let plugins = PluginDir::new();
+    plugins.scripted(
+        "coach",
+        "[[hooks]]\npoint = \"turn-stopping\"\ncapability = \"steer\"\n\
+         [config]\nturn_stopping = \"steer-once\"\n",
+    );
+    plugins.scripted(
+        "watch",
+        "[[hooks]]\npoint = \"tool-result\"\ncapability = \"observe\"\n\
+         [[hooks]]\npoint = \"tool-result-committed\"\ncapability = \"observe\"\n\
+         [[hooks]]\npoint = \"turn-completed\"\ncapability = \"observe\"\n",
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let audit = dir.path().join("audit.jsonl");
+    let (report, mock) = run_editor(
+        &plugins,
+        &["list the files"],
+        "ls",
+        &Options {
+            audit_log: Some(audit.clone()),
+            ..Options::default()
+        },
+    );
+    assert!(report["error"].is_null(), "{report:#}");
+    assert_eq!(report["turns"].as_array().map(Vec::len), Some(1));
+    let only = turn(&report, 0);
+    assert_eq!(only["stopReason"], "end_turn", "{report:#}");
+    assert!(
+        said(only).contains("`coach/turn-stopping` continues the turn"),
+        "{report:#}"
+    );
+    let bodies: Vec<String> = mock
+        .model_requests()
+        .iter()
+        .map(|r| r.body.to_string())
+        .collect();
+    assert!(
+        bodies
+            .iter()
+            .any(|b| b.contains("check your work once more")),
+        "the steering never reached the model: {bodies:#?}"
+    );
+    let log = std::fs::read_to_string(&audit).unwrap();
+    for hook in [
+        "coach/turn-stopping",
+        "watch/tool-result",
+        "watch/tool-result-committed",
+        "watch/turn-completed",
+    ] {
+        assert!(
+            log.contains(&format!("\"hook_id\":\"{hook}\"")),
+            "{hook} missing from the audit log:\n{log}"
+        );
+    }
+}
+
+/// The agent dies in the middle of a turn: the editor's prompt is answered with an error
+/// naming what happened (never left waiting), and the proxy exits non-zero.
+#[test]
+fn the_agent_crashing_mid_turn_fails_the_prompt_and_ends_the_proxy() {
+    let plugins = PluginDir::new();
+    plugins.scripted(
+        "notes",
+        "[[hooks]]\npoint = \"prompt-submit\"\ncapability = \"transform\"\n",
+    );
+    let name = format!("acp-agent-{}.js", std::process::id());
+    // The adapter's process only: the client's and Palisade's command lines name it too, but
+    // later.
+    let kill = format!("pkill -9 -f '^node [^ ]*{name}'");
+    let started = std::time::Instant::now();
+    let (report, _mock) = run_editor(
+        &plugins,
+        &["stop the agent"],
+        &kill,
+        &Options {
+            agent_name: Some(name),
+            ..Options::default()
+        },
+    );
+    // The prompt's error (the client library fails the connection with it).
+    let error = turn(&report, 0)["error"]
+        .as_str()
+        .or(report["error"].as_str())
+        .unwrap_or_default();
+    assert!(error.contains("the agent ended"), "{report:#}");
+    assert!(turn(&report, 0)["stopReason"].is_null(), "{report:#}");
+    assert_eq!(report["exitCode"], 1, "{report:#}");
+    assert!(
+        report["stderr"]
+            .as_str()
+            .is_some_and(|e| e.contains("palisade acp: the agent ended")),
+        "{report:#}"
+    );
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(60),
+        "{:?}",
+        started.elapsed()
+    );
 }

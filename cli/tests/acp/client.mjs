@@ -4,7 +4,7 @@
 // fs/read_text_file from disk, and prints one JSON report on stdout.
 //
 // argv: PALISADE_BIN PLUGINS_DIR CWD SCRIPT_JSON -- AGENT_COMMAND...
-// SCRIPT_JSON: {"prompts": ["…", …], "cancelAfterMs": null}
+// SCRIPT_JSON: {"prompts": ["…", …], "cancelAfterMs": null, "auditLog": null}
 import { client, ndJsonStream, PROTOCOL_VERSION } from "@agentclientprotocol/sdk";
 import { spawn } from "node:child_process";
 import { Readable, Writable } from "node:stream";
@@ -13,7 +13,8 @@ import fs from "node:fs";
 const [palisade, plugins, cwd, scriptJson, dashes, ...agent] = process.argv.slice(2);
 if (dashes !== "--") throw new Error("usage: client.mjs PALISADE PLUGINS CWD SCRIPT -- AGENT…");
 const script = JSON.parse(scriptJson);
-const proxy = spawn(palisade, ["acp", "--plugins", plugins, "--", ...agent], {
+const audit = script.auditLog ? ["--audit-log", script.auditLog] : [];
+const proxy = spawn(palisade, ["acp", "--plugins", plugins, ...audit, "--", ...agent], {
   stdio: ["pipe", "pipe", "pipe"],
   cwd,
 });

@@ -1,0 +1,358 @@
+//! `palisade acp`: an Agent Client Protocol proxy. The editor starts Palisade as its agent;
+//! Palisade starts the real agent as a child and passes every message both ways unchanged,
+//! but for the ones its hooks decide:
+//!
+//! - `session/prompt` (editor → agent) runs `prompt-submit`. A rejection is answered to the
+//!   editor as `{"stopReason": "end_turn"}` without reaching the agent, after a
+//!   `session/update` message chunk naming the hook and its reason (seed 1: the ACP bridge
+//!   settles an initial pre-step rejection from its blocked no-step turn as `end_turn`).
+//!   Contexts (and `session-start`'s, on a session's first prompt) are appended to the prompt
+//!   as text blocks.
+//! - The agent's answer to a prompt ends the turn: `end_turn` runs `turn-stopping`, and a
+//!   hook's steering goes to the agent as a follow-up prompt of the same editor turn (at most
+//!   [`palisade::agent::MAX_CONTINUATIONS`] times); the editor gets one answer, the last.
+//! - `session/request_permission` (agent → editor) runs `pre-tool` then `tool-guard` over the
+//!   tool call. A deny answers the agent with the request's reject option (never an allow
+//!   option) and tells the editor; otherwise the editor is asked as it would have been.
+//! - `fs/read_text_file`, `fs/write_text_file` and `terminal/create` (agent → editor) run
+//!   `pre-tool` and `tool-guard` first (a deny is a JSON-RPC error to the agent, carrying the
+//!   reason); what the editor returns passes `post-tool`, which may block it or replace the
+//!   text the agent receives (a read's content, a terminal's output), then `tool-result`.
+//! - `session/update` tool calls are committed as recorded; one that reaches a final status
+//!   runs `tool-result` and is committed with its outcome.
+//! - `session/cancel` passes through and cuts the session's hooks in flight.
+//!
+//! Protocol: ACP version 1 (JSON-RPC 2.0, one message per line on stdio), with the types of
+//! the `agent-client-protocol-schema` crate, pinned at 1.20.0. The agent's exit, or a line from
+//! it that is not JSON-RPC, ends the proxy: every request still open is answered with an error
+//! first. A message Palisade must judge whose parameters do not match the schema is refused
+//! (fail closed), never passed on unjudged.
+
+mod tools;
+mod turns;
+
+use agent_client_protocol_schema::v1 as schema;
+use anyhow::Context as _;
+use palisade::{Lifecycle, Plugins, Signal};
+use serde_json::{Value, json};
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::process::Stdio;
+use std::sync::{Arc, Mutex, MutexGuard};
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+use tokio::sync::{mpsc, oneshot};
+
+/// Guard an ACP agent: `palisade acp --plugins DIR -- AGENT [ARGS…]`, registered in the
+/// editor as the agent's command.
+#[derive(clap::Args)]
+pub struct AcpCommand {
+    /// The plugin directory.
+    #[arg(long)]
+    plugins: PathBuf,
+    /// Append every lifecycle event to this JSON Lines file.
+    #[arg(long)]
+    audit_log: Option<PathBuf>,
+    /// The agent's command and its arguments (after `--`).
+    #[arg(last = true, required = true)]
+    agent: Vec<String>,
+}
+
+impl AcpCommand {
+    /// Runs the proxy until the editor or the agent goes away. Never returns: the process
+    /// exits (0 when the editor closed the connection, 1 when the agent ended), since a read of
+    /// standard input in flight would otherwise hold the runtime open.
+    pub async fn execute(self) -> anyhow::Result<std::process::ExitCode> {
+        let mut builder = crate::cache::quiet_host_builder();
+        if let Some(path) = &self.audit_log {
+            let sink = palisade::JsonlSink::open(path)
+                .with_context(|| format!("cannot open the audit log {}", path.display()))?;
+            builder = builder.event_sink(Arc::new(sink));
+        }
+        let dir = self.plugins.clone();
+        let plugins = tokio::task::spawn_blocking(move || -> anyhow::Result<Plugins> {
+            Ok(builder.build()?.load_dir(&dir)?)
+        })
+        .await??;
+        let mut child = tokio::process::Command::new(&self.agent[0])
+            .args(&self.agent[1..])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .kill_on_drop(true)
+            .spawn()
+            .with_context(|| format!("cannot start the agent `{}`", self.agent[0]))?;
+        let proxy = Arc::new(Proxy {
+            plugins,
+            sessions: Mutex::default(),
+            editor: Writer::new(tokio::io::stdout()),
+            agent: Writer::new(child.stdin.take().expect("piped")),
+            open: Mutex::default(),
+            pending: Mutex::default(),
+            turns: Mutex::default(),
+            terminals: Mutex::default(),
+            steered: Default::default(),
+        });
+        let from_agent = child.stdout.take().expect("piped");
+        tokio::spawn(proxy.clone().from_editor());
+        let ended = proxy.clone().from_agent(from_agent).await;
+        let status =
+            match tokio::time::timeout(std::time::Duration::from_secs(1), child.wait()).await {
+                Ok(Ok(status)) => status.to_string(),
+                _ => {
+                    let _ = child.kill().await;
+                    "killed".to_string()
+                }
+            };
+        let why = format!("the agent ended ({ended}; {status})");
+        proxy.fail_open_requests(&why);
+        proxy.editor.flush().await;
+        eprintln!("palisade acp: {why}");
+        std::process::exit(1);
+    }
+}
+
+/// What a writer task is sent.
+enum Out {
+    Line(String),
+    /// Answered once every line before it is written.
+    Flush(oneshot::Sender<()>),
+}
+
+/// A line writer on its own task: messages to one side never interleave.
+struct Writer(mpsc::UnboundedSender<Out>);
+
+impl Writer {
+    fn new(mut sink: impl tokio::io::AsyncWrite + Unpin + Send + 'static) -> Writer {
+        let (send, mut receive) = mpsc::unbounded_channel::<Out>();
+        tokio::spawn(async move {
+            while let Some(out) = receive.recv().await {
+                match out {
+                    Out::Line(mut line) => {
+                        line.push('\n');
+                        if sink.write_all(line.as_bytes()).await.is_err()
+                            || sink.flush().await.is_err()
+                        {
+                            return;
+                        }
+                    }
+                    Out::Flush(done) => {
+                        let _ = done.send(());
+                    }
+                }
+            }
+        });
+        Writer(send)
+    }
+
+    /// Sends a line as it came.
+    fn line(&self, line: String) {
+        let _ = self.0.send(Out::Line(line));
+    }
+
+    /// Sends a message.
+    fn send(&self, message: &Value) {
+        self.line(message.to_string());
+    }
+
+    /// A JSON-RPC result for `id`.
+    fn result(&self, id: &Value, result: impl serde::Serialize) {
+        self.send(&json!({ "jsonrpc": "2.0", "id": id, "result": result }));
+    }
+
+    /// A JSON-RPC error for `id`.
+    fn error(&self, id: &Value, code: i64, message: String, data: Option<Value>) {
+        let mut error = json!({ "code": code, "message": message });
+        if let Some(data) = data {
+            error["data"] = data;
+        }
+        self.send(&json!({ "jsonrpc": "2.0", "id": id, "error": error }));
+    }
+
+    /// A notification.
+    fn notify(&self, method: &str, params: impl serde::Serialize) {
+        self.send(&json!({ "jsonrpc": "2.0", "method": method, "params": params }));
+    }
+
+    /// Returns once every line sent so far is written (or the sink is gone).
+    async fn flush(&self) {
+        let (done, flushed) = oneshot::channel();
+        if self.0.send(Out::Flush(done)).is_ok() {
+            let _ = tokio::time::timeout(std::time::Duration::from_secs(5), flushed).await;
+        }
+    }
+}
+
+/// JSON-RPC's code for parameters that do not match the method's schema.
+const INVALID_PARAMS: i64 = -32602;
+/// The code of Palisade's refusals (a server error, in JSON-RPC's reserved range).
+const REFUSED: i64 = -32000;
+
+/// One ACP session as Palisade sees it.
+struct AcpSession {
+    lifecycle: Arc<Lifecycle>,
+    /// Whether `session-start` ran (on the first prompt).
+    started: bool,
+    /// Fired by `session/cancel`; a new one for each prompt.
+    cancel: Signal,
+    /// The agent's message text of the current turn, for `turn-stopping`.
+    said: String,
+    /// The agent's tool calls, by id, as their updates describe them.
+    tools: HashMap<String, tools::ToolState>,
+}
+
+struct Proxy {
+    plugins: Plugins,
+    sessions: Mutex<HashMap<String, AcpSession>>,
+    editor: Writer,
+    agent: Writer,
+    /// Editor requests the agent has not answered yet (to fail them if it goes), by id.
+    open: Mutex<HashMap<String, Value>>,
+    /// Agent requests whose editor answer passes hooks, by id.
+    pending: Mutex<HashMap<String, tools::Pending>>,
+    /// Prompts the agent is working on, by the id Palisade sent them with.
+    turns: Mutex<HashMap<String, turns::Turn>>,
+    /// Terminals the editor created for a guarded `terminal/create`, by terminal id.
+    terminals: Mutex<HashMap<String, tools::TerminalCall>>,
+    /// Numbers the follow-up prompts steering sends.
+    steered: std::sync::atomic::AtomicU64,
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+fn id_key(id: &Value) -> String {
+    id.to_string()
+}
+
+impl Proxy {
+    /// The session's lifecycle (created on first sight).
+    fn lifecycle(&self, id: &str) -> Arc<Lifecycle> {
+        self.with_session(id, |s| s.lifecycle.clone())
+    }
+
+    fn with_session<R>(&self, id: &str, f: impl FnOnce(&mut AcpSession) -> R) -> R {
+        let mut sessions = lock(&self.sessions);
+        let session = sessions
+            .entry(id.to_string())
+            .or_insert_with(|| AcpSession {
+                lifecycle: Arc::new(Lifecycle::new(self.plugins.session(id))),
+                started: false,
+                cancel: Signal::new(),
+                said: String::new(),
+                tools: HashMap::new(),
+            });
+        f(session)
+    }
+
+    /// Tells the editor something in the session's transcript.
+    fn notice(&self, session_id: &str, text: String) {
+        let update = schema::SessionUpdate::AgentMessageChunk(schema::ContentChunk::new(
+            schema::ContentBlock::Text(schema::TextContent::new(text)),
+        ));
+        self.editor.notify(
+            schema::CLIENT_METHOD_NAMES.session_update,
+            schema::SessionNotification::new(session_id.to_string(), update),
+        );
+    }
+
+    /// Answers every editor request the agent left open with `why`.
+    fn fail_open_requests(&self, why: &str) {
+        let open: Vec<Value> = lock(&self.open).drain().map(|(_, id)| id).collect();
+        for id in open {
+            self.editor.error(&id, -32603, why.to_string(), None);
+        }
+    }
+
+    async fn from_editor(self: Arc<Self>) {
+        let mut lines = BufReader::new(tokio::io::stdin()).lines();
+        while let Ok(Some(line)) = lines.next_line().await {
+            let Ok(message) = serde_json::from_str::<Value>(&line) else {
+                // Not ours to judge: the agent answers a malformed request.
+                self.agent.line(line);
+                continue;
+            };
+            let method = message["method"].as_str().unwrap_or_default().to_string();
+            let id = message.get("id").cloned();
+            match id {
+                Some(id) if method == schema::AGENT_METHOD_NAMES.session_prompt => {
+                    let proxy = self.clone();
+                    tokio::spawn(async move { proxy.prompt(id, message).await });
+                }
+                None if method == schema::AGENT_METHOD_NAMES.session_cancel => {
+                    if let Some(session) = message["params"]["sessionId"].as_str() {
+                        self.with_session(session, |s| s.cancel.cancel());
+                    }
+                    self.agent.line(line);
+                }
+                Some(_) if method.is_empty() => {
+                    // An editor's answer to an agent request.
+                    let proxy = self.clone();
+                    tokio::spawn(async move { proxy.answer_to_agent(message, line).await });
+                }
+                id => {
+                    if let Some(id) = id {
+                        lock(&self.open).insert(id_key(&id), id);
+                    }
+                    self.agent.line(line);
+                }
+            }
+        }
+        // The editor went away: so does the agent (its stdin closes with us).
+        std::process::exit(0);
+    }
+
+    async fn from_agent(self: Arc<Self>, stdout: tokio::process::ChildStdout) -> String {
+        let mut lines = BufReader::new(stdout).lines();
+        loop {
+            let line = match lines.next_line().await {
+                Ok(Some(line)) => line,
+                Ok(None) => return "its output closed".into(),
+                Err(e) => return format!("its output failed: {e}"),
+            };
+            if line.trim().is_empty() {
+                continue;
+            }
+            let Ok(message) = serde_json::from_str::<Value>(&line) else {
+                return format!("it wrote a line that is not JSON-RPC: {}", truncate(&line));
+            };
+            let method = message["method"].as_str().unwrap_or_default().to_string();
+            let names = schema::CLIENT_METHOD_NAMES;
+            match message.get("id").cloned() {
+                Some(id) if method.is_empty() => self.answer_to_editor(id, message, line),
+                Some(id) if method == names.session_request_permission => {
+                    let proxy = self.clone();
+                    tokio::spawn(async move { proxy.permission(id, message, line).await });
+                }
+                Some(id) if tools::is_client_tool(&method) => {
+                    let proxy = self.clone();
+                    tokio::spawn(async move { proxy.client_tool(id, message, line).await });
+                }
+                None if method == names.session_update => {
+                    self.session_update(&message);
+                    self.editor.line(line);
+                }
+                _ => self.editor.line(line),
+            }
+        }
+    }
+
+    /// The agent's answer to an editor request: a prompt's ends the turn (which may go on).
+    fn answer_to_editor(self: &Arc<Self>, id: Value, message: Value, line: String) {
+        if let Some(turn) = lock(&self.turns).remove(&id_key(&id)) {
+            let proxy = self.clone();
+            tokio::spawn(async move { proxy.turn_answered(turn, message).await });
+            return;
+        }
+        lock(&self.open).remove(&id_key(&id));
+        self.editor.line(line);
+    }
+}
+
+fn truncate(line: &str) -> String {
+    let mut end = line.len().min(200);
+    while !line.is_char_boundary(end) {
+        end -= 1;
+    }
+    line[..end].to_string()
+}
