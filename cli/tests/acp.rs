@@ -1,9 +1,10 @@
 //! `palisade acp` between real software on both sides, offline: the official ACP client
-//! library (`@agentclientprotocol/sdk`, driven by `acp/client.mjs`) as the editor, and the
-//! Claude Code ACP adapter (`@agentclientprotocol/claude-agent-acp`, running the real Claude
-//! Code) as the agent, whose model is the loopback mock.
+//! library (`@agentclientprotocol/sdk`, driven by `acp/client.mjs`) as the editor, and as the
+//! agent the Claude Code ACP adapter (`@agentclientprotocol/claude-agent-acp`, running the real
+//! Claude Code) or Gemini CLI in its ACP mode (whose file reads go through the editor), each
+//! against the loopback mock of its model.
 
-// Only the Anthropic API of the mock is used here.
+// The mock's Codex API is not used here.
 #[allow(dead_code)]
 #[path = "mock_model/mod.rs"]
 mod mock_model;
@@ -64,6 +65,9 @@ struct Options {
     audit_log: Option<PathBuf>,
     /// Start the adapter through a link of this name (so that a command can find its process).
     agent_name: Option<String>,
+    /// What the editor starts, as its settings say (`{"command": …, "args": […]}`), instead
+    /// of `palisade acp --plugins DIR -- AGENT…`.
+    server: Option<Value>,
 }
 
 fn run_editor(
@@ -91,8 +95,34 @@ fn run_editor(
         std::os::unix::fs::symlink(&adapter, &link).unwrap();
         adapter = link;
     }
+    let mut command = client(
+        plugins,
+        prompts,
+        &project,
+        options,
+        &[Path::new("node"), &adapter],
+    );
+    command
+        .env("HOME", home.path())
+        .env("PALISADE_STATE_DIR", home.path().join("state"))
+        .envs(mock.agent_env())
+        // Root in a container: Claude Code refuses its permission flags unless told it is
+        // sandboxed; the adapter still asks the editor before a shell command.
+        .env("IS_SANDBOX", "1");
+    (report(command), mock)
+}
+
+/// The client's command: `prompts` in `project` through `palisade acp -- AGENT…`.
+fn client(
+    plugins: &PluginDir,
+    prompts: &[&str],
+    project: &Path,
+    options: &Options,
+    agent: &[&Path],
+) -> Command {
     let script = serde_json::json!({
         "prompts": prompts,
+        "server": options.server,
         "cancelAfterMs": options.cancel_after_ms,
         "auditLog": options.audit_log,
     })
@@ -102,40 +132,108 @@ fn run_editor(
         .arg(client_script())
         .arg(env!("CARGO_BIN_EXE_palisade"))
         .arg(plugins.path())
-        .arg(&project)
+        .arg(project)
         .arg(&script)
-        .arg("--");
-    let out = command
-        .arg("node")
-        .arg(&adapter)
-        .env("HOME", home.path())
+        .arg("--")
+        .args(agent)
         .env(
             "PALISADE_CACHE_DIR",
             Path::new(env!("CARGO_TARGET_TMPDIR")).join("acp-cache"),
-        )
-        .env("PALISADE_STATE_DIR", home.path().join("state"))
-        .env(
-            "ANTHROPIC_BASE_URL",
-            format!("http://127.0.0.1:{}", mock.port),
-        )
-        .env("ANTHROPIC_API_KEY", "dummy")
-        // Root in a container: Claude Code refuses its permission flags unless told it is
-        // sandboxed; the adapter still asks the editor before a shell command.
-        .env("IS_SANDBOX", "1")
-        .env("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1")
-        .env("DISABLE_TELEMETRY", "1")
-        .env("DISABLE_AUTOUPDATER", "1")
-        .env("DISABLE_ERROR_REPORTING", "1")
+        );
+    command
+}
+
+/// Runs the client; its report.
+fn report(mut command: Command) -> Value {
+    let out = command
         .output()
         .expect("node runs (install Node.js 20 or later)");
-    let report: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
         panic!(
             "no report from the client ({e}):\n{}\n{}",
             String::from_utf8_lossy(&out.stdout),
             String::from_utf8_lossy(&out.stderr)
         )
-    });
-    (report, mock)
+    })
+}
+
+/// Gemini CLI in its ACP mode: its reads and writes of the project's files go through the
+/// editor's `fs/*` methods. The model calls `call` (`{"name": …, "args": …}`) once, on
+/// `project/FILE` holding `content`; returns the client's report, the mock, and the home
+/// holding the project.
+fn run_gemini(
+    plugins: &PluginDir,
+    prompt: &str,
+    call: impl FnOnce(&Path) -> Value,
+    (file, content): (&str, &str),
+) -> (Value, MockModel, tempfile::TempDir) {
+    let gemini = PathBuf::from(std::env::var_os("PALISADE_GEMINI").unwrap_or_else(|| {
+        Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../target/tools/agents/node_modules/@google/gemini-cli/bundle/gemini.js")
+            .into()
+    }));
+    assert!(
+        gemini.exists(),
+        "Gemini CLI is not installed at {}: run `bash scripts/tools.sh` (scripts/test.sh \
+         does), or set PALISADE_GEMINI",
+        gemini.display()
+    );
+    let home = tempfile::tempdir().unwrap();
+    let project = home.path().join("project");
+    std::fs::create_dir_all(&project).unwrap();
+    let file = project.join(file);
+    std::fs::write(&file, content).unwrap();
+    let mock = MockModel::start(Api::Gemini, &call(&file).to_string());
+    std::fs::create_dir_all(home.path().join(".gemini")).unwrap();
+    // API-key auth; no usage statistics (the only network call besides the model); one model
+    // (no router); no folder-trust checks.
+    std::fs::write(
+        home.path().join(".gemini/settings.json"),
+        r#"{"security": {"auth": {"selectedType": "gemini-api-key"}, "folderTrust": {"enabled": false}},
+            "privacy": {"usageStatisticsEnabled": false}, "model": {"name": "gemini-2.5-flash"}}"#,
+    )
+    .unwrap();
+    // The editor starts what `palisade install zed` registered.
+    let agent = [Path::new("node"), &gemini, Path::new("--acp")];
+    let options = Options {
+        server: Some(zed_registration(plugins, &agent)),
+        ..Options::default()
+    };
+    let mut command = client(plugins, &[prompt], &project, &options, &agent);
+    command
+        .env("HOME", home.path())
+        .env("PALISADE_STATE_DIR", home.path().join("state"))
+        .envs(mock.agent_env());
+    let report = report(command);
+    assert!(report["error"].is_null(), "the client failed: {report:#}");
+    (report, mock, home)
+}
+
+/// The agent server `palisade install zed --plugins DIR -- AGENT…` registers (printed, as
+/// Zed's `agent_servers` entry).
+fn zed_registration(plugins: &PluginDir, agent: &[&Path]) -> Value {
+    let out = Command::new(env!("CARGO_BIN_EXE_palisade"))
+        .args(["install", "zed", "--name", "Gemini (guarded)", "--plugins"])
+        .arg(plugins.path())
+        .arg("--")
+        .args(agent)
+        .env(
+            "PALISADE_CACHE_DIR",
+            Path::new(env!("CARGO_TARGET_TMPDIR")).join("acp-cache"),
+        )
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let snippet: Value = serde_json::from_slice(&out.stdout).unwrap();
+    snippet["agent_servers"]["Gemini (guarded)"].clone()
+}
+
+/// Every request body the model received.
+fn bodies(mock: &MockModel) -> Vec<String> {
+    mock.model_requests()
+        .iter()
+        .map(|r| r.body.to_string())
+        .collect()
 }
 
 fn turn(report: &Value, i: usize) -> &Value {
@@ -184,11 +282,7 @@ fn a_rejected_first_prompt_settles_as_end_turn_and_never_reaches_the_model() {
         told.contains("gate/prompt-submit") && told.contains("secret-in-prompt"),
         "{report:#}"
     );
-    let bodies: Vec<String> = mock
-        .model_requests()
-        .iter()
-        .map(|r| r.body.to_string())
-        .collect();
+    let bodies = bodies(&mock);
     assert!(
         bodies.iter().all(|b| !b.contains("hunter2")),
         "the rejected prompt reached the model"
@@ -304,11 +398,7 @@ fn steering_continues_the_same_editor_turn() {
         said(only).contains("`coach/turn-stopping` continues the turn"),
         "{report:#}"
     );
-    let bodies: Vec<String> = mock
-        .model_requests()
-        .iter()
-        .map(|r| r.body.to_string())
-        .collect();
+    let bodies = bodies(&mock);
     assert!(
         bodies
             .iter()
@@ -371,4 +461,90 @@ fn the_agent_crashing_mid_turn_fails_the_prompt_and_ends_the_proxy() {
         "{:?}",
         started.elapsed()
     );
+}
+
+/// Gemini's `replace` of `old` by `new` in `file`.
+fn edit(file: &Path, old: &str, new: &str) -> Value {
+    serde_json::json!({ "name": "replace", "args": {
+        "file_path": file, "instruction": "as asked", "old_string": old, "new_string": new,
+    } })
+}
+
+/// The tool's answer as the model received it (Gemini's `functionResponse`).
+fn function_response(mock: &MockModel) -> String {
+    mock.model_requests()
+        .iter()
+        .flat_map(|r| r.body["contents"].as_array().cloned().unwrap_or_default())
+        .flat_map(|c| c["parts"].as_array().cloned().unwrap_or_default())
+        .find_map(|p| p.get("functionResponse").map(Value::to_string))
+        .unwrap_or_else(|| panic!("no tool answer reached the model: {:#?}", bodies(mock)))
+}
+
+/// Gemini CLI edits a file by reading it through the editor (`fs/read_text_file`), then
+/// writing it back. The model's `replace` on a key file: the example `secret-guard` refuses
+/// the read before the editor reads anything, nothing is written, the agent's tool fails, and
+/// the user is told why.
+#[test]
+fn a_read_of_a_secret_through_the_editor_is_refused() {
+    let plugins = PluginDir::new();
+    let guard = palisade_examples::get("secret-guard").unwrap();
+    palisade_examples::install_one(guard, plugins.path()).unwrap();
+    let (report, mock, _home) = run_gemini(
+        &plugins,
+        "rotate the key",
+        |file| edit(file, "sk-live-4b1d", "sk-live-0000"),
+        ("deploy.pem", "-----BEGIN PRIVATE KEY----- sk-live-4b1d"),
+    );
+    assert_eq!(report["reads"], serde_json::json!([]), "{report:#}");
+    assert_eq!(report["writes"], serde_json::json!([]), "{report:#}");
+    // The agent's tool failed (Gemini CLI 0.61 hands its model an editor's error as
+    // "[object Object]"); the user is told why in the transcript.
+    let answer = function_response(&mock);
+    assert!(
+        !answer.contains("sk-live-4b1d"),
+        "the secret reached the model: {answer}"
+    );
+    assert!(
+        answer.contains("\"error\""),
+        "the tool did not fail: {answer}"
+    );
+    let told = said(turn(&report, 0));
+    assert!(
+        told.contains("secret-guard/pre-tool") && told.contains("secret-file"),
+        "the editor was not told why: {report:#}"
+    );
+}
+
+/// A `post-tool` hook redacts what the editor read for the agent (unlike an agent's built-in
+/// tools, ACP carries a replacement back): Gemini edits the redacted text, and the model — shown
+/// the edited lines — sees `[REDACTED]`, never the token. (What the agent then writes back is
+/// the redacted text: a replaced read is what the agent works on.)
+#[test]
+fn a_post_tool_hook_redacts_what_the_editor_read_and_the_model_sees_it() {
+    let plugins = PluginDir::new();
+    plugins.scripted(
+        "redact",
+        "[[hooks]]\npoint = \"post-tool\"\ncapability = \"transform\"\n\
+         matcher = \"fs/read_text_file\"\n[config]\npost_tool = \"redact\"\n\
+         secret = \"ghp_9c2e7aa1\"\n",
+    );
+    let (report, mock, home) = run_gemini(
+        &plugins,
+        "rename the project",
+        |file| edit(file, "name = demo", "name = prod"),
+        ("notes.txt", "token = ghp_9c2e7aa1\nname = demo\n"),
+    );
+    let read = home.path().join("project/notes.txt").display().to_string();
+    let reads = report["reads"].as_array().cloned().unwrap_or_default();
+    assert!(
+        !reads.is_empty() && reads.iter().all(|r| *r == read),
+        "the edit did not read through the editor: {report:#}"
+    );
+    let answer = function_response(&mock);
+    assert!(
+        !answer.contains("ghp_9c2e7aa1"),
+        "the model saw the token: {answer}"
+    );
+    assert!(answer.contains("token = [REDACTED]"), "{answer}");
+    assert!(answer.contains("name = prod"), "{answer}");
 }

@@ -1,10 +1,13 @@
 // A real ACP client (the official TypeScript library) driving `palisade acp -- AGENT` as an
 // editor would: initialize, one session, the prompts of the script, in order. It grants every
 // permission it is asked for (so a tool that does not run was stopped by Palisade), serves
-// fs/read_text_file from disk, and prints one JSON report on stdout.
+// fs/read_text_file and fs/write_text_file from and to disk, and prints one JSON report on
+// stdout.
 //
 // argv: PALISADE_BIN PLUGINS_DIR CWD SCRIPT_JSON -- AGENT_COMMAND...
-// SCRIPT_JSON: {"prompts": ["…", …], "cancelAfterMs": null, "auditLog": null}
+// SCRIPT_JSON: {"prompts": ["…", …], "cancelAfterMs": null, "auditLog": null, "server": null}
+// With "server": {"command": …, "args": […]} (an editor's registration, as `palisade install
+// zed` writes it), that is started instead of PALISADE_BIN acp … -- AGENT.
 import { client, ndJsonStream, PROTOCOL_VERSION } from "@agentclientprotocol/sdk";
 import { spawn } from "node:child_process";
 import { Readable, Writable } from "node:stream";
@@ -14,7 +17,10 @@ const [palisade, plugins, cwd, scriptJson, dashes, ...agent] = process.argv.slic
 if (dashes !== "--") throw new Error("usage: client.mjs PALISADE PLUGINS CWD SCRIPT -- AGENT…");
 const script = JSON.parse(scriptJson);
 const audit = script.auditLog ? ["--audit-log", script.auditLog] : [];
-const proxy = spawn(palisade, ["acp", "--plugins", plugins, ...audit, "--", ...agent], {
+const [command, args] = script.server
+  ? [script.server.command, script.server.args]
+  : [palisade, ["acp", "--plugins", plugins, ...audit, "--", ...agent]];
+const proxy = spawn(command, args, {
   stdio: ["pipe", "pipe", "pipe"],
   cwd,
 });
@@ -28,7 +34,7 @@ function record(turn, u) {
     turn.updates.push(`${u.sessionUpdate}:${u.status ?? ""}:${u.title ?? ""}`);
   }
 }
-const report = { turns: [], permissions: [], reads: [], error: null, exitCode: null };
+const report = { turns: [], permissions: [], reads: [], writes: [], error: null, exitCode: null };
 const stream = ndJsonStream(Writable.toWeb(proxy.stdin), Readable.toWeb(proxy.stdout));
 try {
   await client()
@@ -43,10 +49,16 @@ try {
       report.reads.push(params.path);
       return { content: fs.readFileSync(params.path, "utf8") };
     })
+    .onRequest("fs/write_text_file", async (ctx) => {
+      const params = ctx.params ?? ctx;
+      report.writes.push({ path: params.path, content: params.content });
+      fs.writeFileSync(params.path, params.content);
+      return {};
+    })
     .connectWith(stream, async (ctx) => {
       await ctx.request("initialize", {
         protocolVersion: PROTOCOL_VERSION,
-        clientCapabilities: { fs: { readTextFile: true, writeTextFile: false } },
+        clientCapabilities: { fs: { readTextFile: true, writeTextFile: true } },
       });
       const session = await ctx.buildSession(cwd).start();
       // A read of the session's updates that lost a race is kept for the next one.

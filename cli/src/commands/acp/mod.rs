@@ -31,16 +31,14 @@
 mod tools;
 mod turns;
 
+use crate::jsonrpc::{Writer, load_plugins, reap, spawn_child, truncate, until_exit};
 use agent_client_protocol_schema::v1 as schema;
-use anyhow::Context as _;
 use palisade::{Lifecycle, Plugins, Signal};
-use serde_json::{Value, json};
+use serde_json::Value;
 use std::collections::HashMap;
 use std::path::PathBuf;
-use std::process::Stdio;
 use std::sync::{Arc, Mutex, MutexGuard};
-use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
-use tokio::sync::{mpsc, oneshot};
+use tokio::io::{AsyncBufReadExt, BufReader};
 
 /// Guard an ACP agent: `palisade acp --plugins DIR -- AGENT [ARGS…]`, registered in the
 /// editor as the agent's command.
@@ -62,25 +60,8 @@ impl AcpCommand {
     /// exits (0 when the editor closed the connection, 1 when the agent ended), since a read of
     /// standard input in flight would otherwise hold the runtime open.
     pub async fn execute(self) -> anyhow::Result<std::process::ExitCode> {
-        let mut builder = crate::cache::quiet_host_builder();
-        if let Some(path) = &self.audit_log {
-            let sink = palisade::JsonlSink::open(path)
-                .with_context(|| format!("cannot open the audit log {}", path.display()))?;
-            builder = builder.event_sink(Arc::new(sink));
-        }
-        let dir = self.plugins.clone();
-        let plugins = tokio::task::spawn_blocking(move || -> anyhow::Result<Plugins> {
-            Ok(builder.build()?.load_dir(&dir)?)
-        })
-        .await??;
-        let mut child = tokio::process::Command::new(&self.agent[0])
-            .args(&self.agent[1..])
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .kill_on_drop(true)
-            .spawn()
-            .with_context(|| format!("cannot start the agent `{}`", self.agent[0]))?;
+        let plugins = load_plugins(&self.plugins, self.audit_log.as_deref()).await?;
+        let mut child = spawn_child(&self.agent, "the agent")?;
         let proxy = Arc::new(Proxy {
             plugins,
             sessions: Mutex::default(),
@@ -94,91 +75,13 @@ impl AcpCommand {
         });
         let from_agent = child.stdout.take().expect("piped");
         tokio::spawn(proxy.clone().from_editor());
-        let ended = proxy.clone().from_agent(from_agent).await;
-        let status =
-            match tokio::time::timeout(std::time::Duration::from_secs(1), child.wait()).await {
-                Ok(Ok(status)) => status.to_string(),
-                _ => {
-                    let _ = child.kill().await;
-                    "killed".to_string()
-                }
-            };
+        let ended = until_exit(&mut child, proxy.clone().from_agent(from_agent)).await;
+        let status = reap(&mut child).await;
         let why = format!("the agent ended ({ended}; {status})");
         proxy.fail_open_requests(&why);
         proxy.editor.flush().await;
         eprintln!("palisade acp: {why}");
         std::process::exit(1);
-    }
-}
-
-/// What a writer task is sent.
-enum Out {
-    Line(String),
-    /// Answered once every line before it is written.
-    Flush(oneshot::Sender<()>),
-}
-
-/// A line writer on its own task: messages to one side never interleave.
-struct Writer(mpsc::UnboundedSender<Out>);
-
-impl Writer {
-    fn new(mut sink: impl tokio::io::AsyncWrite + Unpin + Send + 'static) -> Writer {
-        let (send, mut receive) = mpsc::unbounded_channel::<Out>();
-        tokio::spawn(async move {
-            while let Some(out) = receive.recv().await {
-                match out {
-                    Out::Line(mut line) => {
-                        line.push('\n');
-                        if sink.write_all(line.as_bytes()).await.is_err()
-                            || sink.flush().await.is_err()
-                        {
-                            return;
-                        }
-                    }
-                    Out::Flush(done) => {
-                        let _ = done.send(());
-                    }
-                }
-            }
-        });
-        Writer(send)
-    }
-
-    /// Sends a line as it came.
-    fn line(&self, line: String) {
-        let _ = self.0.send(Out::Line(line));
-    }
-
-    /// Sends a message.
-    fn send(&self, message: &Value) {
-        self.line(message.to_string());
-    }
-
-    /// A JSON-RPC result for `id`.
-    fn result(&self, id: &Value, result: impl serde::Serialize) {
-        self.send(&json!({ "jsonrpc": "2.0", "id": id, "result": result }));
-    }
-
-    /// A JSON-RPC error for `id`.
-    fn error(&self, id: &Value, code: i64, message: String, data: Option<Value>) {
-        let mut error = json!({ "code": code, "message": message });
-        if let Some(data) = data {
-            error["data"] = data;
-        }
-        self.send(&json!({ "jsonrpc": "2.0", "id": id, "error": error }));
-    }
-
-    /// A notification.
-    fn notify(&self, method: &str, params: impl serde::Serialize) {
-        self.send(&json!({ "jsonrpc": "2.0", "method": method, "params": params }));
-    }
-
-    /// Returns once every line sent so far is written (or the sink is gone).
-    async fn flush(&self) {
-        let (done, flushed) = oneshot::channel();
-        if self.0.send(Out::Flush(done)).is_ok() {
-            let _ = tokio::time::timeout(std::time::Duration::from_secs(5), flushed).await;
-        }
     }
 }
 
@@ -347,12 +250,4 @@ impl Proxy {
         lock(&self.open).remove(&id_key(&id));
         self.editor.line(line);
     }
-}
-
-fn truncate(line: &str) -> String {
-    let mut end = line.len().min(200);
-    while !line.is_char_boundary(end) {
-        end -= 1;
-    }
-    line[..end].to_string()
 }

@@ -315,6 +315,9 @@ impl Proxy {
         let call = ToolCall::new(format!("acp-{}", id_key(&id)), &method, params.clone());
         if let Some(denial) = self.authorize(&lifecycle, &call).await {
             let (why, data) = refusal("Refused", &denial);
+            // The user hears it too: an agent may not pass an editor's error on to its model
+            // (Gemini CLI 0.61 shows it "[object Object]").
+            self.notice(&session_id, format!("Palisade: {method}: {why}"));
             return self.agent.error(&id, REFUSED, why, data);
         }
         self.forward_pending(id, line, (lifecycle, call, None), method);

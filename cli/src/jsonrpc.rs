@@ -1,0 +1,150 @@
+//! What the two stdio proxies (`acp`, `mcp`) share: JSON-RPC 2.0 over stdio, one message per
+//! line (the framing of ACP and of MCP's stdio transport) with a writer per side, so that
+//! messages to one side never interleave; and the child process on the other side.
+
+use serde_json::{Value, json};
+use tokio::io::AsyncWriteExt;
+use tokio::sync::{mpsc, oneshot};
+
+/// What a writer task is sent.
+enum Out {
+    Line(String),
+    /// Answered once every line before it is written.
+    Flush(oneshot::Sender<()>),
+}
+
+/// A line writer on its own task: messages to one side never interleave.
+pub struct Writer(mpsc::UnboundedSender<Out>);
+
+impl Writer {
+    /// A writer of lines to `sink`, on a task of its own.
+    pub fn new(mut sink: impl tokio::io::AsyncWrite + Unpin + Send + 'static) -> Writer {
+        let (send, mut receive) = mpsc::unbounded_channel::<Out>();
+        tokio::spawn(async move {
+            while let Some(out) = receive.recv().await {
+                match out {
+                    Out::Line(mut line) => {
+                        line.push('\n');
+                        if sink.write_all(line.as_bytes()).await.is_err()
+                            || sink.flush().await.is_err()
+                        {
+                            return;
+                        }
+                    }
+                    Out::Flush(done) => {
+                        let _ = done.send(());
+                    }
+                }
+            }
+        });
+        Writer(send)
+    }
+
+    /// Sends a line as it came.
+    pub fn line(&self, line: String) {
+        let _ = self.0.send(Out::Line(line));
+    }
+
+    /// Sends a message.
+    pub fn send(&self, message: &Value) {
+        self.line(message.to_string());
+    }
+
+    /// A JSON-RPC result for `id`.
+    pub fn result(&self, id: &Value, result: impl serde::Serialize) {
+        self.send(&json!({ "jsonrpc": "2.0", "id": id, "result": result }));
+    }
+
+    /// A JSON-RPC error for `id`.
+    pub fn error(&self, id: &Value, code: i64, message: String, data: Option<Value>) {
+        let mut error = json!({ "code": code, "message": message });
+        if let Some(data) = data {
+            error["data"] = data;
+        }
+        self.send(&json!({ "jsonrpc": "2.0", "id": id, "error": error }));
+    }
+
+    /// A notification.
+    pub fn notify(&self, method: &str, params: impl serde::Serialize) {
+        self.send(&json!({ "jsonrpc": "2.0", "method": method, "params": params }));
+    }
+
+    /// Returns once every line sent so far is written (or the sink is gone).
+    pub async fn flush(&self) {
+        let (done, flushed) = oneshot::channel();
+        if self.0.send(Out::Flush(done)).is_ok() {
+            let _ = tokio::time::timeout(std::time::Duration::from_secs(5), flushed).await;
+        }
+    }
+}
+
+/// The start of a line, for an error message about it.
+pub fn truncate(line: &str) -> String {
+    let mut end = line.len().min(200);
+    while !line.is_char_boundary(end) {
+        end -= 1;
+    }
+    line[..end].to_string()
+}
+
+/// Reads the child's output with `reading` until it ends, or until the child exits: a
+/// descendant that inherited its output (a process the agent or server started) may hold the
+/// pipe open long after, and the other side must not wait for it. What the child wrote before
+/// it went is still passed on, for a moment. Returns why the reading ended.
+pub async fn until_exit(
+    child: &mut tokio::process::Child,
+    reading: impl Future<Output = String>,
+) -> String {
+    tokio::pin!(reading);
+    tokio::select! {
+        ended = &mut reading => ended,
+        _ = child.wait() => {
+            match tokio::time::timeout(std::time::Duration::from_millis(500), &mut reading).await {
+                Ok(ended) => ended,
+                Err(_) => "it exited".to_string(),
+            }
+        }
+    }
+}
+
+/// The plugins of `dir`, loaded on a blocking thread (a compile may take seconds), with every
+/// lifecycle event appended to `audit_log`.
+pub async fn load_plugins(
+    dir: &std::path::Path,
+    audit_log: Option<&std::path::Path>,
+) -> anyhow::Result<palisade::Plugins> {
+    use anyhow::Context as _;
+    let mut builder = crate::cache::quiet_host_builder();
+    if let Some(path) = audit_log {
+        let sink = palisade::JsonlSink::open(path)
+            .with_context(|| format!("cannot open the audit log {}", path.display()))?;
+        builder = builder.event_sink(std::sync::Arc::new(sink));
+    }
+    let dir = dir.to_path_buf();
+    tokio::task::spawn_blocking(move || Ok(builder.build()?.load_dir(&dir)?)).await?
+}
+
+/// Starts the proxy's child, `what` (`command` and its arguments): its stdin and stdout piped
+/// to the proxy, its stderr the proxy's own, killed when the proxy goes.
+pub fn spawn_child(command: &[String], what: &str) -> anyhow::Result<tokio::process::Child> {
+    use anyhow::Context as _;
+    tokio::process::Command::new(&command[0])
+        .args(&command[1..])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::inherit())
+        .kill_on_drop(true)
+        .spawn()
+        .with_context(|| format!("cannot start {what} `{}`", command[0]))
+}
+
+/// How the child ended: its exit status, waited for a second at most (then it is killed).
+pub async fn reap(child: &mut tokio::process::Child) -> String {
+    match tokio::time::timeout(std::time::Duration::from_secs(1), child.wait()).await {
+        Ok(Ok(status)) => status.to_string(),
+        _ => {
+            let _ = child.kill().await;
+            "killed".to_string()
+        }
+    }
+}
