@@ -1,10 +1,10 @@
-//! The real Claude Code and Codex CLIs, driven offline against a mock model on 127.0.0.1,
+//! The real Claude Code, Codex and Gemini CLIs, driven offline against a mock model on 127.0.0.1,
 //! with Palisade as their hook command: a wasm guard's deny keeps the shell tool from running
 //! and its reason reaches the model; with no objection the tool runs; session-start and
 //! prompt-submit contexts reach the model's request.
 //!
 //! The CLIs are installed into the build tree by `scripts/tools.sh` (which `scripts/test.sh`
-//! runs); `PALISADE_CLAUDE` / `PALISADE_CODEX` point elsewhere.
+//! runs); `PALISADE_CLAUDE` / `PALISADE_CODEX` / `PALISADE_GEMINI` point elsewhere.
 
 mod mock_model;
 #[path = "support/server.rs"]
@@ -73,7 +73,8 @@ impl World {
             guard.join("plugin.toml"),
             format!(
                 "name = \"shell-guard\"\nwasm = \"{}\"\n\n[[hooks]]\npoint = \"pre-tool\"\n\
-                 capability = \"guard\"\nmatcher = \"Bash\"\n\n[config]\n{rules}\n",
+                 capability = \"guard\"\nmatcher = \"Bash|run_shell_command\"\n\n\
+                 [config]\n{rules}\n",
                 example.wasm_file
             ),
         )
@@ -265,15 +266,7 @@ fn claude(world: &World) -> (Output, MockModel) {
         .current_dir(&world.project)
         .env("HOME", &world.home)
         .env("PALISADE_CACHE_DIR", cache_dir())
-        .env(
-            "ANTHROPIC_BASE_URL",
-            format!("http://127.0.0.1:{}", mock.port),
-        )
-        .env("ANTHROPIC_API_KEY", "dummy")
-        .env("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1")
-        .env("DISABLE_TELEMETRY", "1")
-        .env("DISABLE_AUTOUPDATER", "1")
-        .env("DISABLE_ERROR_REPORTING", "1");
+        .envs(mock.agent_env());
     (run(command), mock)
 }
 
@@ -399,7 +392,7 @@ api_key_model_discovery = false
         .env("HOME", &world.home)
         .env("CODEX_HOME", &codex_home)
         .env("PALISADE_CACHE_DIR", cache_dir())
-        .env("MOCK_API_KEY", "dummy");
+        .envs(mock.agent_env());
     (run(command), mock)
 }
 
@@ -430,5 +423,103 @@ fn codex_obeys_a_wasm_deny_and_the_model_sees_the_reason() {
 fn codex_runs_an_allowed_tool_and_the_model_sees_the_contexts() {
     let world = World::new(false);
     let (out, mock) = run_codex(&world);
+    assert_allowed_with_contexts(&world, &out, &mock);
+}
+
+// --- Gemini CLI ----------------------------------------------------------------------------
+
+/// Gemini CLI's settings for an offline run: API-key auth against the mock, no usage
+/// statistics, one model (no router's extra call), no folder-trust prompt (hooks run only in a
+/// trusted folder).
+const GEMINI_SETTINGS: &str = r#"{
+  "security": { "auth": { "selectedType": "gemini-api-key" }, "folderTrust": { "enabled": false } },
+  "privacy": { "usageStatisticsEnabled": false },
+  "general": { "enableAutoUpdate": false, "enableAutoUpdateNotification": false },
+  "model": { "name": "gemini-2.5-flash" }
+}"#;
+
+/// Gemini CLI with `palisade install gemini` merged into its user settings.
+fn run_gemini(world: &World) -> (Output, MockModel) {
+    let gemini = std::env::var_os("PALISADE_GEMINI")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| {
+            Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("../target/tools/agents/node_modules/@google/gemini-cli/bundle/gemini.js")
+        });
+    assert!(
+        gemini.exists(),
+        "Gemini CLI is not installed at {}: run `bash scripts/tools.sh` (scripts/test.sh does), \
+         or set PALISADE_GEMINI",
+        gemini.display()
+    );
+    let settings = world.home.join(".gemini/settings.json");
+    std::fs::create_dir_all(settings.parent().unwrap()).unwrap();
+    std::fs::write(&settings, GEMINI_SETTINGS).unwrap();
+    palisade(&[
+        "install",
+        "gemini",
+        world.plugins.to_str().unwrap(),
+        "--settings",
+        settings.to_str().unwrap(),
+        "--audit-log",
+        world.audit.to_str().unwrap(),
+    ]);
+    let merged: Value = serde_json::from_str(&std::fs::read_to_string(&settings).unwrap()).unwrap();
+    assert_eq!(merged["model"]["name"], "gemini-2.5-flash", "{merged}");
+    // Milliseconds, past the bridge's budget: its fail-closed answer comes first.
+    assert_eq!(
+        merged["hooks"]["BeforeTool"][0]["hooks"][0]["timeout"],
+        15_000
+    );
+    let call = serde_json::json!({
+        "name": "run_shell_command",
+        "args": { "command": world.command(), "description": "write the marker" },
+    });
+    let mock = MockModel::start(Api::Gemini, &call.to_string());
+    let mut command = Command::new("node");
+    command
+        .arg(gemini)
+        .args([
+            "-p",
+            "write the marker file",
+            // Without it a headless run offers no shell tool at all.
+            "--approval-mode",
+            "yolo",
+            "--output-format",
+            "json",
+        ])
+        .current_dir(&world.project)
+        .env("HOME", &world.home)
+        .env("PALISADE_CACHE_DIR", cache_dir())
+        .envs(mock.agent_env());
+    (run(command), mock)
+}
+
+/// What the tool calls answered the model (Gemini's `functionResponse`s).
+fn gemini_function_responses(mock: &MockModel) -> Vec<String> {
+    mock.model_requests()
+        .iter()
+        .flat_map(|r| r.body["contents"].as_array().cloned().unwrap_or_default())
+        .flat_map(|c| c["parts"].as_array().cloned().unwrap_or_default())
+        .filter_map(|p| p.get("functionResponse").map(Value::to_string))
+        .collect()
+}
+
+#[test]
+fn gemini_cli_obeys_a_wasm_deny_and_the_model_sees_the_reason() {
+    let world = World::new(true);
+    let (out, mock) = run_gemini(&world);
+    let report = assert_denied(&world, &out);
+    let responses = gemini_function_responses(&mock);
+    assert!(
+        responses.iter().any(|r| r.contains(DENY_REASON)),
+        "the deny reason did not reach the model; tool answers: {responses:#?}\n{report}"
+    );
+}
+
+#[test]
+fn gemini_cli_runs_an_allowed_tool_and_the_model_sees_the_contexts() {
+    let world = World::new(false);
+    let (out, mock) = run_gemini(&world);
     assert_allowed_with_contexts(&world, &out, &mock);
 }

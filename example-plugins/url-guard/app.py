@@ -26,6 +26,9 @@ def urls_of(arguments):
     urls = []
     if isinstance(arguments.get("url"), str):
         urls.append(arguments["url"])
+    # Gemini CLI's web_fetch takes its URLs inside a prompt.
+    if isinstance(arguments.get("prompt"), str):
+        urls.extend(URL.findall(arguments["prompt"]))
     for key in ("command", "cmd"):
         command = arguments.get(key)
         if isinstance(command, list):

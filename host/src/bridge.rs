@@ -1,6 +1,7 @@
-//! Bridges: Palisade as the hook command of Claude Code and of Codex.
+//! Bridges: Palisade as the hook command of Claude Code, of Codex and of Gemini CLI.
 //!
-//! The agent runs `palisade claude-code DIR` (or `palisade codex DIR`) for each hook event,
+//! The agent runs `palisade claude-code DIR` (or `palisade codex DIR`, `palisade gemini DIR`)
+//! for each hook event,
 //! with the event's JSON on stdin. The bridge maps the event to its canonical point, runs the
 //! plugins of `DIR` with Palisade's semantics (ordered, fail-closed, capability-checked), and
 //! answers in the agent's dialect. [`handle`] is that mapping, for any embedder that receives
@@ -18,9 +19,11 @@
 //!
 //! A Palisade `allow` means "no objection", not a grant: with no objection the bridge answers
 //! nothing, and the agent's own permission rules still decide. Codex honours only `deny` at
-//! `PreToolUse`, so there an `ask` becomes a deny that says approval was needed.
+//! `PreToolUse`, so there an `ask` becomes a deny that says approval was needed. Gemini CLI's
+//! events are Claude Code's under other names ([`crate::gemini`] maps them and its answers).
 
 use crate::claude_code::{HookAnswer, HookEvent, Permission};
+use crate::gemini::{self, GeminiAnswer};
 use crate::lifecycle::Lifecycle;
 use crate::plugin::Plugins;
 use crate::point::Point;
@@ -39,6 +42,20 @@ pub enum Dialect {
     ClaudeCode,
     /// Codex (`@openai/codex`): `PreToolUse` honours only `deny`; `tool_response` is a string.
     Codex,
+    /// Gemini CLI (`@google/gemini-cli`): Claude Code's events under its own names, answered
+    /// in its own fields (see [`crate::gemini`]).
+    Gemini,
+}
+
+/// A hook command's answer on stdout, in its agent's dialect.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[serde(untagged)]
+#[non_exhaustive]
+pub enum Answer {
+    /// Claude Code's (and Codex's) fields.
+    ClaudeCode(HookAnswer),
+    /// Gemini CLI's fields.
+    Gemini(GeminiAnswer),
 }
 
 /// What the hook command answers: a JSON object on stdout (or nothing), a message on stderr,
@@ -46,7 +63,7 @@ pub enum Dialect {
 #[derive(Debug, Clone, PartialEq)]
 pub struct Reply {
     /// The answer on stdout, when there is one.
-    pub stdout: Option<HookAnswer>,
+    pub stdout: Option<Answer>,
     /// A message for the agent's user (or, with exit status 2, the blocking reason).
     pub stderr: Option<String>,
     /// 0: answered; 2: a blocking error (the agent blocks with `stderr` as the reason);
@@ -63,7 +80,7 @@ impl Reply {
     /// the event's own blocking answer with the reason — a deny at `PreToolUse`, a block
     /// elsewhere — and a non-blocking one (exit 1) a 500 with the message.
     pub fn http(&self, event: &str) -> (u16, Option<Value>) {
-        let body = |answer: &HookAnswer| serde_json::to_value(answer).ok();
+        let body = |answer: &Answer| serde_json::to_value(answer).ok();
         match self.exit_code {
             0 => (200, self.stdout.as_ref().and_then(body)),
             2 => {
@@ -75,7 +92,7 @@ impl Reply {
                     "PreToolUse" => HookAnswer::permission(Permission::Deny, reason),
                     _ => HookAnswer::block(reason),
                 };
-                (200, body(&answer))
+                (200, body(&Answer::ClaudeCode(answer)))
             }
             _ => (
                 500,
@@ -95,7 +112,7 @@ impl Reply {
 
     fn answer(answer: HookAnswer) -> Reply {
         Reply {
-            stdout: Some(answer),
+            stdout: Some(Answer::ClaudeCode(answer)),
             ..Reply::nothing()
         }
     }
@@ -103,9 +120,15 @@ impl Reply {
 
 /// The events whose failure to even start (the input unreadable, the plugins not loadable)
 /// must block: an unguarded tool call or prompt is worse than a refused one. Elsewhere a
-/// blocking exit would mean "keep going" (`Stop`), so those get a non-blocking error.
+/// blocking exit would mean "keep going" (`Stop`), so those get a non-blocking error. Gemini
+/// CLI's names for the same events (`BeforeTool`, `BeforeAgent`) block too.
 pub fn fails_closed(event: &str) -> bool {
-    matches!(event, "PreToolUse" | "UserPromptSubmit")
+    matches!(canonical(event), "PreToolUse" | "UserPromptSubmit")
+}
+
+/// The Claude Code name of an event: Gemini CLI's names are mapped, every other passes.
+fn canonical(event: &str) -> &str {
+    gemini::claude_event(event).unwrap_or(event)
 }
 
 /// The reply when the bridge cannot do its work at all (`why`): a blocking error for the
@@ -130,9 +153,10 @@ pub const EVENTS: [&str; 7] = [
     "SessionEnd",
 ];
 
-/// The canonical points an agent event runs (none for an event with no Palisade point).
+/// The canonical points an agent event runs (none for an event with no Palisade point), by
+/// its Claude Code, Codex or Gemini CLI name.
 pub fn points_for(event: &str) -> &'static [Point] {
-    match event {
+    match canonical(event) {
         "SessionStart" => &[Point::SessionStart],
         "UserPromptSubmit" => &[
             Point::PromptSubmit,
@@ -173,21 +197,53 @@ pub async fn handle(plugins: &Plugins, dialect: Dialect, input: &Value) -> Reply
 /// a long-running server. Background hooks go on after it returns, in the session's tasks.
 pub async fn handle_in(lifecycle: &Lifecycle, dialect: Dialect, input: &Value) -> Reply {
     // Read from the borrowed JSON: the event (up to the input bound) is not copied first.
-    let input = match HookEvent::deserialize(input) {
+    let mut input = match HookEvent::deserialize(input) {
         Ok(input) => input,
         Err(e) => {
             // What the event is decides whether failing blocks: read its name alone.
             let event = input.get("hook_event_name").and_then(Value::as_str);
             return failure(
                 event.unwrap_or(""),
-                &format!("the input is not a Claude Code or Codex hook event: {e}"),
+                &format!("the input is not a Claude Code, Codex or Gemini CLI hook event: {e}"),
             );
         }
     };
-    let input = &input;
+    let asked = input.hook_event_name.clone();
+    if dialect == Dialect::Gemini {
+        gemini_as_claude(&mut input);
+    }
+    let mut reply = dispatch(lifecycle, dialect, &input).await;
+    if reply.stdout.is_none() && reply.exit_code == 0 && reply.points.is_empty() {
+        reply.stderr = Some(format!(
+            "palisade: `{asked}` has no Palisade point; nothing ran"
+        ));
+    }
+    if let Some(Answer::ClaudeCode(answer)) = &reply.stdout
+        && dialect == Dialect::Gemini
+    {
+        reply.stdout = Some(Answer::Gemini(GeminiAnswer::from_claude(&asked, answer)));
+    }
+    reply
+}
+
+/// A Gemini CLI event as the Claude Code event of the same meaning: its name, and the
+/// `AfterAgent` answer text as the last assistant message.
+fn gemini_as_claude(input: &mut HookEvent) {
+    if let Some(event) = gemini::claude_event(&input.hook_event_name) {
+        input.hook_event_name = event.to_string();
+    }
+    if input.last_assistant_message.is_none()
+        && let Some(Value::String(said)) = input.other.get("prompt_response")
+    {
+        input.last_assistant_message = Some(said.clone());
+    }
+}
+
+/// Runs the points of `input`, a Claude Code event (Gemini's already mapped).
+async fn dispatch(lifecycle: &Lifecycle, dialect: Dialect, input: &HookEvent) -> Reply {
     let event = input.hook_event_name.as_str();
     let turn = input.turn_key();
-    let mut reply = match event {
+    match event {
         "SessionStart" => session_start(lifecycle, input).await,
         "UserPromptSubmit" => prompt_submit(lifecycle, turn, input).await,
         "PreToolUse" => match tool_call(input) {
@@ -200,7 +256,7 @@ pub async fn handle_in(lifecycle: &Lifecycle, dialect: Dialect, input: &Value) -
         "PostToolUse" => match tool_call(input) {
             Ok(call) => {
                 lifecycle.in_turn(turn);
-                post_tool(lifecycle, input, &call).await
+                post_tool(lifecycle, dialect, input, &call).await
             }
             Err(why) => failure(event, &why),
         },
@@ -218,13 +274,7 @@ pub async fn handle_in(lifecycle: &Lifecycle, dialect: Dialect, input: &Value) -
         // No canonical point: compaction is reserved (seed 1), a notification is a UI event,
         // not an agent fact. Answered with nothing, so the agent goes on.
         _ => Reply::nothing(),
-    };
-    if reply.stdout.is_none() && reply.exit_code == 0 && reply.points.is_empty() {
-        reply.stderr = Some(format!(
-            "palisade: `{event}` has no Palisade point; nothing ran"
-        ));
     }
-    reply
 }
 
 fn joined(contexts: impl IntoIterator<Item = String>) -> Option<String> {
@@ -320,7 +370,7 @@ async fn pre_tool(lifecycle: &Lifecycle, dialect: Dialect, call: &ToolCall) -> R
         (crate::GuardDecision::Deny(denial), _) => deny(denial.message),
         (crate::GuardDecision::Abstain, None) => Reply::nothing(),
         (crate::GuardDecision::Abstain, Some(ask)) => match dialect {
-            Dialect::ClaudeCode => {
+            Dialect::ClaudeCode | Dialect::Gemini => {
                 Reply::answer(HookAnswer::permission(Permission::Ask, ask.reason))
             }
             // Codex cannot ask from a hook: an ask unanswered is a denial.
@@ -362,8 +412,16 @@ fn outcome(input: &HookEvent) -> ToolOutcome {
     }
 }
 
-async fn post_tool(lifecycle: &Lifecycle, input: &HookEvent, call: &ToolCall) -> Reply {
-    let original = outcome(input);
+async fn post_tool(
+    lifecycle: &Lifecycle,
+    dialect: Dialect,
+    input: &HookEvent,
+    call: &ToolCall,
+) -> Reply {
+    let original = match dialect {
+        Dialect::Gemini => gemini::outcome(input.tool_response.as_ref()),
+        _ => outcome(input),
+    };
     let result = lifecycle.tool_finished(call, &original).await;
     let context = joined(result.contexts.iter().map(|c| c.text.clone()));
     let mut reply = match &result.blocked {

@@ -330,6 +330,7 @@ pub fn bridge_event(data: &[u8]) {
     for dialect in [
         crate::bridge::Dialect::ClaudeCode,
         crate::bridge::Dialect::Codex,
+        crate::bridge::Dialect::Gemini,
     ] {
         let lifecycle = crate::Lifecycle::new(harness.plugins.session("fuzz"));
         let reply = harness
@@ -349,15 +350,21 @@ fn event_json(u: &mut Unstructured<'_>) -> arbitrary::Result<serde_json::Value> 
     // Every event the bridge maps, and one it does not.
     let events: Vec<&str> = crate::bridge::EVENTS
         .iter()
+        .chain(crate::gemini::EVENTS.iter())
         .copied()
         .chain(["Notification"])
         .collect();
     let value = |u: &mut Unstructured<'_>| -> arbitrary::Result<Value> {
-        Ok(match u.int_in_range(0..=4)? {
+        Ok(match u.int_in_range(0..=5)? {
             0 => Value::Null,
             1 => json!(u.arbitrary::<bool>()?),
             2 => json!({ "stdout": u.arbitrary::<String>()?, "stderr": u.arbitrary::<String>()? }),
             3 => json!([u.arbitrary::<String>()?]),
+            // Gemini CLI's tool response.
+            4 => {
+                json!({ "llmContent": [{ "text": u.arbitrary::<String>()? }, u.arbitrary::<String>()?],
+                "error": { "message": u.arbitrary::<String>()? } })
+            }
             _ => Value::String(u.arbitrary()?),
         })
     };
@@ -373,6 +380,7 @@ fn event_json(u: &mut Unstructured<'_>) -> arbitrary::Result<serde_json::Value> 
         "source",
         "stop_hook_active",
         "last_assistant_message",
+        "prompt_response",
         "reason",
     ] {
         if u.ratio(2, 3)? {

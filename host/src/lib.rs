@@ -37,6 +37,7 @@ mod failure;
 #[cfg(any(test, feature = "fuzzing"))]
 #[doc(hidden)]
 pub mod fuzzing;
+pub mod gemini;
 mod hook;
 pub mod lifecycle;
 mod loader;

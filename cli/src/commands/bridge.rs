@@ -1,4 +1,5 @@
-//! `palisade claude-code DIR` and `palisade codex DIR`: Palisade as an agent's hook command.
+//! `palisade claude-code DIR`, `palisade codex DIR` and `palisade gemini DIR`: Palisade as an
+//! agent's hook command.
 
 use crate::hook_io::{DEFAULT_BUDGET_MS, answer, read_stdin, write};
 use palisade::bridge::{self, Dialect, Reply};
