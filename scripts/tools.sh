@@ -20,36 +20,43 @@ if ! "$venv/bin/componentize-py" --version 2>/dev/null | grep -q "$COMPONENTIZE_
 fi
 echo "export PALISADE_COMPONENTIZE_PY=$venv/bin/componentize-py"
 
-# The real agents the bridge tests drive offline (tests/agents.rs in host/): Claude Code and
-# Codex, from npm, pinned.
-CLAUDE_CODE_VERSION=2.1.332
-CODEX_VERSION=0.171.0
-agents="$tools/agents"
-installed() { node -e "process.stdout.write(require('$agents/node_modules/$1/package.json').version)" 2>/dev/null; }
-if [ "$(installed @anthropic-ai/claude-code)" != "$CLAUDE_CODE_VERSION" ] || [ "$(installed @openai/codex)" != "$CODEX_VERSION" ]; then
-    echo "installing Claude Code $CLAUDE_CODE_VERSION and Codex $CODEX_VERSION into $agents" >&2
-    mkdir -p "$agents"
-    [ -f "$agents/package.json" ] || echo '{"private": true}' > "$agents/package.json"
-    npm install --prefix "$agents" --no-audit --no-fund --loglevel=error \
-        "@anthropic-ai/claude-code@$CLAUDE_CODE_VERSION" "@openai/codex@$CODEX_VERSION" >&2
-fi
-echo "export PALISADE_CLAUDE=$agents/node_modules/.bin/claude"
+# npm packages, pinned, installed into a directory of the build tree: `npm_tools DIR MODULE_TYPE
+# NAME@VERSION…` installs them unless every one is there at its version.
+npm_tools() {
+    local dir=$1 type=$2 package name version
+    shift 2
+    for package in "$@"; do
+        name=${package%@*}
+        version=${package##*@}
+        if [ "$(node -e "process.stdout.write(require('$dir/node_modules/$name/package.json').version)" 2>/dev/null)" != "$version" ]; then
+            echo "installing $* into $dir" >&2
+            mkdir -p "$dir"
+            [ -f "$dir/package.json" ] || echo "{\"private\": true, \"type\": \"$type\"}" > "$dir/package.json"
+            npm install --prefix "$dir" --no-audit --no-fund --loglevel=error "$@" >&2
+            return
+        fi
+    done
+}
 
-# The ACP tests (cli/tests/acp.rs): the official ACP client library, and a real ACP agent —
-# the Claude Code adapter (it runs the Claude Agent SDK's Claude Code), pinned.
-ACP_SDK_VERSION=2.4.0
-CLAUDE_AGENT_ACP_VERSION=0.101.0
-acp="$tools/acp"
-acp_installed() { node -e "process.stdout.write(require('$acp/node_modules/$1/package.json').version)" 2>/dev/null; }
-if [ "$(acp_installed @agentclientprotocol/sdk)" != "$ACP_SDK_VERSION" ] || [ "$(acp_installed @agentclientprotocol/claude-agent-acp)" != "$CLAUDE_AGENT_ACP_VERSION" ]; then
-    echo "installing the ACP client library $ACP_SDK_VERSION and claude-agent-acp $CLAUDE_AGENT_ACP_VERSION into $acp" >&2
-    mkdir -p "$acp"
-    [ -f "$acp/package.json" ] || echo '{"private": true, "type": "module"}' > "$acp/package.json"
-    npm install --prefix "$acp" --no-audit --no-fund --loglevel=error \
-        "@agentclientprotocol/sdk@$ACP_SDK_VERSION" "@agentclientprotocol/claude-agent-acp@$CLAUDE_AGENT_ACP_VERSION" >&2
-fi
-echo "export PALISADE_ACP_TOOLS=$acp"
+# The real agents the bridge tests drive offline (tests/agents.rs in host/, cli/tests/acp.rs):
+# Claude Code, Codex and Gemini CLI.
+agents="$tools/agents"
+npm_tools "$agents" commonjs @anthropic-ai/claude-code@2.1.332 @openai/codex@0.171.0 @google/gemini-cli@0.61.0
+echo "export PALISADE_CLAUDE=$agents/node_modules/.bin/claude"
 echo "export PALISADE_CODEX=$agents/node_modules/.bin/codex"
+echo "export PALISADE_GEMINI=$agents/node_modules/@google/gemini-cli/bundle/gemini.js"
+
+# The ACP tests (cli/tests/acp.rs): the official ACP client library, and the Claude Code ACP
+# adapter (it runs the Claude Agent SDK's Claude Code).
+acp="$tools/acp"
+npm_tools "$acp" module @agentclientprotocol/sdk@2.4.0 @agentclientprotocol/claude-agent-acp@0.101.0
+echo "export PALISADE_ACP_TOOLS=$acp"
+
+# The MCP tests (cli/tests/mcp.rs): the real filesystem MCP server, and the official MCP
+# library, whose server side a test's slow tool is written with.
+mcp="$tools/mcp"
+npm_tools "$mcp" module @modelcontextprotocol/server-filesystem@2026.8.31 @modelcontextprotocol/sdk@1.32.2
+echo "export PALISADE_MCP_TOOLS=$mcp"
 
 # C guests: `wit-bindgen c` for the bindings and `wasm-tools component new` to make the
 # component, both from crates.io (only the features used, to keep the build short).

@@ -8,6 +8,7 @@
 mod cache;
 mod commands;
 mod hook_io;
+mod jsonrpc;
 mod output;
 mod progress;
 mod token;
@@ -19,6 +20,7 @@ use commands::check::CheckCommand;
 use commands::demo::DemoCommand;
 use commands::forward::ForwardCommand;
 use commands::install::InstallCommand;
+use commands::mcp::McpCommand;
 use commands::new::NewCommand;
 use commands::replay::ReplayCommand;
 use commands::run::RunCommand;
@@ -48,11 +50,18 @@ enum Command {
     ClaudeCode(BridgeCommand),
     /// Codex's hook command: as `claude-code`, in Codex's dialect.
     Codex(BridgeCommand),
+    /// Gemini CLI's hook command: as `claude-code`, for Gemini's events, in its dialect. See
+    /// `palisade install gemini`.
+    Gemini(BridgeCommand),
     Serve(ServeCommand),
     /// An Agent Client Protocol proxy: an editor starts it as its agent; it starts the real
     /// agent (after `--`) and runs the plugins on prompts, permission requests and the tools
     /// the agent asks the editor to run.
     Acp(AcpCommand),
+    /// A Model Context Protocol proxy: a client starts it as an MCP server; it starts the
+    /// real server (after `--`) and runs every `tools/call` through the plugins' tool
+    /// pipeline.
+    Mcp(McpCommand),
     /// A command hook that forwards its event (stdin) to `palisade serve` at URL and answers
     /// what the server answered: for events an agent sends only to command hooks.
     Forward(ForwardCommand),
@@ -71,8 +80,10 @@ impl Command {
             Command::New(c) => c.execute(),
             Command::ClaudeCode(c) => c.execute(Dialect::ClaudeCode).await,
             Command::Codex(c) => c.execute(Dialect::Codex).await,
+            Command::Gemini(c) => c.execute(Dialect::Gemini).await,
             Command::Serve(c) => c.execute().await,
             Command::Acp(c) => c.execute().await,
+            Command::Mcp(c) => c.execute().await,
             Command::Forward(c) => c.execute().await,
             Command::Install(c) => c.execute(),
         }

@@ -293,6 +293,73 @@ fn an_existing_shell_hook_runs_as_a_command_plugin_through_the_bridge() {
     );
 }
 
+/// `install zed --settings` adds (or, again, replaces) its agent server and keeps the rest; a
+/// settings file it cannot read as JSON is left as it is, with the way out.
+#[test]
+fn install_zed_merges_an_agent_server_and_keeps_other_settings() {
+    let dir = plugins(EVERY_POINT);
+    let home = tempfile::tempdir().unwrap();
+    let settings = home.path().join("zed/settings.json");
+    std::fs::create_dir_all(settings.parent().unwrap()).unwrap();
+    let theirs = json!({"theme": "One Dark", "agent_servers": {"Other": {"command": "other-acp"}}});
+    std::fs::write(&settings, theirs.to_string()).unwrap();
+    let args = |settings: &Path| {
+        vec![
+            "install".to_string(),
+            "zed".into(),
+            "--plugins".into(),
+            dir.path().display().to_string(),
+            "--name".into(),
+            "Guarded".into(),
+            "--settings".into(),
+            settings.display().to_string(),
+            "--".into(),
+            "npx".into(),
+            "@agentclientprotocol/claude-agent-acp".into(),
+        ]
+    };
+    let install = || {
+        let args = args(&settings);
+        let out = palisade(&args.iter().map(String::as_str).collect::<Vec<_>>(), "");
+        assert!(out.status.success(), "{out:?}");
+        serde_json::from_str::<Value>(&std::fs::read_to_string(&settings).unwrap()).unwrap()
+    };
+    let once = install();
+    assert_eq!(once, install(), "re-installing changes nothing");
+    assert_eq!(once["theme"], "One Dark", "other settings are kept");
+    assert_eq!(once["agent_servers"]["Other"]["command"], "other-acp");
+    let ours = &once["agent_servers"]["Guarded"];
+    assert!(
+        ours["command"].as_str().unwrap().ends_with("palisade"),
+        "{ours}"
+    );
+    let canonical = std::fs::canonicalize(dir.path()).unwrap();
+    assert_eq!(
+        ours["args"],
+        json!([
+            "acp",
+            "--plugins",
+            canonical,
+            "--",
+            "npx",
+            "@agentclientprotocol/claude-agent-acp"
+        ])
+    );
+    // Zed's own files may carry comments: not plain JSON, so not rewritten.
+    let commented = home.path().join("commented.json");
+    let text = "// Zed settings\n{\"theme\": \"One Dark\"}\n";
+    std::fs::write(&commented, text).unwrap();
+    let args = args(&commented);
+    let out = palisade(&args.iter().map(String::as_str).collect::<Vec<_>>(), "");
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("commented.json is not plain JSON") && stderr.contains("by hand"),
+        "{stderr}"
+    );
+    assert_eq!(std::fs::read_to_string(&commented).unwrap(), text);
+}
+
 #[test]
 fn install_merges_into_claude_code_settings_and_reinstalls_in_place() {
     let dir = plugins(EVERY_POINT);

@@ -1,4 +1,6 @@
-//! `palisade install claude-code|codex`: register Palisade as an agent's hook command.
+//! `palisade install claude-code|codex|gemini|zed|mcp`: register Palisade as an agent's hook
+//! command, as the agent server an editor starts in front of an ACP agent (`zed`), or as the MCP
+//! server a client starts in front of the real one (`mcp`).
 
 use crate::hook_io::DEFAULT_BUDGET_MS;
 use palisade::bridge;
@@ -38,6 +40,60 @@ pub enum InstallCommand {
         #[arg(long)]
         audit_log: Option<PathBuf>,
     },
+    /// Print the hooks snippet of Gemini CLI's settings.json, or merge it into --settings FILE.
+    Gemini {
+        /// The plugin directory.
+        dir: PathBuf,
+        /// The settings file to merge into (created if missing; other hooks are kept):
+        /// ~/.gemini/settings.json, or a project's .gemini/settings.json.
+        #[arg(long)]
+        settings: Option<PathBuf>,
+        /// Have the hook command append lifecycle events to this JSONL audit log.
+        #[arg(long)]
+        audit_log: Option<PathBuf>,
+    },
+    /// Print Zed's `agent_servers` entry that starts `palisade acp` in front of an ACP agent,
+    /// or merge it into --settings FILE (Zed's settings.json).
+    Zed {
+        /// The plugin directory.
+        #[arg(long)]
+        plugins: PathBuf,
+        /// The agent's name in Zed's agent panel.
+        #[arg(long, default_value = "Guarded agent")]
+        name: String,
+        /// Zed's settings file to merge into (created if missing; other settings are kept).
+        #[arg(long)]
+        settings: Option<PathBuf>,
+        /// Have `palisade acp` append lifecycle events to this JSONL audit log.
+        #[arg(long)]
+        audit_log: Option<PathBuf>,
+        /// The ACP agent's command and its arguments (after `--`), e.g.
+        /// `npx @agentclientprotocol/claude-agent-acp`.
+        #[arg(last = true, required = true)]
+        agent: Vec<String>,
+    },
+    /// Print the `mcpServers` entry (Claude Code's .mcp.json, Gemini CLI's, Cursor's, Claude
+    /// Desktop's settings) that starts `palisade mcp` in front of an MCP server, or merge it
+    /// into --settings FILE.
+    Mcp {
+        /// The plugin directory.
+        #[arg(long)]
+        plugins: PathBuf,
+        /// The server's name: the entry's key, and `mcp__NAME__TOOL` in hooks' tool names.
+        #[arg(long)]
+        name: String,
+        /// The client's settings file to merge into (created if missing; other servers and
+        /// settings are kept).
+        #[arg(long)]
+        settings: Option<PathBuf>,
+        /// Have `palisade mcp` append lifecycle events to this JSONL audit log.
+        #[arg(long)]
+        audit_log: Option<PathBuf>,
+        /// The MCP server's command and its arguments (after `--`), e.g.
+        /// `npx @modelcontextprotocol/server-filesystem ~/project`.
+        #[arg(last = true, required = true)]
+        server: Vec<String>,
+    },
 }
 
 impl InstallCommand {
@@ -60,20 +116,52 @@ impl InstallCommand {
                 (None, None) => Err(anyhow::anyhow!("name the plugin directory, or --serve URL")),
             },
             InstallCommand::Codex { dir, audit_log } => install_codex(&dir, audit_log.as_deref()),
+            InstallCommand::Gemini {
+                dir,
+                settings,
+                audit_log,
+            } => install_gemini(&dir, settings.as_deref(), audit_log.as_deref()),
+            InstallCommand::Zed {
+                plugins,
+                name,
+                settings,
+                audit_log,
+                agent,
+            } => {
+                let settings = settings.as_deref();
+                let args = proxy_args("acp", &plugins, &[], audit_log.as_deref(), &agent)?;
+                register(&plugins, ZED, &name, settings, args, &agent)
+            }
+            InstallCommand::Mcp {
+                plugins,
+                name,
+                settings,
+                audit_log,
+                server,
+            } => {
+                let named = ["--name".to_string(), name.clone()];
+                let args = proxy_args("mcp", &plugins, &named, audit_log.as_deref(), &server)?;
+                register(&plugins, MCP, &name, settings.as_deref(), args, &server)
+            }
         }
     }
 }
 
 /// The events worth registering: those that run a point the plugins subscribe to.
 fn events_for(plugins: &palisade::Plugins) -> Vec<&'static str> {
-    let points: std::collections::BTreeSet<palisade::Point> = plugins
-        .iter()
-        .flat_map(|p| p.manifest().hooks.iter().map(|h| h.point))
-        .collect();
+    let points = subscribed(plugins);
     bridge::EVENTS
         .iter()
         .copied()
         .filter(|event| bridge::points_for(event).iter().any(|p| points.contains(p)))
+        .collect()
+}
+
+/// The points the plugins have hooks on.
+fn subscribed(plugins: &palisade::Plugins) -> std::collections::BTreeSet<palisade::Point> {
+    plugins
+        .iter()
+        .flat_map(|p| p.manifest().hooks.iter().map(|h| h.point))
         .collect()
 }
 
@@ -120,7 +208,60 @@ fn install_claude_code(
     for event in events_for(&plugins) {
         hooks.insert(event.to_string(), command_entry(event, &command));
     }
-    let code = merge_settings(hooks, settings, &command)?;
+    let code = merge_settings(hooks, settings, &command, CLAUDE_CODE)?;
+    if settings.is_some() {
+        println!("{}", precompiled(&plugins));
+    }
+    Ok(code)
+}
+
+/// An agent whose settings file holds `hooks`.
+struct Agent {
+    /// Palisade's command for it (`palisade DIALECT DIR`).
+    dialect: &'static str,
+    /// Where its settings are, for the hint.
+    settings: &'static str,
+}
+
+const CLAUDE_CODE: Agent = Agent {
+    dialect: "claude-code",
+    settings: ".claude/settings.json",
+};
+
+const GEMINI: Agent = Agent {
+    dialect: "gemini",
+    settings: "~/.gemini/settings.json (or a project's .gemini/settings.json)",
+};
+
+/// `palisade install gemini DIR [--settings FILE]`: Gemini CLI's `hooks`, for the Gemini
+/// events the plugins' points need, with a timeout (in milliseconds) past the bridge's budget.
+fn install_gemini(
+    dir: &Path,
+    settings: Option<&Path>,
+    audit_log: Option<&Path>,
+) -> anyhow::Result<ExitCode> {
+    let plugins = crate::cache::host_builder().build()?.load_dir(dir)?;
+    let command = hook_command("gemini", dir, audit_log)?;
+    let points = subscribed(&plugins);
+    let mut hooks = serde_json::Map::new();
+    for event in palisade::gemini::EVENTS {
+        if bridge::points_for(event).iter().any(|p| points.contains(p)) {
+            let entry = palisade::gemini::GeminiSettingsEntry::command(
+                event,
+                &command,
+                install_timeout_secs() * 1000,
+            );
+            hooks.insert(
+                event.to_string(),
+                Value::Array(vec![serde_json::to_value(entry)?]),
+            );
+        }
+    }
+    let code = merge_settings(hooks, settings, &command, GEMINI)?;
+    eprintln!(
+        "Gemini CLI runs hooks only in a trusted folder: trust the project when it asks (or \
+         pass --skip-trust)"
+    );
     if settings.is_some() {
         println!("{}", precompiled(&plugins));
     }
@@ -147,24 +288,21 @@ fn merge_settings(
     hooks: serde_json::Map<String, Value>,
     settings: Option<&Path>,
     what: &str,
+    agent: Agent,
 ) -> anyhow::Result<ExitCode> {
     let Some(path) = settings else {
         println!(
             "{}",
             serde_json::to_string_pretty(&serde_json::json!({ "hooks": hooks }))?
         );
-        eprintln!("add this to .claude/settings.json (or pass --settings FILE to merge it there)");
+        eprintln!(
+            "add this to {} (or pass --settings FILE to merge it there)",
+            agent.settings
+        );
         return Ok(ExitCode::SUCCESS);
     };
-    let mut settings: Value = match std::fs::read_to_string(path) {
-        Ok(text) => serde_json::from_str(&text)
-            .map_err(|e| anyhow::anyhow!("{} is not JSON: {e}; fix it first", path.display()))?,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => serde_json::json!({}),
-        Err(e) => anyhow::bail!("cannot read {}: {e}", path.display()),
-    };
-    let Some(root) = settings.as_object_mut() else {
-        anyhow::bail!("{} is not a JSON object", path.display());
-    };
+    let mut settings = read_settings(path)?;
+    let root = settings.as_object_mut().expect("read_settings checks");
     let existing = root.entry("hooks").or_insert_with(|| serde_json::json!({}));
     let Some(existing) = existing.as_object_mut() else {
         anyhow::bail!("`hooks` in {} is not an object", path.display());
@@ -178,23 +316,48 @@ fn merge_settings(
             anyhow::bail!("`hooks.{event}` in {} is not a list", path.display());
         };
         // Re-installing replaces Palisade's own entry; other hooks are kept as they are.
-        list.retain(|entry| !is_palisade_entry(entry, "claude-code"));
+        list.retain(|entry| !is_palisade_entry(entry, agent.dialect));
         list.extend(entries.as_array().cloned().unwrap_or_default());
         added.push(event);
     }
-    if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
-        std::fs::create_dir_all(parent)?;
-    }
-    // Written next to the file, then renamed over it: a crash never leaves half a file.
-    let tmp = path.with_extension("json.palisade-tmp");
-    std::fs::write(&tmp, serde_json::to_string_pretty(&settings)? + "\n")?;
-    std::fs::rename(&tmp, path)?;
+    write_settings(path, &settings)?;
     println!(
         "{}: Palisade runs on {} ({what})",
         path.display(),
         added.join(", ")
     );
     Ok(ExitCode::SUCCESS)
+}
+
+/// A JSON settings file as an object (`{}` when it does not exist yet).
+fn read_settings(path: &Path) -> anyhow::Result<Value> {
+    let settings: Value = match std::fs::read_to_string(path) {
+        Ok(text) => serde_json::from_str(&text).map_err(|e| {
+            anyhow::anyhow!(
+                "{} is not plain JSON ({e}): fix it, or leave out --settings and add the \
+                 printed entry by hand",
+                path.display()
+            )
+        })?,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => serde_json::json!({}),
+        Err(e) => anyhow::bail!("cannot read {}: {e}", path.display()),
+    };
+    if !settings.is_object() {
+        anyhow::bail!("{} is not a JSON object", path.display());
+    }
+    Ok(settings)
+}
+
+/// Replaces the settings file: written next to it, then renamed over it, so a crash never
+/// leaves half a file.
+fn write_settings(path: &Path, settings: &Value) -> anyhow::Result<()> {
+    if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
+        std::fs::create_dir_all(parent)?;
+    }
+    let tmp = path.with_extension("json.palisade-tmp");
+    std::fs::write(&tmp, serde_json::to_string_pretty(settings)? + "\n")?;
+    std::fs::rename(&tmp, path)?;
+    Ok(())
 }
 
 /// Loading the plugins compiled their components into the cache: say so, since it is why the
@@ -253,7 +416,7 @@ fn install_claude_code_serve(
     for event in bridge::EVENTS {
         hooks.insert(event.to_string(), command_entry(event, &command));
     }
-    let code = merge_settings(hooks, settings, &format!("forwarded to {url}"))?;
+    let code = merge_settings(hooks, settings, &format!("forwarded to {url}"), CLAUDE_CODE)?;
     eprintln!(
         "the server's bearer token is in {}{}: start the server with --token-file {0} if \
          that is not its default",
@@ -281,5 +444,100 @@ fn install_codex(dir: &Path, audit_log: Option<&Path>) -> anyhow::Result<ExitCod
         "add this to $CODEX_HOME/config.toml; Codex runs only trusted hooks: trust them when it asks"
     );
     eprintln!("{}", precompiled(&plugins));
+    Ok(ExitCode::SUCCESS)
+}
+
+/// A proxy's arguments: `acp|mcp --plugins DIR [EXTRA…] [--audit-log FILE] -- CHILD…`, with the
+/// plugin directory and the log absolute (the client starts it from a directory of its own).
+fn proxy_args(
+    command: &str,
+    dir: &Path,
+    extra: &[String],
+    audit_log: Option<&Path>,
+    child: &[String],
+) -> anyhow::Result<Vec<String>> {
+    let dir = std::fs::canonicalize(dir).map_err(|e| anyhow::anyhow!("{}: {e}", dir.display()))?;
+    let mut args = vec![
+        command.to_string(),
+        "--plugins".into(),
+        dir.display().to_string(),
+    ];
+    args.extend(extra.iter().cloned());
+    if let Some(log) = audit_log {
+        args.extend([
+            "--audit-log".into(),
+            std::path::absolute(log)?.display().to_string(),
+        ]);
+    }
+    args.push("--".into());
+    args.extend(child.iter().cloned());
+    Ok(args)
+}
+
+/// A client whose settings name the programs it starts, by name, under one key.
+struct Registry {
+    /// The settings' key: `agent_servers`, `mcpServers`.
+    key: &'static str,
+    /// Where the settings are, for the hint.
+    settings: &'static str,
+    /// What the child is, for the message.
+    child: &'static str,
+}
+
+const ZED: Registry = Registry {
+    key: "agent_servers",
+    settings: "Zed's settings.json (~/.config/zed/settings.json)",
+    child: "agent",
+};
+
+const MCP: Registry = Registry {
+    key: "mcpServers",
+    settings: "the client's MCP settings (Claude Code: .mcp.json; Gemini CLI: \
+               ~/.gemini/settings.json; Cursor: ~/.cursor/mcp.json)",
+    child: "MCP server",
+};
+
+/// `palisade install zed|mcp`: the entry that starts this `palisade` with `args`, under
+/// `registry.key` as `name`, printed or merged into `settings`. The plugins are loaded first,
+/// so a broken directory is reported now rather than when the client starts the proxy.
+fn register(
+    dir: &Path,
+    registry: Registry,
+    name: &str,
+    settings: Option<&Path>,
+    args: Vec<String>,
+    child: &[String],
+) -> anyhow::Result<ExitCode> {
+    let plugins = crate::cache::host_builder().build()?.load_dir(dir)?;
+    let exe = std::env::current_exe()?;
+    let entry = serde_json::json!({ "command": exe.display().to_string(), "args": args });
+    let Some(path) = settings else {
+        let snippet = serde_json::json!({ registry.key: { name: entry } });
+        println!("{}", serde_json::to_string_pretty(&snippet)?);
+        eprintln!(
+            "add this to {} (or pass --settings FILE to merge it there)",
+            registry.settings
+        );
+        return Ok(ExitCode::SUCCESS);
+    };
+    let mut settings = read_settings(path)?;
+    let entries = settings
+        .as_object_mut()
+        .expect("read_settings checks")
+        .entry(registry.key)
+        .or_insert_with(|| serde_json::json!({}));
+    let Some(entries) = entries.as_object_mut() else {
+        anyhow::bail!("`{}` in {} is not an object", registry.key, path.display());
+    };
+    // Re-installing under the same name replaces the entry; the others are kept.
+    entries.insert(name.to_string(), entry);
+    write_settings(path, &settings)?;
+    println!(
+        "{}: the {} \"{name}\" runs `{}` behind Palisade",
+        path.display(),
+        registry.child,
+        child.join(" ")
+    );
+    println!("{}", precompiled(&plugins));
     Ok(ExitCode::SUCCESS)
 }

@@ -1,7 +1,9 @@
 //! One module per command of `palisade`, each a `…Command` (its arguments) with `execute`.
 //!
 //! - Authoring: [`new`], [`check`], [`test`], [`run`], [`replay`], [`demo`].
-//! - Agents: [`acp`] (an Agent Client Protocol proxy in front of an ACP agent), [`bridge`] (`claude-code`, `codex`: a hook command per event), [`serve`] (a
+//! - Agents: [`acp`] (an Agent Client Protocol proxy in front of an ACP agent), [`mcp`] (a
+//!   Model Context Protocol proxy in front of an MCP server), [`bridge`] (`claude-code`,
+//!   `codex`, `gemini`: a hook command per event), [`serve`] (a
 //!   long-running hook server), [`forward`] (a hook command that hands its event to
 //!   `serve`), [`install`] (registers one of them in an agent's settings).
 
@@ -11,6 +13,7 @@ pub mod check;
 pub mod demo;
 pub mod forward;
 pub mod install;
+pub mod mcp;
 pub mod new;
 pub mod replay;
 pub mod run;

@@ -266,7 +266,8 @@ async fn serve(options: Options) -> anyhow::Result<std::process::ExitCode> {
     if server.options.watch {
         tokio::spawn(watch(server.clone()));
     }
-    serve_connections(listener, app, &server.options, shutdown_signal(term, int)).await;
+    let limits = (server.options.max_connections, server.options.read_timeout);
+    serve_connections(listener, app, limits, shutdown_signal(term, int)).await;
     // In flight: done. Background hooks of every live session: let them finish, so the audit
     // log has them.
     let closed = server.current().close_all().await;
@@ -282,20 +283,20 @@ const SHUTDOWN_GRACE: Duration = Duration::from_secs(30);
 /// Accepts connections until `stop` resolves: at most `--max-connections` at once (more are
 /// closed at once: a flood of connections cannot take the server's memory), each with a
 /// header read timeout, so a slow client (slow-loris) cannot hold a connection for long. On
-/// `stop`, the connections finish their requests in flight and close.
-async fn serve_connections(
+/// `stop`, the connections finish their requests in flight and close. (`palisade mcp
+/// --listen` accepts the same way.)
+pub(crate) async fn serve_connections(
     listener: tokio::net::TcpListener,
     app: Router,
-    options: &Options,
+    (max_connections, read_timeout): (usize, Duration),
     stop: impl Future<Output = ()>,
 ) {
     use hyper_util::rt::{TokioIo, TokioTimer};
-    let slots = Arc::new(Semaphore::new(options.max_connections.max(1)));
+    let slots = Arc::new(Semaphore::new(max_connections.max(1)));
     let (closing, closed) = tokio::sync::watch::channel(false);
     let mut connections = tokio::task::JoinSet::new();
     let mut refused = 0u64;
     let mut stop = std::pin::pin!(stop);
-    let read_timeout = options.read_timeout;
     loop {
         let (stream, _) = tokio::select! {
             () = &mut stop => break,
@@ -315,7 +316,7 @@ async fn serve_connections(
                 say(format!(
                     "refused a connection: {} open, the limit (--max-connections); {refused} \
                      refused so far",
-                    options.max_connections
+                    max_connections
                 ));
             }
             drop(stream);
@@ -657,7 +658,7 @@ fn admitted(server: &Server, headers: &HeaderMap, post: bool) -> Result<(), Box<
 
 /// A `Host` header this server answers to.
 #[derive(Debug, Clone)]
-enum AllowedHost {
+pub(crate) enum AllowedHost {
     /// Exactly this `host:port`.
     Exact(String),
     /// Any host on this port (a server listening on every address, behind its token).
@@ -665,7 +666,7 @@ enum AllowedHost {
 }
 
 impl AllowedHost {
-    fn accepts(&self, host: &str) -> bool {
+    pub(crate) fn accepts(&self, host: &str) -> bool {
         match self {
             AllowedHost::Exact(exact) => host.eq_ignore_ascii_case(exact),
             AllowedHost::Port(port) => host
@@ -675,7 +676,7 @@ impl AllowedHost {
     }
 
     /// The `Host` values of a server listening on `address`.
-    fn of(address: SocketAddr) -> Vec<AllowedHost> {
+    pub(crate) fn of(address: SocketAddr) -> Vec<AllowedHost> {
         if address.ip().is_unspecified() {
             return vec![AllowedHost::Port(address.port())];
         }
@@ -688,7 +689,11 @@ impl AllowedHost {
 }
 
 fn authorized(server: &Server, headers: &HeaderMap) -> bool {
-    let token = &server.options.token;
+    bearer_matches(&server.options.token, headers)
+}
+
+/// Whether `headers` carry `Authorization: Bearer TOKEN`, compared in constant time.
+pub(crate) fn bearer_matches(token: &str, headers: &HeaderMap) -> bool {
     let given = headers
         .get(header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
@@ -703,7 +708,7 @@ fn authorized(server: &Server, headers: &HeaderMap) -> bool {
             == 0
 }
 
-fn problem(status: StatusCode, message: impl Into<String>) -> Response {
+pub(crate) fn problem(status: StatusCode, message: impl Into<String>) -> Response {
     (status, axum::Json(json!({ "error": message.into() }))).into_response()
 }
 

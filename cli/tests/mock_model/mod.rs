@@ -1,5 +1,5 @@
-//! A scripted stand-in for a model API on 127.0.0.1, enough for the real Claude Code and Codex
-//! CLIs to run one tool call offline: the first request is answered with a shell tool call,
+//! A scripted stand-in for a model API on 127.0.0.1, enough for the real Claude Code, Codex and
+//! Gemini CLIs to run one tool call offline: the first request is answered with a tool call,
 //! the request that carries its result with a short text, and every request is recorded.
 //!
 //! Plain blocking HTTP/1.1, one thread per connection, `Connection: close` on every answer.
@@ -16,6 +16,9 @@ pub enum Api {
     Anthropic,
     /// OpenAI Responses (`POST /v1/responses`, streamed), for Codex.
     Responses,
+    /// The Gemini API (`POST /v1beta/models/M:streamGenerateContent`), for Gemini CLI. Its
+    /// "command" is the function call, as JSON: `{"name": "replace", "args": {…}}`.
+    Gemini,
 }
 
 /// One request the mock received.
@@ -26,11 +29,13 @@ pub struct Recorded {
 
 pub struct MockModel {
     pub port: u16,
+    api: Api,
     requests: Arc<Mutex<Vec<Recorded>>>,
 }
 
 impl MockModel {
-    /// Starts the mock; the model asks to run `command` in the shell.
+    /// Starts the mock; the model asks to run `command` in the shell (for the Anthropic API, a
+    /// `command` that is a JSON object `{"name": …, "input": …}` is the tool call to make).
     pub fn start(api: Api, command: &str) -> MockModel {
         let listener = TcpListener::bind("127.0.0.1:0").expect("bind 127.0.0.1");
         let port = listener.local_addr().unwrap().port();
@@ -46,7 +51,44 @@ impl MockModel {
                 });
             }
         });
-        MockModel { port, requests }
+        MockModel {
+            port,
+            api,
+            requests,
+        }
+    }
+
+    /// The environment that points the agent of this API at the mock, offline and quiet.
+    pub fn agent_env(&self) -> Vec<(&'static str, String)> {
+        let url = format!("http://127.0.0.1:{}", self.port);
+        let fixed = |pairs: &[(&'static str, &str)]| -> Vec<(&'static str, String)> {
+            pairs.iter().map(|(k, v)| (*k, v.to_string())).collect()
+        };
+        match self.api {
+            Api::Anthropic => {
+                let mut env = fixed(&[
+                    ("ANTHROPIC_API_KEY", "dummy"),
+                    ("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1"),
+                    ("DISABLE_TELEMETRY", "1"),
+                    ("DISABLE_AUTOUPDATER", "1"),
+                    ("DISABLE_ERROR_REPORTING", "1"),
+                ]);
+                env.push(("ANTHROPIC_BASE_URL", url));
+                env
+            }
+            Api::Gemini => {
+                // One process: no relaunched child outliving the run.
+                let mut env = fixed(&[
+                    ("GEMINI_API_KEY", "mock-key"),
+                    ("GEMINI_CLI_NO_RELAUNCH", "true"),
+                    ("TERM", "dumb"),
+                ]);
+                env.push(("GOOGLE_GEMINI_BASE_URL", url));
+                env
+            }
+            // Codex reads its provider's URL from its config.
+            Api::Responses => fixed(&[("MOCK_API_KEY", "dummy")]),
+        }
     }
 
     /// The model requests received (those that offered tools), in order.
@@ -164,12 +206,91 @@ fn serve(
             ];
             respond(&mut out, 200, "text/event-stream", &sse(&events))
         }
+        Api::Gemini if path.contains(":countTokens") => {
+            respond(&mut out, 200, "application/json", r#"{"totalTokens": 100}"#)
+        }
+        Api::Gemini if path.contains("enerateContent") => {
+            recorded
+                .lock()
+                .unwrap()
+                .push(Recorded { body: body.clone() });
+            let answer = gemini_answer(&body, command);
+            if path.contains(":streamGenerateContent") {
+                respond(
+                    &mut out,
+                    200,
+                    "text/event-stream",
+                    &format!("data: {answer}\r\n\r\n"),
+                )
+            } else {
+                respond(&mut out, 200, "application/json", &answer.to_string())
+            }
+        }
         _ => respond(
             &mut out,
             404,
             "application/json",
             r#"{"error":"not mocked"}"#,
         ),
+    }
+}
+
+/// A Gemini answer: a JSON-mode utility call (a router, an edit fixer) gets an instance of its
+/// schema; a turn whose last content answers a function call gets "done"; else `call`.
+fn gemini_answer(request: &Value, call: &str) -> Value {
+    let config = &request["generationConfig"];
+    let schema = config
+        .get("responseJsonSchema")
+        .or_else(|| config.get("responseSchema"));
+    let part = if schema.is_some() || config["responseMimeType"] == "application/json" {
+        json!({ "text": schema.map(|s| instance(s, "")).unwrap_or(json!({})).to_string() })
+    } else {
+        let answered = request["contents"]
+            .as_array()
+            .and_then(|c| c.last())
+            .and_then(|c| c["parts"].as_array())
+            .is_some_and(|parts| parts.iter().any(|p| p.get("functionResponse").is_some()));
+        if answered {
+            json!({ "text": "done" })
+        } else {
+            json!({ "functionCall": serde_json::from_str::<Value>(call).expect("the call is JSON") })
+        }
+    };
+    json!({
+        "candidates": [{ "content": { "role": "model", "parts": [part] }, "finishReason": "STOP", "index": 0 }],
+        "usageMetadata": { "promptTokenCount": 100, "candidatesTokenCount": 5, "totalTokenCount": 105 },
+    })
+}
+
+/// A small valid instance of a JSON schema.
+fn instance(schema: &Value, key: &str) -> Value {
+    if key == "next_speaker" {
+        return json!("user");
+    }
+    if let Some(first) = schema["enum"].as_array().and_then(|e| e.first()) {
+        return first.clone();
+    }
+    let kind = match &schema["type"] {
+        Value::Array(kinds) => kinds
+            .iter()
+            .filter_map(Value::as_str)
+            .find(|k| *k != "null")
+            .unwrap_or("object")
+            .to_ascii_lowercase(),
+        Value::String(kind) => kind.to_ascii_lowercase(),
+        _ => "object".into(),
+    };
+    match kind.as_str() {
+        "object" => Value::Object(
+            schema["properties"]
+                .as_object()
+                .map(|p| p.iter().map(|(k, v)| (k.clone(), instance(v, k))).collect())
+                .unwrap_or_default(),
+        ),
+        "array" => json!([]),
+        "number" | "integer" => schema.get("minimum").cloned().unwrap_or(json!(1)),
+        "boolean" => json!(false),
+        _ => json!("mock"),
     }
 }
 
@@ -186,11 +307,18 @@ fn anthropic_stream(request: &Value, command: Option<&str>) -> String {
         "id": "msg_mock", "type": "message", "role": "assistant", "model": request["model"],
         "content": [], "stop_reason": null, "stop_sequence": null,
         "usage": {"input_tokens": 10, "output_tokens": 1}}});
-    let (block, delta, stop_reason) = match command {
-        Some(command) => (
-            json!({"type": "tool_use", "id": "toolu_mock_1", "name": "Bash", "input": {}}),
-            json!({"type": "input_json_delta", "partial_json":
-                json!({"command": command, "description": "write marker"}).to_string()}),
+    // A "command" that is a JSON object is the tool call itself: `{"name": …, "input": …}`.
+    let call = command.map(|command| match serde_json::from_str::<Value>(command) {
+        Ok(call) if call.is_object() => (call["name"].clone(), call["input"].clone()),
+        _ => (
+            json!("Bash"),
+            json!({"command": command, "description": "write marker"}),
+        ),
+    });
+    let (block, delta, stop_reason) = match call {
+        Some((name, input)) => (
+            json!({"type": "tool_use", "id": "toolu_mock_1", "name": name, "input": {}}),
+            json!({"type": "input_json_delta", "partial_json": input.to_string()}),
             "tool_use",
         ),
         None => (

@@ -412,6 +412,19 @@ impl PostTool for Scripted {
             "upper" => PostToolAction::ReplaceContent(vec![ContentBlock::Text(
                 outcome.joined_text().to_uppercase(),
             )]),
+            // Every `secret` (config) becomes [REDACTED]: in the value when there is one (the
+            // content is recomputed from it), else in the text.
+            "redact" => {
+                let secret = behaviour("secret", "secret");
+                match &outcome.value {
+                    Some(value) => {
+                        PostToolAction::ReplaceValue(value.replace(secret.as_str(), "[REDACTED]"))
+                    }
+                    None => PostToolAction::ReplaceContent(vec![ContentBlock::Text(
+                        outcome.joined_text().replace(secret.as_str(), "[REDACTED]"),
+                    )]),
+                }
+            }
             _ => PostToolAction::Accept,
         };
         PostToolDecision { action, contexts }

@@ -1,0 +1,113 @@
+//! Cost of one MCP `tools/call` through `palisade mcp`, against the same call made to the
+//! server directly: the filesystem MCP server (`@modelcontextprotocol/server-filesystem`,
+//! installed by `scripts/tools.sh`) reading a small file, both over stdio, both called by the
+//! official Rust MCP client (rmcp). The proxy runs the five bundled examples, of which
+//! shell-guard (`mcp__.+`), secret-guard (every tool) and the `timeout` wrapper (every tool) run
+//! on each call, and audit-log observes the result.
+//!
+//! Criterion's estimate per call, then the median and p99 of 2,000 calls each way, printed.
+//!
+//! Run: `cargo bench -p palisade-cli --bench mcp`.
+
+use criterion::{Criterion, criterion_group, criterion_main};
+use rmcp::model::CallToolRequestParams;
+use rmcp::service::{RoleClient, RunningService};
+use rmcp::{ServiceExt, transport::TokioChildProcess};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+fn filesystem_server() -> PathBuf {
+    let dir = std::env::var_os("PALISADE_MCP_TOOLS")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/tools/mcp"));
+    let server = dir.join("node_modules/@modelcontextprotocol/server-filesystem/dist/index.js");
+    assert!(
+        server.exists(),
+        "the filesystem MCP server is not installed at {}: run `bash scripts/tools.sh`",
+        server.display()
+    );
+    server
+}
+
+async fn connect(command: tokio::process::Command) -> RunningService<RoleClient, ()> {
+    ().serve(TokioChildProcess::new(command).unwrap())
+        .await
+        .unwrap()
+}
+
+async fn read(client: &RunningService<RoleClient, ()>, path: &str) {
+    let mut arguments = serde_json::Map::new();
+    arguments.insert("path".into(), path.into());
+    let result = client
+        .call_tool(CallToolRequestParams::new("read_text_file").with_arguments(arguments))
+        .await
+        .unwrap();
+    assert_ne!(result.is_error, Some(true), "{result:?}");
+}
+
+/// The median and p99 of `n` calls.
+fn percentiles(
+    runtime: &tokio::runtime::Runtime,
+    client: &RunningService<RoleClient, ()>,
+    path: &str,
+    n: usize,
+) -> (Duration, Duration) {
+    let mut times: Vec<Duration> = (0..n)
+        .map(|_| {
+            let started = Instant::now();
+            runtime.block_on(read(client, path));
+            started.elapsed()
+        })
+        .collect();
+    times.sort();
+    (times[n / 2], times[n * 99 / 100])
+}
+
+fn bench(c: &mut Criterion) {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("root");
+    std::fs::create_dir_all(&root).unwrap();
+    let root = root.canonicalize().unwrap();
+    let file = root.join("notes.txt");
+    std::fs::write(&file, "a line of notes\n".repeat(16)).unwrap();
+    let file = file.display().to_string();
+    let plugins = dir.path().join("examples");
+    palisade_examples::install(&plugins).unwrap();
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+
+    let mut direct = tokio::process::Command::new("node");
+    direct.arg(filesystem_server()).arg(&root);
+    let mut proxied = tokio::process::Command::new(env!("CARGO_BIN_EXE_palisade"));
+    proxied
+        .args(["mcp", "--name", "fs", "--plugins"])
+        .arg(&plugins)
+        .arg("--")
+        .arg("node")
+        .arg(filesystem_server())
+        .arg(&root)
+        .env("PALISADE_CACHE_DIR", dir.path().join("cache"))
+        .env("PALISADE_STATE_DIR", dir.path().join("state"));
+
+    let mut group = c.benchmark_group("mcp");
+    let mut summary = Vec::new();
+    for (name, command) in [("direct", direct), ("through palisade mcp", proxied)] {
+        let client = runtime.block_on(connect(command));
+        runtime.block_on(read(&client, &file));
+        group.bench_function(format!("tools/call read_text_file, {name}"), |b| {
+            b.to_async(&runtime).iter(|| read(&client, &file))
+        });
+        summary.push((name, percentiles(&runtime, &client, &file, 2_000)));
+        runtime.block_on(client.cancel()).unwrap();
+    }
+    group.finish();
+    for (name, (p50, p99)) in summary {
+        println!(
+            "mcp: tools/call {name}: median {:.1} µs, p99 {:.1} µs (2,000 calls)",
+            p50.as_secs_f64() * 1e6,
+            p99.as_secs_f64() * 1e6
+        );
+    }
+}
+
+criterion_group!(benches, bench);
+criterion_main!(benches);

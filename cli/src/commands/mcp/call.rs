@@ -1,0 +1,325 @@
+//! A client's `tools/call` through Palisade's tool pipeline, whose tool body is the server's
+//! own `tools/call`:
+//!
+//! - `pre-tool` / `tool-guard` deny: the client gets a result with `isError: true` whose text
+//!   is the reason (the model reads why); the server is never asked.
+//! - `ask`: the client is asked with `elicitation/create` when it declared it takes them; no
+//!   answer, a refusal, or a client that cannot be asked is a denial.
+//! - `tool-execute` wrappers: each `next()` is one `tools/call` to the server (a wrapper's
+//!   time limit cuts a call off, and the server is told `notifications/cancelled`).
+//! - `post-tool`: a block answers its feedback as an error result; a content replacement
+//!   replaces `content` (the structured content, the tool's canonical value, is kept: seed 1,
+//!   "content replacement preserves programmatic value"); a value replacement replaces
+//!   `structuredContent` and the content is recomputed from it. Contexts follow the content
+//!   as text blocks. A result no hook changed reaches the client as the server sent it.
+//! - a client's `notifications/cancelled` stops the pipeline where it is, and the call is not
+//!   answered (the protocol's rule for a cancelled request).
+
+use super::{INVALID_PARAMS, Proxy, id_key, lock, request};
+use base64::Engine as _;
+use palisade::pipeline::{Tool, ToolRegistry, ToolRequest};
+use palisade::{Approval, Approver, AskRequest, ContentBlock, Provenance, ToolCall, ToolOutcome};
+use rmcp::model::{self as mcp, CallToolRequestParams, CallToolResult};
+use serde_json::{Value, json};
+use std::sync::{Arc, Mutex, Weak};
+use tokio::sync::oneshot;
+
+/// What the server last answered the pipeline's call: the outcome and the result as sent.
+type Last = Arc<Mutex<Option<(ToolOutcome, Value)>>>;
+
+/// Where the pipeline's calls of the tool go: the server, over the proxy's transport.
+pub(super) trait Upstream: Send + Sync + 'static {
+    /// Sends `tools/call` with `params` (the client's own); the server's answer (a JSON-RPC
+    /// response), or why there is none. A call dropped before its answer is cancelled at the
+    /// server.
+    fn call(&self, params: Value) -> palisade::BoxFuture<'_, Result<Value, String>>;
+}
+
+/// A client's `tools/call` (`params`, as sent) through the pipeline in `lifecycle`, whose
+/// tool is the server's own `tools/call`: the result to answer, `Err` with a JSON-RPC error
+/// (code, message) when the parameters are not MCP's, or `Ok(None)` when `cancel` fired (the
+/// client expects no answer).
+pub(super) async fn call_tool(
+    lifecycle: &palisade::Lifecycle,
+    upstream: Arc<dyn Upstream>,
+    server: String,
+    id: &Value,
+    params: Value,
+    cancel: &palisade::Signal,
+) -> Result<Option<Value>, (i64, String)> {
+    let parsed: CallToolRequestParams = serde_json::from_value(params.clone()).map_err(|e| {
+        (
+            INVALID_PARAMS,
+            format!("tools/call: the parameters are not MCP's: {e}"),
+        )
+    })?;
+    let tool = parsed.name.to_string();
+    let name = format!("mcp__{server}__{tool}");
+    let last: Last = Arc::default();
+    let body = {
+        let last = last.clone();
+        Tool::new(name.clone(), move |_| {
+            let (upstream, params, last) = (upstream.clone(), params.clone(), last.clone());
+            async move {
+                let answer = upstream.call(params).await?;
+                let (outcome, sent) = answered(&answer)?;
+                *lock(&last) = Some((outcome.clone(), sent));
+                Ok(outcome)
+            }
+        })
+    };
+    let request = ToolRequest {
+        provenance: Some(Provenance::Mcp { server, tool }),
+        ..ToolRequest::new(
+            format!("mcp-{}", id_key(id).trim_matches('"')),
+            name,
+            Value::Object(parsed.arguments.unwrap_or_default()),
+        )
+    };
+    let registry = ToolRegistry::new([body]);
+    let execution = tokio::select! {
+        execution = lifecycle.execute(&registry, request) => execution,
+        () = cancel.cancelled() => return Ok(None),
+    };
+    let answer = match lock(&last).take() {
+        Some((outcome, sent)) if outcome == execution.outcome && execution.contexts.is_empty() => {
+            sent
+        }
+        _ => result_of(
+            &execution.outcome,
+            execution.contexts.iter().map(|c| &c.text),
+        ),
+    };
+    Ok(Some(answer))
+}
+
+/// The server's answer to `tools/call`: its outcome, and its result as sent.
+fn answered(answer: &Value) -> Result<(ToolOutcome, Value), String> {
+    if let Some(error) = answer.get("error") {
+        return Err(format!(
+            "the MCP server refused the call: {}",
+            error["message"].as_str().unwrap_or("an error")
+        ));
+    }
+    let sent = answer["result"].clone();
+    let result: CallToolResult = serde_json::from_value(sent.clone())
+        .map_err(|e| format!("the MCP server's answer is not a tool result: {e}"))?;
+    Ok((outcome_of(&result), sent))
+}
+
+impl Proxy {
+    /// A client's `tools/call` on stdio: through the pipeline, answered on stdout.
+    pub(super) async fn call_tool(self: Arc<Self>, id: Value, message: Value) {
+        let key = id_key(&id);
+        let cancel = palisade::Signal::new();
+        lock(&self.in_flight).insert(key.clone(), cancel.clone());
+        let upstream: Arc<dyn Upstream> = Arc::new(Stdio(Arc::downgrade(&self)));
+        let params = message["params"].clone();
+        let decided = call_tool(
+            &self.lifecycle,
+            upstream,
+            self.server_name(),
+            &id,
+            params,
+            &cancel,
+        )
+        .await;
+        lock(&self.in_flight).remove(&key);
+        match decided {
+            Ok(Some(result)) => self.client.result(&id, result),
+            Ok(None) => {}
+            Err((code, why)) => self.client.error(&id, code, why, None),
+        }
+    }
+
+    /// One `tools/call` to the server on stdio: its answer, or why there is none.
+    async fn upstream(&self, params: Value) -> Result<Value, String> {
+        let id = self.own_id("call");
+        let key = id_key(&Value::String(id.clone()));
+        let (answered, answer) = oneshot::channel();
+        match lock(&self.calls).as_mut() {
+            Some(calls) => calls.insert(key.clone(), answered),
+            None => return Err("the MCP server has gone".into()),
+        };
+        let mut pending = Pending {
+            proxy: self,
+            id: &id,
+            key: &key,
+            done: false,
+        };
+        self.server.send(&request(&id, "tools/call", params));
+        let answer = answer.await;
+        pending.done = true;
+        answer.map_err(|_| "the MCP server ended before it answered".to_string())
+    }
+}
+
+/// The stdio server, as the pipeline's upstream.
+struct Stdio(Weak<Proxy>);
+
+impl Upstream for Stdio {
+    fn call(&self, params: Value) -> palisade::BoxFuture<'_, Result<Value, String>> {
+        Box::pin(async move {
+            let proxy = self.0.upgrade().ok_or("the proxy is shutting down")?;
+            proxy.upstream(params).await
+        })
+    }
+}
+
+/// A call to the server in flight: cut off before its answer (a wrapper's time limit, the
+/// client's cancel), it tells the server so.
+struct Pending<'a> {
+    proxy: &'a Proxy,
+    id: &'a str,
+    key: &'a str,
+    done: bool,
+}
+
+impl Drop for Pending<'_> {
+    fn drop(&mut self) {
+        if self.done {
+            return;
+        }
+        if let Some(calls) = lock(&self.proxy.calls).as_mut() {
+            calls.remove(self.key);
+        }
+        self.proxy.server.notify(
+            "notifications/cancelled",
+            json!({ "requestId": self.id, "reason": "cut off by Palisade (a time limit, or the client cancelled)" }),
+        );
+    }
+}
+
+/// A tool result as Palisade's outcome: text and images as themselves, every other block
+/// (audio, resources, links) as its JSON; the structured content is the canonical value.
+fn outcome_of(result: &CallToolResult) -> ToolOutcome {
+    let content_blocks = result
+        .content
+        .iter()
+        .map(|block| match block {
+            mcp::ContentBlock::Text(text) => ContentBlock::Text {
+                text: text.text.clone(),
+            },
+            mcp::ContentBlock::Image(image) => {
+                match base64::engine::general_purpose::STANDARD.decode(&image.data) {
+                    Ok(data) => ContentBlock::Image {
+                        media_type: image.mime_type.clone(),
+                        data,
+                    },
+                    Err(_) => json_block(block),
+                }
+            }
+            other => json_block(other),
+        })
+        .collect();
+    ToolOutcome {
+        content_blocks,
+        is_error: result.is_error.unwrap_or(false),
+        value: result.structured_content.clone(),
+    }
+}
+
+fn json_block(block: &mcp::ContentBlock) -> ContentBlock {
+    ContentBlock::Json {
+        value: serde_json::to_value(block).unwrap_or(Value::Null),
+    }
+}
+
+/// The tool result an outcome is, with `contexts` as text blocks after its content.
+fn result_of<'a>(outcome: &ToolOutcome, contexts: impl Iterator<Item = &'a String>) -> Value {
+    let mut content: Vec<Value> = outcome
+        .content_blocks
+        .iter()
+        .map(|block| match block {
+            ContentBlock::Text { text } => json!({ "type": "text", "text": text }),
+            ContentBlock::Image { media_type, data } => json!({
+                "type": "image",
+                "mimeType": media_type,
+                "data": base64::engine::general_purpose::STANDARD.encode(data),
+            }),
+            // A block of the server's own kind (audio, a resource) goes back as it was;
+            // other JSON as its text.
+            ContentBlock::Json { value } => {
+                if serde_json::from_value::<mcp::ContentBlock>(value.clone()).is_ok() {
+                    value.clone()
+                } else {
+                    json!({ "type": "text", "text": value.to_string() })
+                }
+            }
+        })
+        .collect();
+    content.extend(contexts.map(|text| json!({ "type": "text", "text": text })));
+    let mut result = json!({ "content": content, "isError": outcome.is_error });
+    if let Some(value) = &outcome.value {
+        result["structuredContent"] = value.clone();
+    }
+    result
+}
+
+/// The session's approver: an `ask` becomes an `elicitation/create` to the client.
+pub(super) struct Elicit(pub(super) Weak<Proxy>);
+
+impl Approver for Elicit {
+    fn approve<'a>(
+        &'a self,
+        call: &'a ToolCall,
+        ask: &'a AskRequest,
+    ) -> palisade::BoxFuture<'a, Approval> {
+        Box::pin(async move {
+            let Some(proxy) = self.0.upgrade() else {
+                return Approval::Unavailable;
+            };
+            if !proxy.elicits.load(std::sync::atomic::Ordering::Relaxed) {
+                return Approval::Unavailable;
+            }
+            proxy.elicit(call, ask).await
+        })
+    }
+}
+
+impl Proxy {
+    /// Asks the client's user whether `call` may run. Only an accepted `approve: true` lets
+    /// it; the question lasts as long as the hook's caller waits (its `tools/call`).
+    async fn elicit(&self, call: &ToolCall, ask: &AskRequest) -> Approval {
+        let id = self.own_id("ask");
+        let (answered, answer) = oneshot::channel();
+        lock(&self.asks).insert(id_key(&Value::String(id.clone())), answered);
+        let params = json!({
+            "message": format!(
+                "Palisade: `{}` asks before {} runs: {}",
+                ask.hook_id, call.name, ask.reason
+            ),
+            "requestedSchema": {
+                "type": "object",
+                "properties": { "approve": {
+                    "type": "boolean",
+                    "title": format!("Run {}?", call.name),
+                    "description": "Allow this one call",
+                } },
+                "required": ["approve"],
+            },
+        });
+        self.client
+            .send(&request(&id, "elicitation/create", params));
+        let Ok(answer) = answer.await else {
+            return Approval::Cancelled;
+        };
+        let result = serde_json::from_value::<mcp::ElicitResult>(answer["result"].clone());
+        match result {
+            Ok(result) => match result.action {
+                mcp::ElicitationAction::Accept
+                    if result
+                        .content
+                        .as_ref()
+                        .is_some_and(|c| c["approve"] == true) =>
+                {
+                    Approval::AllowedOnce
+                }
+                mcp::ElicitationAction::Cancel => Approval::Cancelled,
+                _ => Approval::Rejected,
+            },
+            // An error, or an answer that is not an elicitation result.
+            Err(_) => Approval::Unavailable,
+        }
+    }
+}

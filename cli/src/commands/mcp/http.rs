@@ -1,0 +1,495 @@
+//! `palisade mcp --listen ADDR --upstream URL`: the proxy over MCP's streamable-HTTP
+//! transport.
+//!
+//! The client sends its requests to `ADDR` (on the upstream URL's path) with the proxy's
+//! bearer token, as to `palisade serve`; each is passed to the upstream server with the MCP
+//! headers (`Content-Type`, `Accept`, `Mcp-Session-Id`, `MCP-Protocol-Version`,
+//! `Last-Event-ID`; never the client's token — `--upstream-token-file` has the server's), and
+//! the server's answer streams back as it came (JSON or an event stream, with its session id).
+//! A POSTed `tools/call` is the exception: it runs the pipeline, whose tool is that same POST to
+//! the server, and is answered as one JSON response.
+//!
+//! One Palisade session per MCP session (its `Mcp-Session-Id`; requests without one share
+//! one), at most [`MAX_SESSIONS`]; a `DELETE` of the session ends it. An `ask` is a denial here:
+//! this transport gives the proxy no stream of its own on which to put the question to the
+//! client.
+
+use super::call::{Upstream, call_tool};
+use super::{INVALID_REQUEST, id_key, lock};
+use crate::commands::serve::{AllowedHost, bearer_matches, problem, serve_connections};
+use axum::body::{Body, Bytes};
+use axum::extract::State;
+use axum::http::{HeaderMap, HeaderName, Method, StatusCode, Uri, header};
+use axum::response::{IntoResponse, Response};
+use palisade::{Lifecycle, Plugins, Signal};
+use serde_json::{Value, json};
+use std::collections::{HashMap, VecDeque};
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+/// Live MCP sessions at most; the oldest goes first.
+pub(super) const MAX_SESSIONS: usize = 1024;
+/// The largest request body a client may send, and the largest answer to a `tools/call` the
+/// pipeline reads from the server.
+const MAX_BODY_BYTES: usize = 16 * 1024 * 1024;
+/// How long a client may take to send a request's headers, then its body.
+const READ_TIMEOUT: Duration = Duration::from_secs(10);
+/// Connections open at once at most.
+const MAX_CONNECTIONS: usize = 256;
+
+/// The headers of MCP's transport, passed both ways.
+const PASSED: [&str; 5] = [
+    "content-type",
+    "accept",
+    "mcp-session-id",
+    "mcp-protocol-version",
+    "last-event-id",
+];
+
+/// What `--listen` runs with.
+pub(super) struct Listen {
+    pub address: SocketAddr,
+    pub upstream: String,
+    pub name: String,
+    pub token_file: PathBuf,
+    pub upstream_token: Option<String>,
+}
+
+/// The proxy of one upstream server, for every client.
+struct Gateway {
+    plugins: Plugins,
+    name: String,
+    upstream: String,
+    path: String,
+    http: reqwest::Client,
+    upstream_token: Option<String>,
+    token: String,
+    token_file: PathBuf,
+    hosts: Vec<AllowedHost>,
+    sessions: Mutex<Sessions>,
+}
+
+#[derive(Default)]
+struct Sessions {
+    live: HashMap<String, Arc<McpSession>>,
+    /// Oldest first.
+    order: VecDeque<String>,
+}
+
+/// One MCP session's Palisade session, and its calls in the pipeline (by JSON-RPC id).
+struct McpSession {
+    lifecycle: Lifecycle,
+    in_flight: Mutex<HashMap<String, Signal>>,
+}
+
+/// Serves until SIGINT or SIGTERM.
+pub(super) async fn serve(plugins: Plugins, listen: Listen) -> anyhow::Result<()> {
+    let upstream = url::Url::parse(&listen.upstream)
+        .map_err(|e| anyhow::anyhow!("--upstream {}: {e}", listen.upstream))?;
+    if !matches!(upstream.scheme(), "http" | "https") {
+        anyhow::bail!("--upstream takes an http:// or https:// URL");
+    }
+    let token_file = listen.token_file;
+    let (token, created) = crate::token::ensure(&token_file)?;
+    let http = reqwest::Client::builder()
+        .no_proxy()
+        .redirect(reqwest::redirect::Policy::none())
+        .connect_timeout(Duration::from_secs(10))
+        .build()?;
+    let gateway = Arc::new(Gateway {
+        plugins,
+        name: listen.name,
+        path: upstream.path().to_string(),
+        upstream: upstream.to_string(),
+        http,
+        upstream_token: listen.upstream_token,
+        token,
+        token_file: token_file.clone(),
+        hosts: AllowedHost::of(listen.address),
+        sessions: Mutex::default(),
+    });
+    let listener = tokio::net::TcpListener::bind(listen.address)
+        .await
+        .map_err(|e| anyhow::anyhow!("cannot listen on {}: {e}", listen.address))?;
+    let address = listener.local_addr()?;
+    eprintln!(
+        "palisade mcp: listening on http://{address}{} for {} (bearer token in {}{})",
+        gateway.path,
+        gateway.upstream,
+        token_file.display(),
+        if created { ", created now" } else { "" }
+    );
+    let app = axum::Router::new()
+        .fallback(handle)
+        .with_state(gateway.clone());
+    let stop = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    serve_connections(listener, app, (MAX_CONNECTIONS, READ_TIMEOUT), stop).await;
+    Ok(())
+}
+
+async fn handle(
+    State(gateway): State<Arc<Gateway>>,
+    method: Method,
+    uri: Uri,
+    headers: HeaderMap,
+    body: Body,
+) -> Response {
+    if uri.path() != gateway.path {
+        return problem(
+            StatusCode::NOT_FOUND,
+            format!("the MCP endpoint is {}", gateway.path),
+        );
+    }
+    if let Err(refused) = gateway.admitted(&headers) {
+        return *refused;
+    }
+    let body = match tokio::time::timeout(READ_TIMEOUT, axum::body::to_bytes(body, MAX_BODY_BYTES))
+        .await
+    {
+        Ok(Ok(body)) => body,
+        _ => {
+            return problem(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                format!(
+                    "the body is over {MAX_BODY_BYTES} bytes, or did not arrive within {} s",
+                    READ_TIMEOUT.as_secs()
+                ),
+            );
+        }
+    };
+    let session_id = header_text(&headers, "mcp-session-id");
+    if method == Method::POST {
+        match serde_json::from_slice::<Value>(&body) {
+            Ok(Value::Array(_)) => {
+                // A batch could hide a tools/call from the pipeline: refused whole.
+                return jsonrpc_error(
+                    &Value::Null,
+                    INVALID_REQUEST,
+                    "palisade mcp takes one JSON-RPC message per request, not a batch",
+                );
+            }
+            Ok(message) if message["method"] == "tools/call" && message.get("id").is_some() => {
+                return gateway.tools_call(&headers, &session_id, message).await;
+            }
+            Ok(message) if message["method"] == "notifications/cancelled" => {
+                gateway.cancelled(&session_id, &message["params"]["requestId"]);
+            }
+            _ => {}
+        }
+    }
+    if method == Method::DELETE {
+        gateway.end(&session_id);
+    }
+    gateway.forward(method, &headers, body).await
+}
+
+fn header_text(headers: &HeaderMap, name: &str) -> String {
+    headers
+        .get(name)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default()
+        .to_string()
+}
+
+fn jsonrpc_error(id: &Value, code: i64, message: &str) -> Response {
+    let error =
+        json!({ "jsonrpc": "2.0", "id": id, "error": { "code": code, "message": message } });
+    (StatusCode::OK, axum::Json(error)).into_response()
+}
+
+impl Gateway {
+    /// The Host must be the address listened on, no web page may ask (an `Origin`), and the
+    /// bearer token must be the proxy's.
+    fn admitted(&self, headers: &HeaderMap) -> Result<(), Box<Response>> {
+        let host = header_text(headers, "host");
+        if !self.hosts.iter().any(|allowed| allowed.accepts(&host)) {
+            return Err(Box::new(problem(
+                StatusCode::FORBIDDEN,
+                format!(
+                    "the Host header `{}` is not the address this proxy listens on",
+                    palisade::events::printable(&host)
+                ),
+            )));
+        }
+        if headers.contains_key(header::ORIGIN) {
+            return Err(Box::new(problem(
+                StatusCode::FORBIDDEN,
+                "a request with an Origin header (from a web page) is refused",
+            )));
+        }
+        if !bearer_matches(&self.token, headers) {
+            return Err(Box::new(problem(
+                StatusCode::UNAUTHORIZED,
+                format!(
+                    "missing or wrong bearer token (send `Authorization: Bearer <token>`, the \
+                     token in {})",
+                    self.token_file.display()
+                ),
+            )));
+        }
+        Ok(())
+    }
+
+    /// The MCP session's Palisade session (made on first sight; the oldest goes past
+    /// [`MAX_SESSIONS`]).
+    fn session(&self, id: &str) -> Arc<McpSession> {
+        let mut sessions = lock(&self.sessions);
+        if let Some(session) = sessions.live.get(id) {
+            return session.clone();
+        }
+        if sessions.live.len() >= MAX_SESSIONS
+            && let Some(oldest) = sessions.order.pop_front()
+        {
+            sessions.live.remove(&oldest);
+        }
+        let name = if id.is_empty() { "none" } else { id };
+        let session = Arc::new(McpSession {
+            lifecycle: Lifecycle::new(self.plugins.session(format!("mcp-http-{name}"))),
+            in_flight: Mutex::default(),
+        });
+        sessions.live.insert(id.to_string(), session.clone());
+        sessions.order.push_back(id.to_string());
+        session
+    }
+
+    fn cancelled(&self, session_id: &str, request: &Value) {
+        let session = lock(&self.sessions).live.get(session_id).cloned();
+        if let Some(session) = session
+            && let Some(signal) = lock(&session.in_flight).get(&id_key(request))
+        {
+            signal.cancel();
+        }
+    }
+
+    /// The client ends its session.
+    fn end(&self, session_id: &str) {
+        let mut sessions = lock(&self.sessions);
+        if let Some(session) = sessions.live.remove(session_id) {
+            session
+                .lifecycle
+                .session_ended("the client ended the session");
+            sessions.order.retain(|id| id != session_id);
+        }
+    }
+
+    /// A `tools/call`: through the pipeline, its tool the same POST to the server.
+    async fn tools_call(
+        self: &Arc<Self>,
+        headers: &HeaderMap,
+        session_id: &str,
+        message: Value,
+    ) -> Response {
+        let id = message["id"].clone();
+        let session = self.session(session_id);
+        let cancel = Signal::new();
+        lock(&session.in_flight).insert(id_key(&id), cancel.clone());
+        let upstream: Arc<dyn Upstream> = Arc::new(Http {
+            gateway: self.clone(),
+            headers: passed(headers),
+            id: id.clone(),
+        });
+        let params = message["params"].clone();
+        let decided = call_tool(
+            &session.lifecycle,
+            upstream,
+            self.name.clone(),
+            &id,
+            params,
+            &cancel,
+        )
+        .await;
+        lock(&session.in_flight).remove(&id_key(&id));
+        match decided {
+            Ok(Some(result)) => {
+                let answer = json!({ "jsonrpc": "2.0", "id": id, "result": result });
+                (StatusCode::OK, axum::Json(answer)).into_response()
+            }
+            // Cancelled: the client expects no answer.
+            Ok(None) => StatusCode::ACCEPTED.into_response(),
+            Err((code, why)) => jsonrpc_error(&id, code, &why),
+        }
+    }
+
+    /// A request to the server.
+    fn request(&self, method: Method, headers: &[(HeaderName, String)]) -> reqwest::RequestBuilder {
+        let mut request = self.http.request(method, &self.upstream);
+        for (name, value) in headers {
+            request = request.header(name.as_str(), value);
+        }
+        if let Some(token) = &self.upstream_token {
+            request = request.bearer_auth(token);
+        }
+        request
+    }
+
+    /// Passes the request to the server, and streams its answer back as it came.
+    async fn forward(&self, method: Method, headers: &HeaderMap, body: Bytes) -> Response {
+        let sent = self
+            .request(method, &passed(headers))
+            .body(body)
+            .send()
+            .await;
+        let answer = match sent {
+            Ok(answer) => answer,
+            Err(e) => {
+                return problem(
+                    StatusCode::BAD_GATEWAY,
+                    format!("the MCP server at {} did not answer: {e}", self.upstream),
+                );
+            }
+        };
+        let mut response = Response::builder().status(answer.status().as_u16());
+        for name in PASSED {
+            if let Some(value) = answer.headers().get(name) {
+                response = response.header(name, value.as_bytes());
+            }
+        }
+        response
+            .body(Body::from_stream(answer.bytes_stream()))
+            .unwrap_or_else(|e| problem(StatusCode::BAD_GATEWAY, e.to_string()))
+    }
+}
+
+/// The MCP headers of a client's request (its `Content-Type` too: what the proxy POSTs in its
+/// name is JSON, as the client's was).
+fn passed(headers: &HeaderMap) -> Vec<(HeaderName, String)> {
+    PASSED
+        .iter()
+        .filter_map(|name| {
+            let value = headers.get(*name)?.to_str().ok()?;
+            Some((HeaderName::from_static(name), value.to_string()))
+        })
+        .collect()
+}
+
+/// The server over HTTP, as the pipeline's upstream: the client's `tools/call`, POSTed with
+/// its own id and headers.
+struct Http {
+    gateway: Arc<Gateway>,
+    headers: Vec<(HeaderName, String)>,
+    id: Value,
+}
+
+impl Upstream for Http {
+    fn call(&self, params: Value) -> palisade::BoxFuture<'_, Result<Value, String>> {
+        Box::pin(async move {
+            let mut cancel_on_drop = CancelOnDrop {
+                upstream: Some(self),
+            };
+            let message = json!({ "jsonrpc": "2.0", "id": self.id, "method": "tools/call", "params": params });
+            let answer = self
+                .gateway
+                .request(Method::POST, &self.headers)
+                .body(message.to_string())
+                .send()
+                .await
+                .map_err(|e| format!("the MCP server did not answer: {e}"))?;
+            let status = answer.status();
+            let streamed = answer
+                .headers()
+                .get(header::CONTENT_TYPE)
+                .and_then(|v| v.to_str().ok())
+                .is_some_and(|v| v.starts_with("text/event-stream"));
+            let answer = if !status.is_success() {
+                Err(format!("the MCP server answered {status}"))
+            } else if streamed {
+                response_in_stream(answer, &self.id).await
+            } else {
+                read_bounded(answer).await.and_then(|body| {
+                    serde_json::from_slice(&body)
+                        .map_err(|e| format!("the MCP server's answer is not JSON: {e}"))
+                })
+            };
+            cancel_on_drop.upstream = None;
+            answer
+        })
+    }
+}
+
+/// A call cut off before its answer (a wrapper's time limit, the client's cancel) is
+/// cancelled at the server.
+struct CancelOnDrop<'a> {
+    upstream: Option<&'a Http>,
+}
+
+impl Drop for CancelOnDrop<'_> {
+    fn drop(&mut self) {
+        let Some(upstream) = self.upstream else {
+            return;
+        };
+        let cancel = json!({ "jsonrpc": "2.0", "method": "notifications/cancelled",
+            "params": { "requestId": upstream.id, "reason": "cut off by Palisade" } });
+        let request = upstream
+            .gateway
+            .request(Method::POST, &upstream.headers)
+            .body(cancel.to_string());
+        tokio::spawn(async move {
+            let _ = tokio::time::timeout(Duration::from_secs(5), request.send()).await;
+        });
+    }
+}
+
+async fn read_bounded(mut answer: reqwest::Response) -> Result<Vec<u8>, String> {
+    let mut body = Vec::new();
+    while let Some(chunk) = answer.chunk().await.map_err(|e| e.to_string())? {
+        body.extend_from_slice(&chunk);
+        if body.len() > MAX_BODY_BYTES {
+            return Err(format!(
+                "the MCP server's answer is over {MAX_BODY_BYTES} bytes"
+            ));
+        }
+    }
+    Ok(body)
+}
+
+/// The response to request `id` in the server's event stream (the messages before it — its
+/// notifications, its own requests — have no one to go to here, and are passed over).
+async fn response_in_stream(mut answer: reqwest::Response, id: &Value) -> Result<Value, String> {
+    let mut pending: Vec<u8> = Vec::new();
+    let mut read = 0usize;
+    while let Some(chunk) = answer.chunk().await.map_err(|e| e.to_string())? {
+        read += chunk.len();
+        if read > MAX_BODY_BYTES {
+            return Err(format!(
+                "the MCP server's answer is over {MAX_BODY_BYTES} bytes"
+            ));
+        }
+        pending.extend_from_slice(&chunk);
+        while let Some(end) = event_end(&pending) {
+            let event: Vec<u8> = pending.drain(..end.1).collect();
+            let text = String::from_utf8_lossy(&event[..end.0]);
+            let data: Vec<&str> = text
+                .lines()
+                .filter_map(|line| line.strip_prefix("data:"))
+                .map(|data| data.strip_prefix(' ').unwrap_or(data))
+                .collect();
+            if let Ok(message) = serde_json::from_str::<Value>(&data.join("\n"))
+                && message.get("method").is_none()
+                && message.get("id") == Some(id)
+            {
+                return Ok(message);
+            }
+        }
+    }
+    Err("the MCP server's event stream ended without the answer".into())
+}
+
+/// Where the first event in `buffer` ends: (its text's end, the blank line's end).
+fn event_end(buffer: &[u8]) -> Option<(usize, usize)> {
+    let lf = buffer
+        .windows(2)
+        .position(|w| w == b"\n\n")
+        .map(|i| (i, i + 2));
+    let crlf = buffer
+        .windows(4)
+        .position(|w| w == b"\r\n\r\n")
+        .map(|i| (i, i + 4));
+    match (lf, crlf) {
+        (Some(a), Some(b)) => Some(if a.0 < b.0 { a } else { b }),
+        (a, b) => a.or(b),
+    }
+}

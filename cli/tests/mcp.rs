@@ -1,0 +1,703 @@
+//! `palisade mcp` between real software on both sides, offline: the filesystem MCP server
+//! (`@modelcontextprotocol/server-filesystem`) and a server written with the official
+//! TypeScript library behind it; in front, the official Rust SDK's client (`rmcp`) and the real
+//! Claude Code CLI (`--mcp-config`), whose model is the loopback mock.
+
+// Only the Anthropic API of the mock is used here.
+#[allow(dead_code)]
+#[path = "mock_model/mod.rs"]
+mod mock_model;
+
+use mock_model::{Api, MockModel};
+use palisade_tests::PluginDir;
+use rmcp::model::{CallToolRequestParams, CallToolResult};
+use rmcp::service::{RoleClient, RunningService};
+use rmcp::{ServiceExt, transport::TokioChildProcess};
+use serde_json::{Value, json};
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+/// Where scripts/tools.sh installed the MCP servers' packages.
+fn mcp_tools() -> PathBuf {
+    let dir = std::env::var_os("PALISADE_MCP_TOOLS")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/tools/mcp"));
+    assert!(
+        filesystem_server_in(&dir).exists(),
+        "the filesystem MCP server is not installed in {}: run `bash scripts/tools.sh` \
+         (scripts/test.sh does), or set PALISADE_MCP_TOOLS",
+        dir.display()
+    );
+    dir
+}
+
+fn filesystem_server_in(dir: &Path) -> PathBuf {
+    dir.join("node_modules/@modelcontextprotocol/server-filesystem/dist/index.js")
+}
+
+/// The slow test server, where node finds the MCP library beside it.
+fn slow_server() -> PathBuf {
+    static SCRIPT: OnceLock<PathBuf> = OnceLock::new();
+    SCRIPT
+        .get_or_init(|| {
+            let path = mcp_tools().join("slow-server.mjs");
+            let source = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/mcp/slow-server.mjs");
+            std::fs::copy(source, &path).expect("copy the slow server");
+            path
+        })
+        .clone()
+}
+
+fn cache_dir() -> PathBuf {
+    Path::new(env!("CARGO_TARGET_TMPDIR")).join("mcp-cache")
+}
+
+/// A project folder the filesystem server serves, with `files` in it.
+struct Project {
+    dir: tempfile::TempDir,
+    audit: PathBuf,
+}
+
+impl Project {
+    fn new(files: &[(&str, &str)]) -> Project {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().join("root");
+        std::fs::create_dir_all(&root).unwrap();
+        for (name, text) in files {
+            std::fs::write(root.join(name), text).unwrap();
+        }
+        Project {
+            audit: dir.path().join("audit.jsonl"),
+            dir,
+        }
+    }
+
+    fn root(&self) -> PathBuf {
+        self.dir.path().join("root").canonicalize().unwrap()
+    }
+
+    fn file(&self, name: &str) -> String {
+        self.root().join(name).display().to_string()
+    }
+
+    fn audit(&self) -> String {
+        std::fs::read_to_string(&self.audit).unwrap_or_default()
+    }
+
+    /// `palisade mcp --plugins DIR --name NAME -- SERVER…`, as a client's config has it.
+    fn proxy_args(&self, plugins: &PluginDir, name: &str, server: &[String]) -> Vec<String> {
+        let mut args: Vec<String> = vec![
+            "mcp".into(),
+            "--plugins".into(),
+            plugins.path().display().to_string(),
+            "--name".into(),
+            name.into(),
+            "--audit-log".into(),
+            self.audit.display().to_string(),
+            "--".into(),
+        ];
+        args.extend(server.iter().cloned());
+        args
+    }
+
+    /// The filesystem server on this project's root.
+    fn filesystem(&self) -> Vec<String> {
+        vec![
+            "node".into(),
+            filesystem_server_in(&mcp_tools()).display().to_string(),
+            self.root().display().to_string(),
+        ]
+    }
+}
+
+/// An rmcp client connected through `palisade mcp` to `server`.
+async fn connect(
+    project: &Project,
+    plugins: &PluginDir,
+    server: &[String],
+) -> RunningService<RoleClient, ()> {
+    let mut command = tokio::process::Command::new(env!("CARGO_BIN_EXE_palisade"));
+    command
+        .args(project.proxy_args(plugins, "fs", server))
+        .env("PALISADE_CACHE_DIR", cache_dir())
+        .env("PALISADE_STATE_DIR", project.dir.path().join("state"));
+    let transport = TokioChildProcess::new(command).expect("palisade mcp starts");
+    tokio::time::timeout(Duration::from_secs(60), ().serve(transport))
+        .await
+        .expect("initialize answered in time")
+        .expect("initialize through the proxy")
+}
+
+async fn call(client: &rmcp::Peer<RoleClient>, tool: &str, arguments: Value) -> CallToolResult {
+    let Value::Object(arguments) = arguments else {
+        panic!("arguments are an object")
+    };
+    let params = CallToolRequestParams::new(tool.to_string()).with_arguments(arguments);
+    tokio::time::timeout(Duration::from_secs(60), client.call_tool(params))
+        .await
+        .expect("the call answered in time")
+        .expect("the call answered")
+}
+
+fn text(result: &CallToolResult) -> String {
+    result
+        .content
+        .iter()
+        .filter_map(|c| c.as_text().map(|t| t.text.clone()))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+fn secret_guard(plugins: &PluginDir) {
+    let guard = palisade_examples::get("secret-guard").unwrap();
+    palisade_examples::install_one(guard, plugins.path()).unwrap();
+}
+
+const TOKEN: &str = "ghp_5ecret7oken42";
+
+/// The example `secret-guard` refuses the server's `read_text_file` of a `.env` (the client
+/// reads why, as an error result); a file that is no secret passes, as the server sent it;
+/// hooks see the tool as `mcp__fs__read_text_file`.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_guard_denies_reading_a_secret_through_the_mcp_tool() {
+    let project = Project::new(&[
+        (".env", "API_KEY=sk-live-11aa"),
+        ("notes.txt", "plain notes"),
+    ]);
+    let plugins = PluginDir::new();
+    secret_guard(&plugins);
+    // Runs only if the tool's name is what Claude Code would call it.
+    plugins.scripted(
+        "named",
+        "[[hooks]]\npoint = \"pre-tool\"\ncapability = \"observe\"\n\
+         matcher = \"mcp__fs__read_text_file\"\n",
+    );
+    let client = connect(&project, &plugins, &project.filesystem()).await;
+    let denied = call(
+        &client,
+        "read_text_file",
+        json!({ "path": project.file(".env") }),
+    )
+    .await;
+    assert_eq!(denied.is_error, Some(true), "{denied:?}");
+    let said = text(&denied);
+    assert!(!said.contains("sk-live-11aa"), "{said}");
+    assert!(said.contains(".env") && said.contains("secret"), "{said}");
+    let allowed = call(
+        &client,
+        "read_text_file",
+        json!({ "path": project.file("notes.txt") }),
+    )
+    .await;
+    assert_ne!(allowed.is_error, Some(true), "{allowed:?}");
+    assert_eq!(text(&allowed), "plain notes");
+    assert_eq!(
+        allowed.structured_content,
+        Some(json!({ "content": "plain notes" }))
+    );
+    let audit = project.audit();
+    assert!(
+        audit.contains("\"hook_denied\"") && audit.contains("\"hook_id\":\"named/pre-tool\""),
+        "{audit}"
+    );
+    client.cancel().await.unwrap();
+}
+
+/// A `post-tool` hook replaces the tool's value (the filesystem server's structured content)
+/// with the token redacted: the client receives the redacted value and the content recomputed
+/// from it, never the token.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_post_tool_hook_redacts_what_the_client_receives() {
+    let project = Project::new(&[("config.txt", &format!("token = {TOKEN}\nname = demo"))]);
+    let plugins = PluginDir::new();
+    plugins.scripted(
+        "redact",
+        &format!(
+            "[[hooks]]\npoint = \"post-tool\"\ncapability = \"transform\"\n\
+             matcher = \"mcp__fs__.*\"\n[config]\npost_tool = \"redact\"\nsecret = \"{TOKEN}\"\n"
+        ),
+    );
+    let client = connect(&project, &plugins, &project.filesystem()).await;
+    let result = call(
+        &client,
+        "read_text_file",
+        json!({ "path": project.file("config.txt") }),
+    )
+    .await;
+    let everything = serde_json::to_string(&result).unwrap();
+    assert!(!everything.contains(TOKEN), "{everything}");
+    assert_eq!(
+        result.structured_content,
+        Some(json!({ "content": "token = [REDACTED]\nname = demo" }))
+    );
+    assert!(text(&result).contains("token = [REDACTED]"), "{result:?}");
+    client.cancel().await.unwrap();
+}
+
+/// The example `timeout` wrapper cuts a tool that takes too long off: the client gets an
+/// error result in time, not the tool's answer 30 s later.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_timeout_wrapper_stops_a_slow_tool() {
+    let project = Project::new(&[]);
+    let plugins = PluginDir::new();
+    let timeout = palisade_examples::get("timeout").unwrap();
+    palisade_examples::install_one(timeout, plugins.path()).unwrap();
+    let folder = plugins.path().join("timeout");
+    let manifest = std::fs::read_to_string(folder.join("plugin.toml")).unwrap();
+    std::fs::write(
+        folder.join("plugin.toml"),
+        manifest.replace("timeout_ms = 30_000", "timeout_ms = 1_000"),
+    )
+    .unwrap();
+    let server = vec!["node".to_string(), slow_server().display().to_string()];
+    let client = connect(&project, &plugins, &server).await;
+    let started = Instant::now();
+    let result = call(&client, "sleep", json!({})).await;
+    assert!(
+        started.elapsed() < Duration::from_secs(20),
+        "{:?}",
+        started.elapsed()
+    );
+    assert_eq!(result.is_error, Some(true), "{result:?}");
+    assert!(!text(&result).contains("slept"), "{result:?}");
+    assert!(project.audit().contains("timeout/tool-execute"));
+    client.cancel().await.unwrap();
+}
+
+/// Without `--name`, tool names carry the name the server gives in its `initialize` answer
+/// (the filesystem server's is `secure-filesystem-server`).
+#[tokio::test(flavor = "multi_thread")]
+async fn hooks_see_the_server_by_the_name_it_gives() {
+    let project = Project::new(&[("notes.txt", "plain notes")]);
+    let plugins = PluginDir::new();
+    plugins.scripted(
+        "named",
+        "[[hooks]]\npoint = \"pre-tool\"\ncapability = \"observe\"\n\
+         matcher = \"mcp__secure-filesystem-server__read_text_file\"\n",
+    );
+    let mut command = tokio::process::Command::new(env!("CARGO_BIN_EXE_palisade"));
+    command
+        .args(["mcp", "--plugins"])
+        .arg(plugins.path())
+        .arg("--audit-log")
+        .arg(&project.audit)
+        .arg("--")
+        .args(project.filesystem())
+        .env("PALISADE_CACHE_DIR", cache_dir());
+    let client = ().serve(TokioChildProcess::new(command).unwrap()).await.unwrap();
+    let result = call(
+        &client,
+        "read_text_file",
+        json!({ "path": project.file("notes.txt") }),
+    )
+    .await;
+    assert_eq!(text(&result), "plain notes");
+    let audit = project.audit();
+    assert!(audit.contains("\"hook_id\":\"named/pre-tool\""), "{audit}");
+    client.cancel().await.unwrap();
+}
+
+/// The example `retry` wrapper, matched to an MCP tool, calls the server again when its tool
+/// failed: the client gets the second call's answer.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_retry_wrapper_calls_a_failed_mcp_tool_again() {
+    let project = Project::new(&[]);
+    let plugins = PluginDir::new();
+    let retry = palisade_examples::get("retry").unwrap();
+    palisade_examples::install_one(retry, plugins.path()).unwrap();
+    let manifest = plugins.path().join("retry/plugin.toml");
+    let original = std::fs::read_to_string(&manifest).unwrap();
+    let matched: Vec<String> = original
+        .lines()
+        .map(|line| match line.starts_with("matcher = ") {
+            true => "matcher = \"mcp__fs__flaky\"".to_string(),
+            false => line.to_string(),
+        })
+        .collect();
+    std::fs::write(&manifest, matched.join("\n")).unwrap();
+    let server = vec!["node".to_string(), slow_server().display().to_string()];
+    let client = connect(&project, &plugins, &server).await;
+    let result = call(&client, "flaky", json!({})).await;
+    assert_ne!(result.is_error, Some(true), "{result:?}");
+    assert_eq!(text(&result), "worked on call 2");
+    assert!(project.audit().contains("retry/tool-execute"));
+    client.cancel().await.unwrap();
+}
+
+/// The server dies with a call in flight: that call and one still waiting get an error, the
+/// proxy exits (the client's connection closes), and nothing hangs.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_crashed_server_fails_every_pending_call_and_the_proxy_exits() {
+    let project = Project::new(&[]);
+    let plugins = PluginDir::new();
+    plugins.scripted(
+        "notes",
+        "[[hooks]]\npoint = \"tool-result\"\ncapability = \"observe\"\n",
+    );
+    let server = vec!["node".to_string(), slow_server().display().to_string()];
+    let client = connect(&project, &plugins, &server).await;
+    let started = Instant::now();
+    let peer = client.peer().clone();
+    let sleeping =
+        tokio::spawn(async move { peer.call_tool(CallToolRequestParams::new("sleep")).await });
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let crashed = client
+        .peer()
+        .call_tool(CallToolRequestParams::new("crash"))
+        .await;
+    let sleeping = tokio::time::timeout(Duration::from_secs(20), sleeping)
+        .await
+        .expect("the pending call answered")
+        .unwrap();
+    for (what, answer) in [("crash", crashed), ("sleep", sleeping)] {
+        // An error result, or (the connection closed with the call open) an error.
+        if let Ok(result) = answer {
+            assert_eq!(result.is_error, Some(true), "{what}: {result:?}");
+        }
+    }
+    let quit = tokio::time::timeout(Duration::from_secs(20), client.waiting())
+        .await
+        .expect("the proxy exited");
+    assert!(quit.is_ok(), "{quit:?}");
+    assert!(
+        started.elapsed() < Duration::from_secs(25),
+        "{:?}",
+        started.elapsed()
+    );
+}
+
+/// A client that takes elicitations, answering every one `approve: yes` (or no).
+struct Approving {
+    yes: bool,
+    asked: std::sync::Mutex<Vec<String>>,
+}
+
+impl rmcp::ClientHandler for Approving {
+    fn get_info(&self) -> rmcp::model::ClientConfig {
+        let mut info = rmcp::model::ClientConfig::default();
+        info.capabilities.elicitation = Some(rmcp::model::ElicitationCapability::new());
+        info
+    }
+
+    async fn create_elicitation(
+        &self,
+        request: rmcp::model::ElicitRequestParams,
+        _context: rmcp::service::RequestContext<RoleClient>,
+    ) -> Result<rmcp::model::ElicitResult, rmcp::ErrorData> {
+        if let rmcp::model::ElicitRequestParams::FormElicitationParams { message, .. } = request {
+            self.asked.lock().unwrap().push(message);
+        }
+        Ok(
+            rmcp::model::ElicitResult::new(rmcp::model::ElicitationAction::Accept)
+                .with_content(json!({ "approve": self.yes })),
+        )
+    }
+}
+
+/// A `pre-tool` ask becomes an elicitation to a client that takes them: its yes runs the
+/// tool, its no denies it; a client that cannot be asked is denied without a question.
+#[tokio::test(flavor = "multi_thread")]
+async fn an_ask_is_put_to_the_client_and_only_its_yes_runs_the_tool() {
+    let project = Project::new(&[("notes.txt", "plain notes")]);
+    let plugins = PluginDir::new();
+    plugins.scripted(
+        "asker",
+        "[[hooks]]\npoint = \"pre-tool\"\ncapability = \"guard\"\n[config]\npre_tool = \"ask\"\n",
+    );
+    let read = json!({ "path": project.file("notes.txt") });
+    for yes in [true, false] {
+        let mut command = tokio::process::Command::new(env!("CARGO_BIN_EXE_palisade"));
+        command
+            .args(project.proxy_args(&plugins, "fs", &project.filesystem()))
+            .env("PALISADE_CACHE_DIR", cache_dir())
+            .env("PALISADE_STATE_DIR", project.dir.path().join("state"));
+        let handler = Approving {
+            yes,
+            asked: Default::default(),
+        };
+        let client = handler
+            .serve(TokioChildProcess::new(command).unwrap())
+            .await
+            .expect("initialize through the proxy");
+        let result = call(&client, "read_text_file", read.clone()).await;
+        let asked = client.service().asked.lock().unwrap().clone();
+        assert_eq!(asked.len(), 1, "{asked:?}");
+        assert!(
+            asked[0].contains("asker/pre-tool") && asked[0].contains("mcp__fs__read_text_file"),
+            "{asked:?}"
+        );
+        if yes {
+            assert_eq!(text(&result), "plain notes", "{result:?}");
+        } else {
+            assert_eq!(result.is_error, Some(true), "{result:?}");
+            assert!(!text(&result).contains("plain notes"), "{result:?}");
+        }
+        client.cancel().await.unwrap();
+    }
+    // No elicitation capability: nobody can be asked, so the ask is a denial.
+    let client = connect(&project, &plugins, &project.filesystem()).await;
+    let result = call(&client, "read_text_file", read).await;
+    assert_eq!(result.is_error, Some(true), "{result:?}");
+    client.cancel().await.unwrap();
+}
+
+// --- Claude Code ---------------------------------------------------------------------------
+
+/// Claude Code with the filesystem server behind `palisade mcp` (`--mcp-config`, as
+/// `palisade install mcp` prints it), its model asking to call `mcp__fs__read_text_file` on
+/// `file`. Returns the mock.
+fn claude_reads(
+    project: &Project,
+    plugins: &PluginDir,
+    file: &str,
+) -> (std::process::Output, MockModel) {
+    let claude = std::env::var_os("PALISADE_CLAUDE")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| {
+            Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("../target/tools/agents/node_modules/.bin/claude")
+        });
+    assert!(
+        claude.exists(),
+        "Claude Code is not installed at {}: run `bash scripts/tools.sh` (scripts/test.sh does), \
+         or set PALISADE_CLAUDE",
+        claude.display()
+    );
+    let call =
+        json!({ "name": "mcp__fs__read_text_file", "input": { "path": project.file(file) } });
+    let mock = MockModel::start(Api::Anthropic, &call.to_string());
+    // The configuration `palisade install mcp` prints.
+    let mut install = vec!["install".to_string()];
+    install.extend(project.proxy_args(plugins, "fs", &project.filesystem()));
+    let printed = std::process::Command::new(env!("CARGO_BIN_EXE_palisade"))
+        .args(&install)
+        .env("PALISADE_CACHE_DIR", cache_dir())
+        .output()
+        .unwrap();
+    assert!(printed.status.success(), "{printed:?}");
+    let config: Value = serde_json::from_slice(&printed.stdout).unwrap();
+    assert_eq!(config["mcpServers"]["fs"]["args"][0], "mcp", "{config}");
+    let home = project.dir.path().join("home");
+    std::fs::create_dir_all(&home).unwrap();
+    let out = std::process::Command::new(claude)
+        .args([
+            "-p",
+            "read the file",
+            "--output-format",
+            "json",
+            "--mcp-config",
+        ])
+        .arg(config.to_string())
+        .args(["--allowedTools", "mcp__fs__read_text_file"])
+        .current_dir(project.root())
+        .env("HOME", &home)
+        // The server's environment is Claude Code's.
+        .env("PALISADE_CACHE_DIR", cache_dir())
+        .env("PALISADE_STATE_DIR", project.dir.path().join("state"))
+        .envs(mock.agent_env())
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    (out, mock)
+}
+
+/// The `tool_result` blocks the model was sent.
+fn tool_results(mock: &MockModel, out: &std::process::Output) -> String {
+    let results: Vec<String> = mock
+        .model_requests()
+        .iter()
+        .flat_map(|r| r.body["messages"].as_array().cloned().unwrap_or_default())
+        .flat_map(|m| m["content"].as_array().cloned().unwrap_or_default())
+        .filter(|b| b["type"] == "tool_result")
+        .map(|b| b.to_string())
+        .collect();
+    assert!(
+        !results.is_empty(),
+        "no tool result reached the model:\n{}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    results.join("\n")
+}
+
+#[test]
+fn claude_code_through_palisade_mcp_is_denied_a_secret_and_the_model_sees_why() {
+    let project = Project::new(&[(".env", "API_KEY=sk-live-22bb")]);
+    let plugins = PluginDir::new();
+    secret_guard(&plugins);
+    let (out, mock) = claude_reads(&project, &plugins, ".env");
+    let results = tool_results(&mock, &out);
+    assert!(!results.contains("sk-live-22bb"), "{results}");
+    assert!(results.contains("secret"), "{results}");
+    assert!(
+        project.audit().contains("\"hook_denied\""),
+        "{}",
+        project.audit()
+    );
+}
+
+#[test]
+fn claude_code_through_palisade_mcp_sees_the_redacted_text() {
+    let project = Project::new(&[("config.txt", &format!("token = {TOKEN}"))]);
+    let plugins = PluginDir::new();
+    plugins.scripted(
+        "redact",
+        &format!(
+            "[[hooks]]\npoint = \"post-tool\"\ncapability = \"transform\"\n\
+             [config]\npost_tool = \"redact\"\nsecret = \"{TOKEN}\"\n"
+        ),
+    );
+    let (out, mock) = claude_reads(&project, &plugins, "config.txt");
+    let results = tool_results(&mock, &out);
+    assert!(!results.contains(TOKEN), "{results}");
+    assert!(results.contains("[REDACTED]"), "{results}");
+}
+
+// --- streamable HTTP -----------------------------------------------------------------------
+
+/// A process killed when the test ends.
+struct Running(std::process::Child);
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// The slow server on MCP's streamable-HTTP transport, and `palisade mcp --listen` in front of
+/// it; returns both, the proxy's endpoint and its bearer token.
+fn over_http(project: &Project, plugins: &PluginDir) -> (Running, Running, String, String) {
+    use std::io::BufRead;
+    let mut server = std::process::Command::new("node")
+        .arg(slow_server())
+        .arg("--http")
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    std::io::BufReader::new(server.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let port: Value = serde_json::from_str(&line).expect("the server says its port");
+    let server = Running(server);
+    let free = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let address = free.local_addr().unwrap();
+    drop(free);
+    let token_file = project.dir.path().join("token");
+    let proxy = std::process::Command::new(env!("CARGO_BIN_EXE_palisade"))
+        .args(["mcp", "--plugins"])
+        .arg(plugins.path())
+        .args(["--name", "slow", "--audit-log"])
+        .arg(&project.audit)
+        .args(["--listen", &address.to_string(), "--upstream"])
+        .arg(format!("http://127.0.0.1:{}/mcp", port["port"]))
+        .arg("--token-file")
+        .arg(&token_file)
+        .env("PALISADE_CACHE_DIR", cache_dir())
+        .env("PALISADE_STATE_DIR", project.dir.path().join("state"))
+        .spawn()
+        .unwrap();
+    let proxy = Running(proxy);
+    let started = Instant::now();
+    while std::net::TcpStream::connect(address).is_err() {
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "the proxy never listened"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let token = std::fs::read_to_string(&token_file)
+        .unwrap()
+        .trim()
+        .to_string();
+    (server, proxy, format!("http://{address}/mcp"), token)
+}
+
+/// Over streamable HTTP: a request without the proxy's token is refused; a guard's deny
+/// answers the client at once (the server's slow tool never runs); and the real Claude Code,
+/// given the proxy as an `http` server, sees a post-tool hook's redaction of the server's text.
+#[tokio::test(flavor = "multi_thread")]
+async fn over_streamable_http_the_pipeline_decides_and_claude_code_sees_the_redaction() {
+    let project = Project::new(&[]);
+    let plugins = PluginDir::new();
+    plugins.scripted(
+        "no-sleep",
+        "[[hooks]]\npoint = \"pre-tool\"\ncapability = \"guard\"\nmatcher = \"mcp__slow__sleep\"\n\
+         [config]\npre_tool = \"deny\"\n",
+    );
+    plugins.scripted(
+        "redact",
+        "[[hooks]]\npoint = \"post-tool\"\ncapability = \"transform\"\n\
+         [config]\npost_tool = \"redact\"\nsecret = \"ghp_httpT0ken99\"\n",
+    );
+    let (_server, _proxy, url, token) = over_http(&project, &plugins);
+    let http = reqwest::Client::new();
+    let post = |token: Option<&str>, body: Value| {
+        let mut request = http
+            .post(&url)
+            .header("content-type", "application/json")
+            .header("accept", "application/json, text/event-stream")
+            .body(body.to_string());
+        if let Some(token) = token {
+            request = request.bearer_auth(token);
+        }
+        request.send()
+    };
+    let sleep = json!({ "jsonrpc": "2.0", "id": 7, "method": "tools/call",
+        "params": { "name": "sleep", "arguments": {} } });
+    assert_eq!(post(None, sleep.clone()).await.unwrap().status(), 401);
+    let started = Instant::now();
+    let denied = post(Some(&token), sleep)
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    let denied: Value = serde_json::from_str(&denied).expect("a JSON answer");
+    assert!(
+        started.elapsed() < Duration::from_secs(10),
+        "{:?}",
+        started.elapsed()
+    );
+    assert_eq!(denied["id"], 7, "{denied}");
+    assert_eq!(denied["result"]["isError"], true, "{denied}");
+    assert!(
+        denied.to_string().contains("denied mcp__slow__sleep"),
+        "{denied}"
+    );
+
+    let call = json!({ "name": "mcp__slow__secret", "input": {} });
+    let mock = MockModel::start(Api::Anthropic, &call.to_string());
+    let config = json!({ "mcpServers": { "slow": {
+        "type": "http", "url": url, "headers": { "Authorization": format!("Bearer {token}") },
+    } } });
+    let home = project.dir.path().join("home");
+    std::fs::create_dir_all(&home).unwrap();
+    let claude = std::env::var_os("PALISADE_CLAUDE")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| {
+            Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("../target/tools/agents/node_modules/.bin/claude")
+        });
+    let out = std::process::Command::new(claude)
+        .args([
+            "-p",
+            "show the token",
+            "--output-format",
+            "json",
+            "--mcp-config",
+        ])
+        .arg(config.to_string())
+        .args(["--allowedTools", "mcp__slow__secret"])
+        .current_dir(project.root())
+        .env("HOME", &home)
+        .envs(mock.agent_env())
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    let results = tool_results(&mock, &out);
+    assert!(!results.contains("ghp_httpT0ken99"), "{results}");
+    assert!(results.contains("token = [REDACTED]"), "{results}");
+}
