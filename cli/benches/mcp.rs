@@ -5,6 +5,9 @@
 //! shell-guard (`mcp__.+`), secret-guard (every tool) and the `timeout` wrapper (every tool) run
 //! on each call, and audit-log observes the result.
 //!
+//! A third case, the proxy with no plugins, splits the proxy's own cost (two more pipe hops,
+//! the line framing, the pipeline's bookkeeping) from the plugins'.
+//!
 //! Criterion's estimate per call, then the median and p99 of 2,000 calls each way, printed.
 //!
 //! Run: `cargo bench -p palisade-cli --bench mcp`.
@@ -77,20 +80,30 @@ fn bench(c: &mut Criterion) {
 
     let mut direct = tokio::process::Command::new("node");
     direct.arg(filesystem_server()).arg(&root);
-    let mut proxied = tokio::process::Command::new(env!("CARGO_BIN_EXE_palisade"));
-    proxied
-        .args(["mcp", "--name", "fs", "--plugins"])
-        .arg(&plugins)
-        .arg("--")
-        .arg("node")
-        .arg(filesystem_server())
-        .arg(&root)
-        .env("PALISADE_CACHE_DIR", dir.path().join("cache"))
-        .env("PALISADE_STATE_DIR", dir.path().join("state"));
+    let empty = dir.path().join("none");
+    std::fs::create_dir_all(&empty).unwrap();
+    let proxy = |plugins: &Path| {
+        let mut proxied = tokio::process::Command::new(env!("CARGO_BIN_EXE_palisade"));
+        proxied
+            .args(["mcp", "--name", "fs", "--plugins"])
+            .arg(plugins)
+            .arg("--")
+            .arg("node")
+            .arg(filesystem_server())
+            .arg(&root)
+            .env("PALISADE_CACHE_DIR", dir.path().join("cache"))
+            .env("PALISADE_STATE_DIR", dir.path().join("state"));
+        proxied
+    };
 
     let mut group = c.benchmark_group("mcp");
     let mut summary = Vec::new();
-    for (name, command) in [("direct", direct), ("through palisade mcp", proxied)] {
+    let cases = [
+        ("direct", direct),
+        ("through palisade mcp, no plugins", proxy(&empty)),
+        ("through palisade mcp, the five examples", proxy(&plugins)),
+    ];
+    for (name, command) in cases {
         let client = runtime.block_on(connect(command));
         runtime.block_on(read(&client, &file));
         group.bench_function(format!("tools/call read_text_file, {name}"), |b| {

@@ -3,7 +3,7 @@
 //! messages to one side never interleave; and the child process on the other side.
 
 use serde_json::{Value, json};
-use tokio::io::AsyncWriteExt;
+use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::sync::{mpsc, oneshot};
 
 /// What a writer task is sent.
@@ -125,11 +125,13 @@ pub async fn load_plugins(
 }
 
 /// Starts the proxy's child, `what` (`command` and its arguments): its stdin and stdout piped
-/// to the proxy, its stderr the proxy's own, killed when the proxy goes.
+/// to the proxy, its stderr the proxy's own, in a process group of its own (see [`reap`]),
+/// killed when the proxy goes.
 pub fn spawn_child(command: &[String], what: &str) -> anyhow::Result<tokio::process::Child> {
     use anyhow::Context as _;
     tokio::process::Command::new(&command[0])
         .args(&command[1..])
+        .process_group(0)
         .stdin(std::process::Stdio::piped())
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::inherit())
@@ -139,12 +141,92 @@ pub fn spawn_child(command: &[String], what: &str) -> anyhow::Result<tokio::proc
 }
 
 /// How the child ended: its exit status, waited for a second at most (then it is killed).
+/// What it started goes with it (its process group is killed): nothing of the child's outlives
+/// the proxy holding its output or the files it had open.
 pub async fn reap(child: &mut tokio::process::Child) -> String {
-    match tokio::time::timeout(std::time::Duration::from_secs(1), child.wait()).await {
+    let group = child.id();
+    let status = match tokio::time::timeout(std::time::Duration::from_secs(1), child.wait()).await {
         Ok(Ok(status)) => status.to_string(),
         _ => {
             let _ = child.kill().await;
             "killed".to_string()
         }
+    };
+    if let Some(group) = group.and_then(|g| i32::try_from(g).ok()) {
+        use nix::sys::signal::{Signal, killpg};
+        let _ = killpg(nix::unistd::Pid::from_raw(group), Signal::SIGKILL);
+    }
+    status
+}
+
+/// The longest line (one message) read from either side: a peer cannot make the proxy hold
+/// more than this of what it sends.
+pub const MAX_LINE_BYTES: usize = 64 * 1024 * 1024;
+
+/// A reader of lines of at most [`MAX_LINE_BYTES`].
+pub struct Lines<R> {
+    reader: BufReader<R>,
+    line: Vec<u8>,
+}
+
+impl<R: AsyncRead + Unpin> Lines<R> {
+    /// Lines of `reader`.
+    pub fn new(reader: R) -> Lines<R> {
+        Lines {
+            reader: BufReader::new(reader),
+            line: Vec::new(),
+        }
+    }
+
+    /// The next line, without its line ending; `None` at the end. A line over the bound or
+    /// not UTF-8 is an error.
+    pub async fn next(&mut self) -> std::io::Result<Option<String>> {
+        use std::io::{Error, ErrorKind};
+        self.line.clear();
+        let limit = MAX_LINE_BYTES as u64 + 1;
+        let read = (&mut self.reader)
+            .take(limit)
+            .read_until(b'\n', &mut self.line)
+            .await?;
+        if read == 0 {
+            return Ok(None);
+        }
+        if self.line.last() == Some(&b'\n') {
+            self.line.pop();
+            if self.line.last() == Some(&b'\r') {
+                self.line.pop();
+            }
+        } else if read > MAX_LINE_BYTES {
+            let why = format!("a line over {MAX_LINE_BYTES} bytes");
+            return Err(Error::new(ErrorKind::InvalidData, why));
+        }
+        let line = std::mem::take(&mut self.line);
+        String::from_utf8(line)
+            .map(Some)
+            .map_err(|_| Error::new(ErrorKind::InvalidData, "a line that is not UTF-8"))
+    }
+}
+
+/// The next message from the child's output, with its line; `Err`: why the reading ends (the
+/// output closed, failed, or held a line that is not JSON).
+pub async fn next_message<R: AsyncRead + Unpin>(
+    lines: &mut Lines<R>,
+) -> Result<(String, Value), String> {
+    loop {
+        let line = match lines.next().await {
+            Ok(Some(line)) => line,
+            Ok(None) => return Err("its output closed".into()),
+            Err(e) => return Err(format!("its output failed: {e}")),
+        };
+        if line.trim().is_empty() {
+            continue;
+        }
+        return match serde_json::from_str::<Value>(&line) {
+            Ok(message) => Ok((line, message)),
+            Err(_) => Err(format!(
+                "it wrote a line that is not JSON: {}",
+                truncate(&line)
+            )),
+        };
     }
 }

@@ -95,7 +95,7 @@ fn main() -> ExitCode {
     // A hook command serves one event and exits: one thread is enough, and starting workers
     // would only add to the agent's wait.
     let mut builder = match cli.command {
-        Command::ClaudeCode(_) | Command::Codex(_) | Command::Forward(_) => {
+        Command::ClaudeCode(_) | Command::Codex(_) | Command::Gemini(_) | Command::Forward(_) => {
             tokio::runtime::Builder::new_current_thread()
         }
         _ => tokio::runtime::Builder::new_multi_thread(),

@@ -701,3 +701,80 @@ async fn over_streamable_http_the_pipeline_decides_and_claude_code_sees_the_reda
     assert!(!results.contains("ghp_httpT0ken99"), "{results}");
     assert!(results.contains("token = [REDACTED]"), "{results}");
 }
+
+// --- what the proxy refuses to pass on ------------------------------------------------------
+
+/// `palisade mcp` in front of a "server" that is a shell `script`; writes `input` as the
+/// client, and closes its side unless `stay` (then the proxy's own exit ends the run); returns
+/// the exit status, what it said on stderr, and how long it took to exit.
+fn raw_proxy(
+    project: &Project,
+    script: &str,
+    input: &str,
+    stay: bool,
+) -> (std::process::ExitStatus, String, Duration) {
+    use std::io::Write;
+    let plugins = PluginDir::new();
+    let stderr = project.dir.path().join("proxy-stderr.txt");
+    let started = Instant::now();
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_palisade"))
+        .args(["mcp", "--name", "raw", "--plugins"])
+        .arg(plugins.path())
+        .args(["--", "sh", "-c", script])
+        .current_dir(project.dir.path())
+        .env("PALISADE_CACHE_DIR", cache_dir())
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::fs::File::create(&stderr).unwrap())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    stdin.write_all(input.as_bytes()).unwrap();
+    let open = stay.then_some(stdin);
+    let status = child.wait().unwrap();
+    let took = started.elapsed();
+    drop(open);
+    (status, std::fs::read_to_string(stderr).unwrap(), took)
+}
+
+/// A `tools/call` without an id (a notification) would run at the server unjudged: it is
+/// dropped, while every other message passes on.
+#[test]
+fn a_tools_call_without_an_id_never_reaches_the_server() {
+    let project = Project::new(&[]);
+    let input = concat!(
+        r#"{"jsonrpc":"2.0","method":"tools/call","params":{"name":"delete_everything"}}"#,
+        "\n",
+        r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#,
+        "\n",
+    );
+    let (_, stderr, _) = raw_proxy(&project, "cat > received.jsonl", input, false);
+    // The server (`cat`) writes what it got once its input closes, after the proxy's exit.
+    let file = project.dir.path().join("received.jsonl");
+    let started = Instant::now();
+    let mut received = String::new();
+    while !received.contains("notifications/initialized")
+        && started.elapsed() < Duration::from_secs(10)
+    {
+        std::thread::sleep(Duration::from_millis(50));
+        received = std::fs::read_to_string(&file).unwrap_or_default();
+    }
+    assert!(!received.contains("delete_everything"), "{received}");
+    assert!(received.contains("notifications/initialized"), "{received}");
+    assert!(
+        stderr.contains("dropped a tools/call without an id"),
+        "{stderr}"
+    );
+}
+
+/// A server that writes a line longer than the proxy takes (64 MiB) ends the proxy at once,
+/// saying why, instead of holding it all.
+#[test]
+fn a_line_over_the_bound_ends_the_proxy() {
+    let project = Project::new(&[]);
+    let script = "head -c 70000000 /dev/zero | tr '\\0' a; sleep 20";
+    let (status, stderr, took) = raw_proxy(&project, script, "", true);
+    assert_eq!(status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("a line over 67108864 bytes"), "{stderr}");
+    assert!(took < Duration::from_secs(15), "{took:?}");
+}

@@ -31,14 +31,13 @@
 mod tools;
 mod turns;
 
-use crate::jsonrpc::{Writer, load_plugins, reap, spawn_child, truncate, until_exit};
+use crate::jsonrpc::{Lines, Writer, load_plugins, next_message, reap, spawn_child, until_exit};
 use agent_client_protocol_schema::v1 as schema;
 use palisade::{Lifecycle, Plugins, Signal};
 use serde_json::Value;
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, MutexGuard};
-use tokio::io::{AsyncBufReadExt, BufReader};
 
 /// Guard an ACP agent: `palisade acp --plugins DIR -- AGENT [ARGS…]`, registered in the
 /// editor as the agent's command.
@@ -168,8 +167,16 @@ impl Proxy {
     }
 
     async fn from_editor(self: Arc<Self>) {
-        let mut lines = BufReader::new(tokio::io::stdin()).lines();
-        while let Ok(Some(line)) = lines.next_line().await {
+        let mut lines = Lines::new(tokio::io::stdin());
+        loop {
+            let line = match lines.next().await {
+                Ok(Some(line)) => line,
+                Ok(None) => break,
+                Err(e) => {
+                    eprintln!("palisade acp: the editor's input ends: {e}");
+                    break;
+                }
+            };
             let Ok(message) = serde_json::from_str::<Value>(&line) else {
                 // Not ours to judge: the agent answers a malformed request.
                 self.agent.line(line);
@@ -201,23 +208,18 @@ impl Proxy {
                 }
             }
         }
-        // The editor went away: so does the agent (its stdin closes with us).
+        // The editor went away: what it sent reaches the agent, and then the agent goes too (its
+        // stdin closes with us).
+        self.agent.flush().await;
         std::process::exit(0);
     }
 
     async fn from_agent(self: Arc<Self>, stdout: tokio::process::ChildStdout) -> String {
-        let mut lines = BufReader::new(stdout).lines();
+        let mut lines = Lines::new(stdout);
         loop {
-            let line = match lines.next_line().await {
-                Ok(Some(line)) => line,
-                Ok(None) => return "its output closed".into(),
-                Err(e) => return format!("its output failed: {e}"),
-            };
-            if line.trim().is_empty() {
-                continue;
-            }
-            let Ok(message) = serde_json::from_str::<Value>(&line) else {
-                return format!("it wrote a line that is not JSON-RPC: {}", truncate(&line));
+            let (line, message) = match next_message(&mut lines).await {
+                Ok(next) => next,
+                Err(why) => return why,
             };
             let method = message["method"].as_str().unwrap_or_default().to_string();
             let names = schema::CLIENT_METHOD_NAMES;

@@ -172,7 +172,14 @@ async fn handle(
                     "palisade mcp takes one JSON-RPC message per request, not a batch",
                 );
             }
-            Ok(message) if message["method"] == "tools/call" && message.get("id").is_some() => {
+            Ok(message) if message["method"] == "tools/call" => {
+                if message.get("id").is_none() {
+                    // A call without an id would run at the server unjudged.
+                    return problem(
+                        StatusCode::BAD_REQUEST,
+                        "a tools/call must be a request, with an id: Palisade judges every call",
+                    );
+                }
                 return gateway.tools_call(&headers, &session_id, message).await;
             }
             Ok(message) if message["method"] == "notifications/cancelled" => {

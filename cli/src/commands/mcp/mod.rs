@@ -21,7 +21,7 @@
 mod call;
 mod http;
 
-use crate::jsonrpc::{Writer, load_plugins, reap, spawn_child, truncate, until_exit};
+use crate::jsonrpc::{Lines, Writer, load_plugins, next_message, reap, spawn_child, until_exit};
 use palisade::{Lifecycle, Plugins, Signal};
 use serde_json::{Value, json};
 use std::collections::HashMap;
@@ -29,7 +29,6 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::time::Duration;
-use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::sync::oneshot;
 
 /// Guard an MCP server: `palisade mcp --plugins DIR -- SERVER [ARGS…]`, configured in the
@@ -189,8 +188,16 @@ impl Proxy {
     }
 
     async fn from_client(self: Arc<Self>) {
-        let mut lines = BufReader::new(tokio::io::stdin()).lines();
-        while let Ok(Some(line)) = lines.next_line().await {
+        let mut lines = Lines::new(tokio::io::stdin());
+        loop {
+            let line = match lines.next().await {
+                Ok(Some(line)) => line,
+                Ok(None) => break,
+                Err(e) => {
+                    eprintln!("palisade mcp: the client's input ends: {e}");
+                    break;
+                }
+            };
             match serde_json::from_str::<Value>(&line) {
                 Ok(Value::Object(_)) => {}
                 Ok(Value::Array(_)) => {
@@ -231,6 +238,12 @@ impl Proxy {
                     lock(&self.open).insert(id_key(&id), id);
                     self.server.line(line);
                 }
+                None if method == "tools/call" => {
+                    // A call without an id would run at the server unjudged: it goes nowhere.
+                    eprintln!(
+                        "palisade mcp: dropped a tools/call without an id (not judged, not sent)"
+                    );
+                }
                 None => {
                     if method == "notifications/cancelled" {
                         self.cancelled(&message["params"]["requestId"]);
@@ -239,8 +252,9 @@ impl Proxy {
                 }
             }
         }
-        // The client went away: the session ends, and so does the server (its stdin closes
-        // with us).
+        // The client went away: what it sent reaches the server, the session ends, and so does
+        // the server (its stdin closes with us).
+        self.server.flush().await;
         self.lifecycle
             .session_ended("the client closed the connection");
         self.lifecycle
@@ -258,18 +272,11 @@ impl Proxy {
     }
 
     async fn from_server(self: Arc<Self>, stdout: tokio::process::ChildStdout) -> String {
-        let mut lines = BufReader::new(stdout).lines();
+        let mut lines = Lines::new(stdout);
         loop {
-            let line = match lines.next_line().await {
-                Ok(Some(line)) => line,
-                Ok(None) => return "its output closed".into(),
-                Err(e) => return format!("its output failed: {e}"),
-            };
-            if line.trim().is_empty() {
-                continue;
-            }
-            let Ok(message) = serde_json::from_str::<Value>(&line) else {
-                return format!("it wrote a line that is not JSON: {}", truncate(&line));
+            let (line, message) = match next_message(&mut lines).await {
+                Ok(next) => next,
+                Err(why) => return why,
             };
             let is_answer = message.get("method").is_none();
             if let (true, Some(id)) = (is_answer, message.get("id")) {
