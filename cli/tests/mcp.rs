@@ -235,6 +235,36 @@ async fn a_post_tool_hook_redacts_what_the_client_receives() {
     client.cancel().await.unwrap();
 }
 
+/// A guard that never returns is stopped at its deadline and the call is denied (fail
+/// closed): the proxy's single thread is not held by it.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_guard_stuck_in_a_loop_denies_at_its_deadline() {
+    let project = Project::new(&[("notes.txt", "plain notes")]);
+    let plugins = PluginDir::new();
+    plugins.scripted(
+        "stuck",
+        "[limits]\ntimeout_ms = 300\nfuel = 1_000_000_000_000\n\
+         [[hooks]]\npoint = \"pre-tool\"\ncapability = \"guard\"\n[config]\npre_tool = \"loop\"\n",
+    );
+    let client = connect(&project, &plugins, &project.filesystem()).await;
+    let started = Instant::now();
+    let result = call(
+        &client,
+        "read_text_file",
+        json!({ "path": project.file("notes.txt") }),
+    )
+    .await;
+    assert!(
+        started.elapsed() < Duration::from_secs(10),
+        "{:?}",
+        started.elapsed()
+    );
+    assert_eq!(result.is_error, Some(true), "{result:?}");
+    assert!(!text(&result).contains("plain notes"), "{result:?}");
+    assert!(project.audit().contains("timeout"), "{}", project.audit());
+    client.cancel().await.unwrap();
+}
+
 /// The example `timeout` wrapper cuts a tool that takes too long off: the client gets an
 /// error result in time, not the tool's answer 30 s later.
 #[tokio::test(flavor = "multi_thread")]

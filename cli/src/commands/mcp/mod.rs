@@ -75,6 +75,11 @@ const INTERNAL_ERROR: i64 = -32603;
 const SETTLE: Duration = Duration::from_secs(5);
 
 impl McpCommand {
+    /// Whether it proxies a server on stdio (one client), not on HTTP.
+    pub fn over_stdio(&self) -> bool {
+        self.listen.is_none()
+    }
+
     /// Runs the proxy until the client or the server goes away. Never returns: the process
     /// exits (0 when the client closed the connection, 1 when the server ended), since a read
     /// of standard input in flight would otherwise hold the runtime open.
