@@ -221,12 +221,83 @@ pub async fn next_message<R: AsyncRead + Unpin>(
         if line.trim().is_empty() {
             continue;
         }
-        return match serde_json::from_str::<Value>(&line) {
+        return match parse(&line) {
             Ok(message) => Ok((line, message)),
             Err(_) => Err(format!(
                 "it wrote a line that is not JSON: {}",
                 truncate(&line)
             )),
         };
+    }
+}
+
+/// A message as JSON. A string escape of a lone UTF-16 surrogate (`"\\ud800"`), which JSON.parse
+/// takes and serde_json refuses, is read as U+FFFD: a message the peer reads must never be one
+/// the proxy cannot, or it would pass unjudged.
+pub fn parse(line: &str) -> serde_json::Result<Value> {
+    serde_json::from_str(line).or_else(|e| match without_lone_surrogates(line) {
+        Some(fixed) => serde_json::from_str(&fixed),
+        None => Err(e),
+    })
+}
+
+/// `line` with every escape of a lone surrogate replaced by `\\ufffd`; `None` if it has none.
+fn without_lone_surrogates(line: &str) -> Option<String> {
+    let escape = |at: usize| -> Option<u16> {
+        let hex = line.get(at + 2..at + 6)?;
+        (line.as_bytes().get(at + 1) == Some(&b'u'))
+            .then(|| u16::from_str_radix(hex, 16).ok())
+            .flatten()
+    };
+    let bytes = line.as_bytes();
+    let mut fixed = String::with_capacity(line.len());
+    let (mut copied, mut i, mut changed) = (0, 0, false);
+    while i < bytes.len() {
+        if bytes[i] != b'\\' {
+            i += 1;
+            continue;
+        }
+        match escape(i) {
+            Some(high @ 0xD800..=0xDBFF) => {
+                let paired = escape(i + 6).is_some_and(|low| (0xDC00..=0xDFFF).contains(&low))
+                    && bytes.get(i + 6) == Some(&b'\\');
+                if !paired {
+                    let _ = high;
+                    fixed.push_str(&line[copied..i]);
+                    fixed.push_str("\\ufffd");
+                    copied = i + 6;
+                    changed = true;
+                }
+                i += if paired { 12 } else { 6 };
+            }
+            Some(0xDC00..=0xDFFF) => {
+                fixed.push_str(&line[copied..i]);
+                fixed.push_str("\\ufffd");
+                copied = i + 6;
+                changed = true;
+                i += 6;
+            }
+            Some(_) => i += 6,
+            // Any other escape (`\\\\` included): its two characters.
+            None => i += 2,
+        }
+    }
+    fixed.push_str(&line[copied.min(line.len())..]);
+    changed.then_some(fixed)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse;
+
+    #[test]
+    fn a_lone_surrogate_is_read_as_the_replacement_character() {
+        let parsed =
+            parse(r#"{"a":"x\ud800y","b":"\udc00","c":"\ud83d\ude00","d":"\\ud800"}"#).unwrap();
+        assert_eq!(parsed["a"], "x\u{fffd}y");
+        assert_eq!(parsed["b"], "\u{fffd}");
+        assert_eq!(parsed["c"], "\u{1f600}");
+        assert_eq!(parsed["d"], "\\ud800");
+        assert!(parse("{not json").is_err());
     }
 }

@@ -739,12 +739,12 @@ async fn over_streamable_http_the_pipeline_decides_and_claude_code_sees_the_reda
 /// the exit status, what it said on stderr, and how long it took to exit.
 fn raw_proxy(
     project: &Project,
+    plugins: &PluginDir,
     script: &str,
     input: &str,
     stay: bool,
 ) -> (std::process::ExitStatus, String, Duration) {
     use std::io::Write;
-    let plugins = PluginDir::new();
     let stderr = project.dir.path().join("proxy-stderr.txt");
     let started = Instant::now();
     let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_palisade"))
@@ -778,7 +778,13 @@ fn a_tools_call_without_an_id_never_reaches_the_server() {
         r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#,
         "\n",
     );
-    let (_, stderr, _) = raw_proxy(&project, "cat > received.jsonl", input, false);
+    let (_, stderr, _) = raw_proxy(
+        &project,
+        &PluginDir::new(),
+        "cat > received.jsonl",
+        input,
+        false,
+    );
     // The server (`cat`) writes what it got once its input closes, after the proxy's exit.
     let file = project.dir.path().join("received.jsonl");
     let started = Instant::now();
@@ -803,8 +809,44 @@ fn a_tools_call_without_an_id_never_reaches_the_server() {
 fn a_line_over_the_bound_ends_the_proxy() {
     let project = Project::new(&[]);
     let script = "head -c 70000000 /dev/zero | tr '\\0' a; sleep 20";
-    let (status, stderr, took) = raw_proxy(&project, script, "", true);
+    let (status, stderr, took) = raw_proxy(&project, &PluginDir::new(), script, "", true);
     assert_eq!(status.code(), Some(1), "{stderr}");
     assert!(stderr.contains("a line over 67108864 bytes"), "{stderr}");
     assert!(took < Duration::from_secs(15), "{took:?}");
+}
+
+/// A message serde_json cannot read but JSON.parse can (a lone surrogate's escape) is judged
+/// all the same, and one that is not JSON at all is not passed on: neither slips past the
+/// pipeline to the server.
+#[test]
+fn a_message_the_proxy_cannot_read_never_reaches_the_server_unjudged() {
+    let project = Project::new(&[]);
+    let plugins = PluginDir::new();
+    plugins.scripted(
+        "deny-all",
+        "[[hooks]]\npoint = \"pre-tool\"\ncapability = \"guard\"\n[config]\npre_tool = \"deny\"\n",
+    );
+    let input = concat!(
+        r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"wipe","arguments":{"a":"\ud800"}}}"#,
+        "\n",
+        r#"{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"wipe2"}"#,
+        "\n",
+        r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#,
+        "\n",
+    );
+    let (_, stderr, _) = raw_proxy(&project, &plugins, "cat > received.jsonl", input, false);
+    let file = project.dir.path().join("received.jsonl");
+    let started = Instant::now();
+    let mut received = String::new();
+    while !received.contains("notifications/initialized")
+        && started.elapsed() < Duration::from_secs(10)
+    {
+        std::thread::sleep(Duration::from_millis(50));
+        received = std::fs::read_to_string(&file).unwrap_or_default();
+    }
+    assert!(
+        received.contains("notifications/initialized"),
+        "{received}\n{stderr}"
+    );
+    assert!(!received.contains("wipe"), "{received}");
 }

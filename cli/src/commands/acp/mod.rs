@@ -31,7 +31,9 @@
 mod tools;
 mod turns;
 
-use crate::jsonrpc::{Lines, Writer, load_plugins, next_message, reap, spawn_child, until_exit};
+use crate::jsonrpc::{
+    Lines, Writer, load_plugins, next_message, reap, spawn_child, truncate, until_exit,
+};
 use agent_client_protocol_schema::v1 as schema;
 use palisade::{Lifecycle, Plugins, Signal};
 use serde_json::Value;
@@ -177,9 +179,11 @@ impl Proxy {
                     break;
                 }
             };
-            let Ok(message) = serde_json::from_str::<Value>(&line) else {
-                // Not ours to judge: the agent answers a malformed request.
-                self.agent.line(line);
+            let Ok(message) = crate::jsonrpc::parse(&line) else {
+                // What Palisade cannot read is not passed on: the agent might read a prompt
+                // in it.
+                let why = format!("not a JSON-RPC message: {}", truncate(&line));
+                self.editor.error(&Value::Null, -32700, why, None);
                 continue;
             };
             let method = message["method"].as_str().unwrap_or_default().to_string();

@@ -163,7 +163,8 @@ async fn handle(
     };
     let session_id = header_text(&headers, "mcp-session-id");
     if method == Method::POST {
-        match serde_json::from_slice::<Value>(&body) {
+        let text = String::from_utf8_lossy(&body);
+        match crate::jsonrpc::parse(&text) {
             Ok(Value::Array(_)) => {
                 // A batch could hide a tools/call from the pipeline: refused whole.
                 return jsonrpc_error(
@@ -185,7 +186,14 @@ async fn handle(
             Ok(message) if message["method"] == "notifications/cancelled" => {
                 gateway.cancelled(&session_id, &message["params"]["requestId"]);
             }
-            _ => {}
+            Ok(_) => {}
+            // What Palisade cannot read is not passed on: the server might read a call in it.
+            Err(_) => {
+                return problem(
+                    StatusCode::BAD_REQUEST,
+                    "the body is not a JSON-RPC message",
+                );
+            }
         }
     }
     if method == Method::DELETE {

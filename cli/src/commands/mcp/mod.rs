@@ -21,7 +21,9 @@
 mod call;
 mod http;
 
-use crate::jsonrpc::{Lines, Writer, load_plugins, next_message, reap, spawn_child, until_exit};
+use crate::jsonrpc::{
+    Lines, Writer, load_plugins, next_message, reap, spawn_child, truncate, until_exit,
+};
 use palisade::{Lifecycle, Plugins, Signal};
 use serde_json::{Value, json};
 use std::collections::HashMap;
@@ -65,6 +67,8 @@ pub struct McpCommand {
     server: Vec<String>,
 }
 
+/// JSON-RPC's code for a message that is not JSON.
+const PARSE_ERROR: i64 = -32700;
 /// JSON-RPC's code for an invalid request (a batch, which this proxy does not take).
 const INVALID_REQUEST: i64 = -32600;
 /// JSON-RPC's code for parameters that do not match the method's schema.
@@ -203,8 +207,8 @@ impl Proxy {
                     break;
                 }
             };
-            match serde_json::from_str::<Value>(&line) {
-                Ok(Value::Object(_)) => {}
+            let message = match crate::jsonrpc::parse(&line) {
+                Ok(message @ Value::Object(_)) => message,
                 Ok(Value::Array(_)) => {
                     // A batch could hide a tools/call from the pipeline: refused whole.
                     let why = "palisade mcp takes one JSON-RPC message per line, not a batch";
@@ -212,13 +216,14 @@ impl Proxy {
                         .error(&Value::Null, INVALID_REQUEST, why.into(), None);
                     continue;
                 }
-                // Not ours to judge: the server answers a malformed message.
+                // What Palisade cannot read is not passed on: the server might read a call in
+                // it.
                 _ => {
-                    self.server.line(line);
+                    let why = format!("not a JSON-RPC message: {}", truncate(&line));
+                    self.client.error(&Value::Null, PARSE_ERROR, why, None);
                     continue;
                 }
-            }
-            let message: Value = serde_json::from_str(&line).expect("parsed above");
+            };
             let method = message["method"].as_str().unwrap_or_default().to_string();
             match message.get("id").cloned() {
                 Some(id) if method == "tools/call" => {
