@@ -293,6 +293,25 @@ fn an_existing_shell_hook_runs_as_a_command_plugin_through_the_bridge() {
     );
 }
 
+/// An event whose text holds a lone surrogate's escape (Claude Code writes one for a string
+/// with a lone surrogate; serde_json alone refuses it) is judged, not refused unread: a
+/// post-tool block answers as for any other result.
+#[test]
+fn an_event_with_a_lone_surrogate_is_judged() {
+    let dir = plugins(EVERY_POINT);
+    let event = sample("claude", "PostToolUse").replacen(
+        "\"tool_response\": {",
+        "\"tool_response\": {\"note\": \"x\\ud800y\",",
+        1,
+    );
+    assert!(event.contains("\\ud800"), "{event}");
+    let post = answer(&palisade(
+        &["claude-code", dir.path().to_str().unwrap()],
+        &event,
+    ));
+    assert_eq!(post["decision"], "block", "{post}");
+}
+
 /// `install zed --settings` adds (or, again, replaces) its agent server and keeps the rest; a
 /// settings file it cannot read as JSON is left as it is, with the way out.
 #[test]

@@ -133,18 +133,17 @@ async fn decide(
     started: Instant,
 ) -> Result<(Reply, palisade::Lifecycle), Reply> {
     let raw = read_stdin().await;
-    let input: Value =
-        match raw.and_then(|raw| serde_json::from_slice(&raw).map_err(|e| e.to_string())) {
-            Ok(input) => input,
-            // Without the event name, nothing says whether blocking is safe: block, since
-            // the most likely caller of a guard is a tool call.
-            Err(e) => {
-                return Err(bridge::failure(
-                    "PreToolUse",
-                    &format!("cannot read the hook event on stdin: {e}"),
-                ));
-            }
-        };
+    let input: Value = match raw.and_then(|raw| read_event(&raw).map_err(|e| e.to_string())) {
+        Ok(input) => input,
+        // Without the event name, nothing says whether blocking is safe: block, since
+        // the most likely caller of a guard is a tool call.
+        Err(e) => {
+            return Err(bridge::failure(
+                "PreToolUse",
+                &format!("cannot read the hook event on stdin: {e}"),
+            ));
+        }
+    };
     let name = input
         .get("hook_event_name")
         .and_then(Value::as_str)
@@ -220,4 +219,11 @@ async fn load(options: &BridgeCommand, name: &str, watch: Arc<Watch>) -> Result<
             ),
         )
     })
+}
+
+/// A hook event as JSON, read as the agent meant it: a lone surrogate's escape (which
+/// JavaScript writes and serde_json refuses) is read as U+FFFD, so the event is judged rather
+/// than refused unread.
+pub fn read_event(raw: &[u8]) -> serde_json::Result<Value> {
+    crate::jsonrpc::parse(&String::from_utf8_lossy(raw))
 }

@@ -2,7 +2,6 @@
 
 use crate::hook_io::{DEFAULT_BUDGET_MS, answer, read_stdin};
 use palisade::bridge::{self, Reply};
-use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::{Arc, Mutex};
@@ -78,7 +77,7 @@ async fn forward_within(url: &str, token_file: Option<&Path>, event: Arc<Mutex<S
         }
     };
     // Without the event's name nothing says blocking is safe: block, as the bridge does.
-    let name = serde_json::from_slice::<Value>(&input)
+    let name = crate::commands::bridge::read_event(&input)
         .ok()
         .and_then(|v| v["hook_event_name"].as_str().map(str::to_string))
         .unwrap_or_else(|| "PreToolUse".to_string());

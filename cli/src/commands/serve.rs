@@ -758,7 +758,7 @@ async fn read_body(server: &Server, body: Body) -> Result<Bytes, Box<Response>> 
 }
 
 async fn answer(server: &Arc<Server>, dialect: Dialect, body: &[u8]) -> Response {
-    let input: Value = match serde_json::from_slice(body) {
+    let input: Value = match crate::commands::bridge::read_event(body) {
         Ok(Value::Object(map)) => Value::Object(map),
         Ok(_) => {
             return problem(
