@@ -732,6 +732,94 @@ async fn over_streamable_http_the_pipeline_decides_and_claude_code_sees_the_reda
     assert!(results.contains("token = [REDACTED]"), "{results}");
 }
 
+/// The messages of an event stream, read as they come.
+struct Events {
+    response: reqwest::Response,
+    pending: String,
+}
+
+impl Events {
+    /// The next message.
+    async fn next(&mut self) -> Value {
+        loop {
+            if let Some(end) = self.pending.find("\n\n") {
+                let event: String = self.pending.drain(..end + 2).collect();
+                let data: Vec<&str> = event
+                    .lines()
+                    .filter_map(|l| l.strip_prefix("data:"))
+                    .map(str::trim_start)
+                    .collect();
+                if let Ok(message) = serde_json::from_str(&data.join("\n")) {
+                    return message;
+                }
+                continue;
+            }
+            let chunk = tokio::time::timeout(Duration::from_secs(30), self.response.chunk())
+                .await
+                .expect("the stream went on in time")
+                .unwrap()
+                .expect("the stream has more");
+            self.pending.push_str(&String::from_utf8_lossy(&chunk));
+        }
+    }
+}
+
+/// Over streamable HTTP, an ask reaches a client that takes elicitations on the event stream
+/// that answers its `tools/call`; its POSTed yes runs the tool, its no denies it.
+#[tokio::test(flavor = "multi_thread")]
+async fn over_streamable_http_an_ask_is_put_to_the_client_on_the_calls_stream() {
+    let project = Project::new(&[]);
+    let plugins = PluginDir::new();
+    plugins.scripted(
+        "asker",
+        "[[hooks]]\npoint = \"pre-tool\"\ncapability = \"guard\"\n[config]\npre_tool = \"ask\"\n",
+    );
+    let (_server, _proxy, url, token) = over_http(&project, &plugins);
+    let http = reqwest::Client::new();
+    let post = |body: Value| {
+        http.post(&url)
+            .bearer_auth(&token)
+            .header("content-type", "application/json")
+            .header("accept", "application/json, text/event-stream")
+            .body(body.to_string())
+            .send()
+    };
+    let initialize = json!({ "jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": { "elicitation": {} },
+        "clientInfo": { "name": "test", "version": "1" } } });
+    assert!(post(initialize).await.unwrap().status().is_success());
+    for (n, yes) in [(10, true), (11, false)] {
+        let call = json!({ "jsonrpc": "2.0", "id": n, "method": "tools/call",
+            "params": { "name": "secret", "arguments": {} } });
+        let response = post(call).await.unwrap();
+        assert_eq!(response.headers()["content-type"], "text/event-stream");
+        let mut events = Events {
+            response,
+            pending: String::new(),
+        };
+        let question = events.next().await;
+        assert_eq!(question["method"], "elicitation/create", "{question}");
+        assert!(
+            question["params"]["message"]
+                .as_str()
+                .is_some_and(|m| m.contains("asker/pre-tool")),
+            "{question}"
+        );
+        let answer = json!({ "jsonrpc": "2.0", "id": question["id"], "result": {
+            "action": "accept", "content": { "approve": yes } } });
+        assert_eq!(post(answer).await.unwrap().status(), 202);
+        let result = events.next().await;
+        assert_eq!(result["id"], n, "{result}");
+        let said = result["result"].to_string();
+        if yes {
+            assert!(said.contains("ghp_httpT0ken99"), "{result}");
+        } else {
+            assert_eq!(result["result"]["isError"], true, "{result}");
+            assert!(!said.contains("ghp_httpT0ken99"), "{result}");
+        }
+    }
+}
+
 // --- what the proxy refuses to pass on ------------------------------------------------------
 
 /// `palisade mcp` in front of a "server" that is a shell `script`; writes `input` as the

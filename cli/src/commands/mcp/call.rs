@@ -71,7 +71,7 @@ pub(super) async fn call_tool(
     let request = ToolRequest {
         provenance: Some(Provenance::Mcp { server, tool }),
         ..ToolRequest::new(
-            format!("mcp-{}", id_key(id).trim_matches('"')),
+            tool_use_id(id),
             name,
             Value::Object(parsed.arguments.unwrap_or_default()),
         )
@@ -284,42 +284,56 @@ impl Proxy {
         let id = self.own_id("ask");
         let (answered, answer) = oneshot::channel();
         lock(&self.asks).insert(id_key(&Value::String(id.clone())), answered);
-        let params = json!({
-            "message": format!(
-                "Palisade: `{}` asks before {} runs: {}",
-                ask.hook_id, call.name, ask.reason
-            ),
-            "requestedSchema": {
-                "type": "object",
-                "properties": { "approve": {
-                    "type": "boolean",
-                    "title": format!("Run {}?", call.name),
-                    "description": "Allow this one call",
-                } },
-                "required": ["approve"],
-            },
-        });
-        self.client
-            .send(&request(&id, "elicitation/create", params));
-        let Ok(answer) = answer.await else {
-            return Approval::Cancelled;
-        };
-        let result = serde_json::from_value::<mcp::ElicitResult>(answer["result"].clone());
-        match result {
-            Ok(result) => match result.action {
-                mcp::ElicitationAction::Accept
-                    if result
-                        .content
-                        .as_ref()
-                        .is_some_and(|c| c["approve"] == true) =>
-                {
-                    Approval::AllowedOnce
-                }
-                mcp::ElicitationAction::Cancel => Approval::Cancelled,
-                _ => Approval::Rejected,
-            },
-            // An error, or an answer that is not an elicitation result.
-            Err(_) => Approval::Unavailable,
+        self.client.send(&elicitation(&id, call, ask));
+        match answer.await {
+            Ok(answer) => approval(&answer),
+            Err(_) => Approval::Cancelled,
         }
     }
+}
+
+/// The `elicitation/create` request `id` that asks the client's user whether `call` may run.
+pub(super) fn elicitation(id: &str, call: &ToolCall, ask: &AskRequest) -> Value {
+    let params = json!({
+        "message": format!(
+            "Palisade: `{}` asks before {} runs: {}",
+            ask.hook_id, call.name, ask.reason
+        ),
+        "requestedSchema": {
+            "type": "object",
+            "properties": { "approve": {
+                "type": "boolean",
+                "title": format!("Run {}?", call.name),
+                "description": "Allow this one call",
+            } },
+            "required": ["approve"],
+        },
+    });
+    request(id, "elicitation/create", params)
+}
+
+/// The client's answer to an elicitation: only an accepted `approve: true` lets the call run.
+pub(super) fn approval(answer: &Value) -> Approval {
+    let result = serde_json::from_value::<mcp::ElicitResult>(answer["result"].clone());
+    match result {
+        Ok(result) => match result.action {
+            mcp::ElicitationAction::Accept
+                if result
+                    .content
+                    .as_ref()
+                    .is_some_and(|c| c["approve"] == true) =>
+            {
+                Approval::AllowedOnce
+            }
+            mcp::ElicitationAction::Cancel => Approval::Cancelled,
+            _ => Approval::Rejected,
+        },
+        // An error, or an answer that is not an elicitation result.
+        Err(_) => Approval::Unavailable,
+    }
+}
+
+/// The id hooks see for the client's call `id`.
+pub(super) fn tool_use_id(id: &Value) -> String {
+    format!("mcp-{}", id_key(id).trim_matches('"'))
 }

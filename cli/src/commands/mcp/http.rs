@@ -10,24 +10,27 @@
 //! the server, and is answered as one JSON response.
 //!
 //! One Palisade session per MCP session (its `Mcp-Session-Id`; requests without one share
-//! one), at most [`MAX_SESSIONS`]; a `DELETE` of the session ends it. An `ask` is a denial here:
-//! this transport gives the proxy no stream of its own on which to put the question to the
-//! client.
+//! one), at most [`MAX_SESSIONS`]; a `DELETE` of the session ends it. An `ask` becomes an
+//! `elicitation/create` to a client that declared it takes them, on the event stream that
+//! answers its `tools/call` (when it accepts one); the client POSTs its answer, as MCP's
+//! transport has it. Any other client's ask is a denial.
 
-use super::call::{Upstream, call_tool};
-use super::{INVALID_REQUEST, id_key, lock};
+use super::call::{Upstream, approval, call_tool, elicitation, tool_use_id};
+use super::{INVALID_REQUEST, id_key, lock, random_hex};
 use crate::commands::serve::{AllowedHost, bearer_matches, problem, serve_connections};
 use axum::body::{Body, Bytes};
 use axum::extract::State;
 use axum::http::{HeaderMap, HeaderName, Method, StatusCode, Uri, header};
 use axum::response::{IntoResponse, Response};
-use palisade::{Lifecycle, Plugins, Signal};
+use palisade::{Approval, Approver, AskRequest, Lifecycle, Plugins, Signal, ToolCall};
 use serde_json::{Value, json};
 use std::collections::{HashMap, VecDeque};
 use std::net::SocketAddr;
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
+use tokio::sync::{mpsc, oneshot};
 
 /// Live MCP sessions at most; the oldest goes first.
 pub(super) const MAX_SESSIONS: usize = 1024;
@@ -69,6 +72,12 @@ struct Gateway {
     token_file: PathBuf,
     hosts: Vec<AllowedHost>,
     sessions: Mutex<Sessions>,
+    /// Elicitations Palisade sent (on a `tools/call`'s stream), by id: the client POSTs the
+    /// answers.
+    asks: Mutex<HashMap<String, oneshot::Sender<Value>>>,
+    /// What makes the ids Palisade sends unlike any the client chose.
+    prefix: String,
+    next: AtomicU64,
 }
 
 #[derive(Default)]
@@ -76,12 +85,18 @@ struct Sessions {
     live: HashMap<String, Arc<McpSession>>,
     /// Oldest first.
     order: VecDeque<String>,
+    /// The gateway itself, for the sessions' approvers.
+    me: Weak<Gateway>,
 }
 
 /// One MCP session's Palisade session, and its calls in the pipeline (by JSON-RPC id).
 struct McpSession {
     lifecycle: Lifecycle,
     in_flight: Mutex<HashMap<String, Signal>>,
+    /// Whether the client declared it takes elicitations (in its `initialize`).
+    elicits: AtomicBool,
+    /// The event streams of the calls answered on one, by the id hooks see: where an ask goes.
+    streams: Mutex<HashMap<String, mpsc::UnboundedSender<Value>>>,
 }
 
 /// Serves until SIGINT or SIGTERM.
@@ -109,7 +124,11 @@ pub(super) async fn serve(plugins: Plugins, listen: Listen) -> anyhow::Result<()
         token_file: token_file.clone(),
         hosts: AllowedHost::of(listen.address),
         sessions: Mutex::default(),
+        asks: Mutex::default(),
+        prefix: format!("palisade-{}", random_hex()),
+        next: AtomicU64::new(1),
     });
+    lock(&gateway.sessions).me = Arc::downgrade(&gateway);
     let listener = tokio::net::TcpListener::bind(listen.address)
         .await
         .map_err(|e| anyhow::anyhow!("cannot listen on {}: {e}", listen.address))?;
@@ -185,6 +204,18 @@ async fn handle(
             }
             Ok(message) if message["method"] == "notifications/cancelled" => {
                 gateway.cancelled(&session_id, &message["params"]["requestId"]);
+            }
+            Ok(message) if message["method"] == "initialize" => {
+                let elicits = !message["params"]["capabilities"]["elicitation"].is_null();
+                return gateway.initialize(&headers, body, elicits).await;
+            }
+            Ok(message) if message.get("method").is_none() && message.get("id").is_some() => {
+                // An answer: to one of Palisade's questions, or to the server's request.
+                let waiting = lock(&gateway.asks).remove(&id_key(&message["id"]));
+                if let Some(waiting) = waiting {
+                    let _ = waiting.send(message);
+                    return StatusCode::ACCEPTED.into_response();
+                }
             }
             Ok(_) => {}
             // What Palisade cannot read is not passed on: the server might read a call in it.
@@ -262,13 +293,34 @@ impl Gateway {
             sessions.live.remove(&oldest);
         }
         let name = if id.is_empty() { "none" } else { id };
+        let approver = Arc::new(Elicit {
+            gateway: sessions.me.clone(),
+            session: id.to_string(),
+        });
+        let session = self
+            .plugins
+            .session(format!("mcp-http-{name}"))
+            .with_approver(approver);
         let session = Arc::new(McpSession {
-            lifecycle: Lifecycle::new(self.plugins.session(format!("mcp-http-{name}"))),
+            lifecycle: Lifecycle::new(session),
             in_flight: Mutex::default(),
+            elicits: AtomicBool::new(false),
+            streams: Mutex::default(),
         });
         sessions.live.insert(id.to_string(), session.clone());
         sessions.order.push_back(id.to_string());
         session
+    }
+
+    /// The client's `initialize`, passed on; whether it takes elicitations is remembered for
+    /// the session the server's answer names.
+    async fn initialize(&self, headers: &HeaderMap, body: Bytes, elicits: bool) -> Response {
+        let response = self.forward(Method::POST, headers, body).await;
+        let session_id = header_text(response.headers(), "mcp-session-id");
+        self.session(&session_id)
+            .elicits
+            .store(elicits, Ordering::Relaxed);
+        response
     }
 
     fn cancelled(&self, session_id: &str, request: &Value) {
@@ -298,8 +350,12 @@ impl Gateway {
         session_id: &str,
         message: Value,
     ) -> Response {
-        let id = message["id"].clone();
         let session = self.session(session_id);
+        let streams = header_text(headers, "accept").contains("text/event-stream");
+        if streams && session.elicits.load(Ordering::Relaxed) {
+            return self.tools_call_streamed(headers, session, message);
+        }
+        let id = message["id"].clone();
         let cancel = Signal::new();
         lock(&session.in_flight).insert(id_key(&id), cancel.clone());
         let upstream: Arc<dyn Upstream> = Arc::new(Http {
@@ -327,6 +383,60 @@ impl Gateway {
             Ok(None) => StatusCode::ACCEPTED.into_response(),
             Err((code, why)) => jsonrpc_error(&id, code, &why),
         }
+    }
+
+    /// A `tools/call` answered on an event stream, on which an ask can put its question to
+    /// the client; the last event is the call's answer.
+    fn tools_call_streamed(
+        self: &Arc<Self>,
+        headers: &HeaderMap,
+        session: Arc<McpSession>,
+        message: Value,
+    ) -> Response {
+        let id = message["id"].clone();
+        let (events, stream) = mpsc::unbounded_channel::<Value>();
+        lock(&session.streams).insert(tool_use_id(&id), events.clone());
+        let cancel = Signal::new();
+        lock(&session.in_flight).insert(id_key(&id), cancel.clone());
+        let upstream: Arc<dyn Upstream> = Arc::new(Http {
+            gateway: self.clone(),
+            headers: passed(headers),
+            id: id.clone(),
+        });
+        let name = self.name.clone();
+        tokio::spawn(async move {
+            let params = message["params"].clone();
+            let decided = call_tool(&session.lifecycle, upstream, name, &id, params, &cancel).await;
+            lock(&session.in_flight).remove(&id_key(&id));
+            lock(&session.streams).remove(&tool_use_id(&id));
+            let answer = match decided {
+                Ok(Some(result)) => json!({ "jsonrpc": "2.0", "id": id, "result": result }),
+                Ok(None) => return,
+                Err((code, why)) => json!({ "jsonrpc": "2.0", "id": id,
+                    "error": { "code": code, "message": why } }),
+            };
+            let _ = events.send(answer);
+        });
+        let body = futures_util::stream::unfold(stream, |mut stream| async move {
+            let message = stream.recv().await?;
+            let event = format!("event: message\ndata: {message}\n\n");
+            Some((
+                Ok::<_, std::convert::Infallible>(Bytes::from(event)),
+                stream,
+            ))
+        });
+        Response::builder()
+            .status(StatusCode::OK)
+            .header(header::CONTENT_TYPE, "text/event-stream")
+            .header(header::CACHE_CONTROL, "no-cache")
+            .body(Body::from_stream(body))
+            .unwrap_or_else(|e| problem(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))
+    }
+
+    /// A new id for a request of Palisade's own.
+    fn own_id(&self) -> String {
+        let n = self.next.fetch_add(1, Ordering::Relaxed);
+        format!("{}-ask-{n}", self.prefix)
     }
 
     /// A request to the server.
@@ -506,5 +616,45 @@ fn event_end(buffer: &[u8]) -> Option<(usize, usize)> {
     match (lf, crlf) {
         (Some(a), Some(b)) => Some(if a.0 < b.0 { a } else { b }),
         (a, b) => a.or(b),
+    }
+}
+
+/// A session's approver: an ask goes to the client as an elicitation, on the event stream of
+/// the call that asked, when the client takes them; otherwise nobody can be asked.
+struct Elicit {
+    gateway: Weak<Gateway>,
+    session: String,
+}
+
+impl Approver for Elicit {
+    fn approve<'a>(
+        &'a self,
+        call: &'a ToolCall,
+        ask: &'a AskRequest,
+    ) -> palisade::BoxFuture<'a, Approval> {
+        Box::pin(async move {
+            let Some(gateway) = self.gateway.upgrade() else {
+                return Approval::Unavailable;
+            };
+            let session = lock(&gateway.sessions).live.get(&self.session).cloned();
+            let Some(session) = session.filter(|s| s.elicits.load(Ordering::Relaxed)) else {
+                return Approval::Unavailable;
+            };
+            let Some(stream) = lock(&session.streams).get(&call.tool_use_id).cloned() else {
+                return Approval::Unavailable;
+            };
+            let id = gateway.own_id();
+            let key = id_key(&Value::String(id.clone()));
+            let (answered, answer) = oneshot::channel();
+            lock(&gateway.asks).insert(key.clone(), answered);
+            if stream.send(elicitation(&id, call, ask)).is_err() {
+                lock(&gateway.asks).remove(&key);
+                return Approval::Cancelled;
+            }
+            match answer.await {
+                Ok(answer) => approval(&answer),
+                Err(_) => Approval::Cancelled,
+            }
+        })
     }
 }

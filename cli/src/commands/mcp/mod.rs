@@ -152,7 +152,7 @@ fn id_key(id: &Value) -> String {
 }
 
 /// 64 random bits, in hex: the proxy's own ids and its session's.
-fn random_hex() -> String {
+pub(super) fn random_hex() -> String {
     let mut bytes = [0u8; 8];
     // Without the OS's randomness the ids are still unique within the process.
     let _ = getrandom::fill(&mut bytes);
