@@ -355,33 +355,38 @@ impl Gateway {
         if streams && session.elicits.load(Ordering::Relaxed) {
             return self.tools_call_streamed(headers, session, message);
         }
+        match self.decide(passed(headers), &session, message).await {
+            Some(answer) => (StatusCode::OK, axum::Json(answer)).into_response(),
+            // Cancelled: the client expects no answer.
+            None => StatusCode::ACCEPTED.into_response(),
+        }
+    }
+
+    /// The pipeline over the client's `tools/call` in `session`, its tool the same POST to the
+    /// server: the JSON-RPC answer, or `None` when the client cancelled it.
+    async fn decide(
+        self: &Arc<Self>,
+        headers: Vec<(HeaderName, String)>,
+        session: &McpSession,
+        message: Value,
+    ) -> Option<Value> {
         let id = message["id"].clone();
         let cancel = Signal::new();
         lock(&session.in_flight).insert(id_key(&id), cancel.clone());
         let upstream: Arc<dyn Upstream> = Arc::new(Http {
             gateway: self.clone(),
-            headers: passed(headers),
+            headers,
             id: id.clone(),
         });
         let params = message["params"].clone();
-        let decided = call_tool(
-            &session.lifecycle,
-            upstream,
-            self.name.clone(),
-            &id,
-            params,
-            &cancel,
-        )
-        .await;
+        let name = self.name.clone();
+        let decided = call_tool(&session.lifecycle, upstream, name, &id, params, &cancel).await;
         lock(&session.in_flight).remove(&id_key(&id));
         match decided {
-            Ok(Some(result)) => {
-                let answer = json!({ "jsonrpc": "2.0", "id": id, "result": result });
-                (StatusCode::OK, axum::Json(answer)).into_response()
-            }
-            // Cancelled: the client expects no answer.
-            Ok(None) => StatusCode::ACCEPTED.into_response(),
-            Err((code, why)) => jsonrpc_error(&id, code, &why),
+            Ok(Some(result)) => Some(json!({ "jsonrpc": "2.0", "id": id, "result": result })),
+            Ok(None) => None,
+            Err((code, why)) => Some(json!({ "jsonrpc": "2.0", "id": id,
+                "error": { "code": code, "message": why } })),
         }
     }
 
@@ -393,29 +398,16 @@ impl Gateway {
         session: Arc<McpSession>,
         message: Value,
     ) -> Response {
-        let id = message["id"].clone();
+        let key = tool_use_id(&message["id"]);
         let (events, stream) = mpsc::unbounded_channel::<Value>();
-        lock(&session.streams).insert(tool_use_id(&id), events.clone());
-        let cancel = Signal::new();
-        lock(&session.in_flight).insert(id_key(&id), cancel.clone());
-        let upstream: Arc<dyn Upstream> = Arc::new(Http {
-            gateway: self.clone(),
-            headers: passed(headers),
-            id: id.clone(),
-        });
-        let name = self.name.clone();
+        lock(&session.streams).insert(key.clone(), events.clone());
+        let (gateway, headers) = (self.clone(), passed(headers));
         tokio::spawn(async move {
-            let params = message["params"].clone();
-            let decided = call_tool(&session.lifecycle, upstream, name, &id, params, &cancel).await;
-            lock(&session.in_flight).remove(&id_key(&id));
-            lock(&session.streams).remove(&tool_use_id(&id));
-            let answer = match decided {
-                Ok(Some(result)) => json!({ "jsonrpc": "2.0", "id": id, "result": result }),
-                Ok(None) => return,
-                Err((code, why)) => json!({ "jsonrpc": "2.0", "id": id,
-                    "error": { "code": code, "message": why } }),
-            };
-            let _ = events.send(answer);
+            let answer = gateway.decide(headers, &session, message).await;
+            lock(&session.streams).remove(&key);
+            if let Some(answer) = answer {
+                let _ = events.send(answer);
+            }
         });
         let body = futures_util::stream::unfold(stream, |mut stream| async move {
             let message = stream.recv().await?;
