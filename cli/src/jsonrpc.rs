@@ -87,6 +87,28 @@ pub fn truncate(line: &str) -> String {
     line[..end].to_string()
 }
 
+/// The proxy's exit status, once a side has decided it (`i32::MIN` until then).
+static EXIT_STATUS: std::sync::atomic::AtomicI32 = std::sync::atomic::AtomicI32::new(i32::MIN);
+
+/// Decides the proxy's exit status, unless a side decided it before. The side that sees its
+/// peer go first decides: its last words to the other side may make that side go too, and
+/// that side's [`exit`] must not turn the status into its own (an editor that closes the
+/// connection on the error "the agent ended" would otherwise make a crash exit 0).
+pub fn decide_exit(status: i32) {
+    use std::sync::atomic::Ordering;
+    let _ = EXIT_STATUS.compare_exchange(i32::MIN, status, Ordering::SeqCst, Ordering::SeqCst);
+}
+
+/// Exits the process with the status decided first (see [`decide_exit`]), `status` if none
+/// was. One thread exits; another that gets here meanwhile waits for the process to end.
+pub fn exit(status: i32) -> ! {
+    static EXITING: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    decide_exit(status);
+    let exiting = EXITING.lock().unwrap_or_else(|e| e.into_inner());
+    std::mem::forget(exiting);
+    std::process::exit(EXIT_STATUS.load(std::sync::atomic::Ordering::SeqCst))
+}
+
 /// Reads the child's output with `reading` until it ends, or until the child exits: a
 /// descendant that inherited its output (a process the agent or server started) may hold the
 /// pipe open long after, and the other side must not wait for it. What the child wrote before

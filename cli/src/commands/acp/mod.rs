@@ -79,10 +79,11 @@ impl AcpCommand {
         let ended = until_exit(&mut child, proxy.clone().from_agent(from_agent)).await;
         let status = reap(&mut child).await;
         let why = format!("the agent ended ({ended}; {status})");
+        crate::jsonrpc::decide_exit(1);
+        eprintln!("palisade acp: {why}");
         proxy.fail_open_requests(&why);
         proxy.editor.flush().await;
-        eprintln!("palisade acp: {why}");
-        std::process::exit(1);
+        crate::jsonrpc::exit(1);
     }
 }
 
@@ -215,7 +216,7 @@ impl Proxy {
         // The editor went away: what it sent reaches the agent, and then the agent goes too (its
         // stdin closes with us).
         self.agent.flush().await;
-        std::process::exit(0);
+        crate::jsonrpc::exit(0);
     }
 
     async fn from_agent(self: Arc<Self>, stdout: tokio::process::ChildStdout) -> String {

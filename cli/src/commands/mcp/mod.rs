@@ -112,9 +112,10 @@ impl McpCommand {
         let ended = until_exit(&mut child, proxy.clone().from_server(from_server)).await;
         let status = reap(&mut child).await;
         let why = format!("the MCP server ended ({ended}; {status})");
-        proxy.server_gone(&why).await;
+        crate::jsonrpc::decide_exit(1);
         eprintln!("palisade mcp: {why}");
-        std::process::exit(1);
+        proxy.server_gone(&why).await;
+        crate::jsonrpc::exit(1);
     }
 }
 
@@ -271,7 +272,7 @@ impl Proxy {
             .session()
             .drain_background_for(Duration::from_secs(2))
             .await;
-        std::process::exit(0);
+        crate::jsonrpc::exit(0);
     }
 
     /// The client cancelled request `id`: a `tools/call` in the pipeline stops where it is.
