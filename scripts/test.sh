@@ -2,19 +2,49 @@
 # The test command of README.md: installs what the tests need (into target/), runs the whole
 # test suite, then builds the example plugins and checks them with the CLI. Ends with one
 # summary line: `tests: N passed, N failed`.
+#
+# The installs are mostly downloads: they run while the tests build. Arguments go to
+# `cargo test` (e.g. `scripts/test.sh -p palisade-cli --test mcp`).
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$root"
-eval "$(scripts/tools.sh)"
 mkdir -p target
 log="$root/target/test-output.log"
+tools_env="$root/target/tools.env"
+started=$SECONDS
+stamp() { echo "test.sh: $1 after $((SECONDS - started)) s" >&2; }
+
+scripts/tools.sh >"$tools_env.partial" &
+tools=$!
+# Every test binary, and the benches as a compile check (in the test build's profile: a
+# release build of wasmtime would double the time).
+build_failed=0
+if [ $# -eq 0 ]; then
+    cargo test --workspace --no-run || build_failed=1
+    cargo bench --workspace --no-run --profile dev || build_failed=1
+fi
+stamp "the build"
+if ! wait "$tools"; then
+    echo "test.sh: installing the test tools failed (see above); nothing was tested" >&2
+    exit 1
+fi
+mv "$tools_env.partial" "$tools_env"
+stamp "the tool installs"
+eval "$(cat "$tools_env")"
 cargo test --workspace --no-fail-fast "$@" 2>&1 | tee "$log"
+stamp "the tests"
 # The four-language examples are built and tested by cli/tests/languages.rs.
 scripts/build-examples.sh --no-languages
 # The binary the tests just built: `cargo run` would unify features differently and rebuild
 # wasmtime for nothing.
 "${CARGO_TARGET_DIR:-$root/target}/debug/palisade" check example-plugins
 "${CARGO_TARGET_DIR:-$root/target}/debug/palisade" test example-plugins example-plugins/cases.jsonl
+stamp "everything"
 passed=$(grep -oE 'test result: [a-zA-Z]+\. [0-9]+ passed' "$log" | awk '{n += $4} END {print n + 0}')
 failed=$(grep -oE '[0-9]+ failed;' "$log" | awk '{n += $1} END {print n + 0}')
+if [ "$build_failed" -ne 0 ]; then
+    echo "test.sh: a test binary or a bench did not build (see above)" >&2
+    failed=$((failed + 1))
+fi
 echo "tests: $passed passed, $failed failed"
+[ "$failed" -eq 0 ]

@@ -343,3 +343,40 @@ fn arbitrary_decisions_of_a_component_are_bounded_refused_or_honoured() {
         decisions.run(&data);
     }
 }
+
+/// Past a full instance pool, instances come from the on-demand engine: with a pool of one
+/// slot, three sessions each keep a live instance (the second and third from the on-demand
+/// engine) that holds its state across calls, next to a per-call plugin that needs a slot at
+/// every call; with no pool (`instance_pool(0)`) every instance is allocated on demand.
+#[tokio::test]
+async fn a_full_instance_pool_costs_time_never_a_failure() {
+    let dir = PluginDir::new();
+    guard(
+        &dir,
+        "counter",
+        "deny-after:2",
+        "instance = \"per-session\"",
+    );
+    guard(&dir, "fresh", "allow", "instance = \"per-call\"");
+    for slots in [1, 0] {
+        let host = palisade::Host::builder()
+            .instance_pool(slots)
+            .build()
+            .unwrap();
+        let plugins = host.load_dir(dir.path()).unwrap();
+        let sessions: Vec<_> = (0..3).map(|i| plugins.session(format!("s{i}"))).collect();
+        for round in 0..3 {
+            for session in &sessions {
+                let decision = session.pre_tool(&call("Bash")).await;
+                if round < 2 {
+                    assert_eq!(decision, PreToolDecision::Allow, "pool of {slots}");
+                } else {
+                    let denial = decision
+                        .denial()
+                        .expect("the counter denies its third call");
+                    assert_eq!(denial.failure, None, "pool of {slots}: {denial:?}");
+                }
+            }
+        }
+    }
+}

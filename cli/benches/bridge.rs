@@ -1,8 +1,15 @@
-//! Cost of one Claude Code hook event through the bridge, as Claude Code pays it: a new
-//! `palisade claude-code DIR` process per event (start, load five plugins from the compiled
-//! component cache, dispatch `PreToolUse`, answer, exit), measured from spawn to exit.
+//! Cost of one Claude Code hook event, as Claude Code pays it: a new process per event,
+//! measured from spawn to exit, side by side with the hooks Palisade replaces.
 //!
-//! Two plugin sets of five (see `support/plugin_sets.rs`), every plugin loaded on every event.
+//! - `palisade claude-code DIR`: start, load the plugins from the compiled component cache,
+//!   dispatch `PreToolUse`, answer, exit. With the two plugin sets of five (see
+//!   `support/plugin_sets.rs`) and the whole `example-plugins/` directory (its Python
+//!   `url-guard` and its command hook `no-force-push` included; build it first with
+//!   `scripts/build-examples.sh --no-languages`); each with the instance pool (the default)
+//!   and without it (`PALISADE_INSTANCE_POOL=0`).
+//! - The same rules as shell-guard and secret-guard written as a typical Claude Code hook in
+//!   bash + jq + grep, in Python and in Node (each given the same event on stdin).
+//!
 //! The event is a `PreToolUse` of `Bash` as Claude Code writes it. The cache is filled once
 //! before measuring (as the first event of a session does).
 //!
@@ -14,18 +21,17 @@ mod plugin_sets;
 use criterion::{Criterion, criterion_group, criterion_main};
 use plugin_sets::{EVENT, plugin_sets};
 use std::io::Write;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
-fn event(dir: &std::path::Path, cache: &std::path::Path, input: &str) -> std::process::Output {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_palisade"))
-        .arg("claude-code")
-        .arg(dir)
-        .env("PALISADE_CACHE_DIR", cache)
+/// Runs `command` with `input` on stdin; its output.
+fn run(mut command: Command, input: &str) -> std::process::Output {
+    let mut child = command
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
-        .unwrap();
+        .unwrap_or_else(|e| panic!("cannot start {command:?}: {e}"));
     child
         .stdin
         .take()
@@ -35,12 +41,101 @@ fn event(dir: &std::path::Path, cache: &std::path::Path, input: &str) -> std::pr
     child.wait_with_output().unwrap()
 }
 
+fn palisade(dir: &Path, cache: &Path, pool: bool) -> Command {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_palisade"));
+    command
+        .arg("claude-code")
+        .arg(dir)
+        .env("PALISADE_CACHE_DIR", cache);
+    if !pool {
+        command.env("PALISADE_INSTANCE_POOL", "0");
+    }
+    command
+}
+
+/// The rules of shell-guard and secret-guard, as people write them for Claude Code.
+const BASH_HOOK: &str = r#"#!/usr/bin/env bash
+input=$(cat)
+tool=$(jq -r '.tool_name' <<<"$input")
+command=$(jq -r '.tool_input.command // empty' <<<"$input")
+file=$(jq -r '.tool_input.file_path // empty' <<<"$input")
+deny() {
+  jq -n --arg why "$1" '{hookSpecificOutput: {hookEventName: "PreToolUse",
+    permissionDecision: "deny", permissionDecisionReason: $why}}'
+  exit 0
+}
+if [ "$tool" = Bash ] && grep -qE 'rm -rf /|curl [^|]*\| *(ba)?sh|git push (-f|--force)|mkfs|dd if=' <<<"$command"; then
+  deny "dangerous command"
+fi
+if grep -qE '(^|/)\.env$|id_rsa|\.pem$|\.aws/credentials' <<<"$file$command"; then
+  deny "secret file"
+fi
+exit 0
+"#;
+
+const PYTHON_HOOK: &str = r#"import json, re, sys
+event = json.load(sys.stdin)
+tool_input = event.get("tool_input", {})
+command = tool_input.get("command", "")
+target = tool_input.get("file_path", "") + command
+def deny(why):
+    print(json.dumps({"hookSpecificOutput": {"hookEventName": "PreToolUse",
+        "permissionDecision": "deny", "permissionDecisionReason": why}}))
+    sys.exit(0)
+if event.get("tool_name") == "Bash" and re.search(r"rm -rf /|curl [^|]*\| *(ba)?sh|git push (-f|--force)|mkfs|dd if=", command):
+    deny("dangerous command")
+if re.search(r"(^|/)\.env$|id_rsa|\.pem$|\.aws/credentials", target):
+    deny("secret file")
+"#;
+
+const NODE_HOOK: &str = r#"let input = "";
+process.stdin.on("data", (d) => (input += d));
+process.stdin.on("end", () => {
+  const event = JSON.parse(input);
+  const command = event.tool_input?.command ?? "";
+  const target = (event.tool_input?.file_path ?? "") + command;
+  const deny = (why) => {
+    console.log(JSON.stringify({ hookSpecificOutput: { hookEventName: "PreToolUse",
+      permissionDecision: "deny", permissionDecisionReason: why } }));
+    process.exit(0);
+  };
+  if (event.tool_name === "Bash" && /rm -rf \/|curl [^|]*\| *(ba)?sh|git push (-f|--force)|mkfs|dd if=/.test(command)) deny("dangerous command");
+  if (/(^|\/)\.env$|id_rsa|\.pem$|\.aws\/credentials/.test(target)) deny("secret file");
+});
+"#;
+
+/// The repository's `example-plugins/`, built.
+fn example_plugins() -> PathBuf {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../example-plugins");
+    assert!(
+        dir.join("url-guard/url_guard.wasm").is_file()
+            && dir.join("shell-guard/shell_guard.wasm").is_file(),
+        "example-plugins/ is not built: run `scripts/build-examples.sh --no-languages` first"
+    );
+    dir
+}
+
 fn bench(c: &mut Criterion) {
     let dir = tempfile::tempdir().unwrap();
     let cache = dir.path().join("cache");
-    let sets = plugin_sets(dir.path());
+    let [first, second] = plugin_sets(dir.path());
+    let sets = [first, second, ("example-plugins", example_plugins())];
+    let hooks = dir.path().join("hooks");
+    std::fs::create_dir_all(&hooks).unwrap();
+    for (name, text) in [
+        ("hook.sh", BASH_HOOK),
+        ("hook.py", PYTHON_HOOK),
+        ("hook.js", NODE_HOOK),
+    ] {
+        std::fs::write(hooks.join(name), text).unwrap();
+    }
+    let shell_hooks: [(&str, &str, PathBuf); 3] = [
+        ("bash + jq + grep", "bash", hooks.join("hook.sh")),
+        ("python3", "python3", hooks.join("hook.py")),
+        ("node", "node", hooks.join("hook.js")),
+    ];
     let mut group = c.benchmark_group("bridge");
-    group.sample_size(50);
+    group.sample_size(30);
     // The floor: starting and exiting the same binary, no engine, no plugins.
     group.bench_function("baseline: palisade --version", |b| {
         b.iter(|| {
@@ -51,29 +146,52 @@ fn bench(c: &mut Criterion) {
             assert!(out.status.success());
         })
     });
-    for (name, plugins) in &sets {
-        // The first event compiles and caches; every later one loads from the cache.
-        let first = event(plugins, &cache, EVENT);
-        assert!(first.status.success(), "{first:?}");
-        // A denied event, to check the bridge really dispatches.
-        let denied = event(
-            plugins,
-            &cache,
-            &EVENT.replace("cargo test --workspace", "rm -rf /"),
+    for (name, program, script) in &shell_hooks {
+        let hook = || {
+            let mut command = Command::new(program);
+            command.arg(script);
+            command
+        };
+        // The hook judges: the event passes, a dangerous one is denied.
+        let passed = run(hook(), EVENT);
+        assert!(
+            passed.status.success() && passed.stdout.is_empty(),
+            "{passed:?}"
         );
+        let denied = run(hook(), &EVENT.replace("cargo test --workspace", "rm -rf /"));
         assert!(
             String::from_utf8_lossy(&denied.stdout).contains("\"deny\""),
-            "{denied:?}"
+            "{name} (is {program} installed? jq?): {denied:?}"
         );
-        group.bench_function(
-            format!("claude-code PreToolUse, cold process, {name}"),
-            |b| {
-                b.iter(|| {
-                    let out = event(plugins, &cache, EVENT);
-                    assert!(out.status.success());
-                })
-            },
-        );
+        group.bench_function(format!("shell hook: {name}"), |b| {
+            b.iter(|| assert!(run(hook(), EVENT).status.success()))
+        });
+    }
+    for (name, plugins) in &sets {
+        for pool in [true, false] {
+            // The first event compiles and caches; every later one loads from the cache.
+            let first = run(palisade(plugins, &cache, pool), EVENT);
+            assert!(first.status.success(), "{first:?}");
+            // A denied event, to check the bridge really dispatches.
+            let denied = run(
+                palisade(plugins, &cache, pool),
+                &EVENT.replace("cargo test --workspace", "rm -rf /"),
+            );
+            assert!(
+                String::from_utf8_lossy(&denied.stdout).contains("\"deny\""),
+                "{denied:?}"
+            );
+            let label = if pool { "pool" } else { "no pool" };
+            group.bench_function(
+                format!("palisade claude-code, cold process, {name}, {label}"),
+                |b| {
+                    b.iter(|| {
+                        let out = run(palisade(plugins, &cache, pool), EVENT);
+                        assert!(out.status.success());
+                    })
+                },
+            );
+        }
     }
     group.finish();
 }

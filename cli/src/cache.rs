@@ -24,7 +24,15 @@ pub fn host_builder() -> palisade::HostBuilder {
 
 /// [`host_builder`] without progress: for the bridges, whose stderr belongs to the agent.
 pub fn quiet_host_builder() -> palisade::HostBuilder {
-    let builder = palisade::Host::builder();
+    let mut builder = palisade::Host::builder();
+    // `PALISADE_INSTANCE_POOL=N`: the pool's size in component instances (0: no pool). A
+    // value that is not a number is ignored (a knob, never a reason not to start).
+    if let Some(slots) = std::env::var("PALISADE_INSTANCE_POOL")
+        .ok()
+        .and_then(|v| v.trim().parse().ok())
+    {
+        builder = builder.instance_pool(slots);
+    }
     match cache_dir() {
         Some(dir) => builder.cache_dir(dir),
         None => builder,

@@ -3,15 +3,23 @@
 //! One [`wasmtime::Engine`] per [`Host`] (never a global): component model on, fuel metering
 //! on, epoch interruption driven by a ticker thread, the component-model concurrency support
 //! off (no guest needs the async ABI, and it doubles the cost of a small call).
+//!
+//! Instances come from wasmtime's pooling allocator: slots reserved once and reused, with
+//! each memory's initial image mapped copy-on-write, so a fresh instance costs microseconds
+//! and an idle one only the pages it wrote. When the pool is full (or its reservation cannot
+//! be made, or a component does not fit its slots) an instance comes from a second engine,
+//! configured identically but allocating on demand, built at the first need: a full pool
+//! costs time, never a failure.
 
 use crate::error::Error;
 use crate::events::EventSink;
+use crate::runtime::sandbox::{MAX_CORE_INSTANCES, MAX_MEMORIES, MAX_TABLE_ELEMENTS, MAX_TABLES};
 use crate::runtime::sandbox::{State, bindings};
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 use wasmtime::component::{HasSelf, Linker};
-use wasmtime::{Config, Engine};
+use wasmtime::{Config, Engine, InstanceAllocationStrategy, PoolingAllocationConfig};
 
 /// How often the epoch advances: the granularity of every deadline.
 pub const EPOCH_TICK: Duration = Duration::from_millis(1);
@@ -42,8 +50,15 @@ impl std::fmt::Debug for Host {
 }
 
 pub(crate) struct HostInner {
+    /// The engine components are compiled for and instantiated in first (pooled, unless the
+    /// pool is off or could not be reserved).
     pub engine: Engine,
     pub linker: Linker<State>,
+    /// Whether `engine` allocates from a pool.
+    pub pooled: bool,
+    /// The on-demand engine, for instances the pool has no slot for: built at the first need
+    /// (`Err`: it could not be, which fails only those instances).
+    on_demand: OnceLock<Result<Runtime, String>>,
     pub sink: Option<Arc<dyn EventSink>>,
     pub background_queue: usize,
     pub cache: Option<crate::runtime::cache::Cache>,
@@ -69,6 +84,104 @@ pub(crate) struct LoadLimits {
     pub max_component_bytes: u64,
 }
 
+/// An engine and the linker of Palisade's imports for it.
+pub(crate) struct Runtime {
+    pub engine: Engine,
+    pub linker: Linker<State>,
+}
+
+impl HostInner {
+    /// The engine that allocates instances on demand: `engine` itself when it is not pooled.
+    pub(crate) fn on_demand(&self) -> Result<Runtime, String> {
+        if !self.pooled {
+            return Ok(Runtime {
+                engine: self.engine.clone(),
+                linker: self.linker.clone(),
+            });
+        }
+        self.on_demand
+            .get_or_init(|| {
+                let runtime = runtime(None).map_err(|e| format!("{e:#}"))?;
+                spawn_ticker(runtime.engine.weak(), self.stop_ticker.clone())
+                    .map_err(|e| format!("cannot start the epoch ticker thread: {e}"))?;
+                Ok(runtime)
+            })
+            .as_ref()
+            .map(|r| Runtime {
+                engine: r.engine.clone(),
+                linker: r.linker.clone(),
+            })
+            .map_err(Clone::clone)
+    }
+}
+
+/// How many component instances the pool holds by default: live per-session instances and
+/// per-call instances in flight together (a `serve` with many sessions goes past it, and its
+/// further instances come from the on-demand engine).
+pub const DEFAULT_INSTANCE_POOL: u32 = 1_000;
+
+/// The pool for `slots` component instances. Each slot admits what the sandbox admits (its
+/// caps are enforced per plugin by the resource limiter, below these): a memory of up to
+/// [`MAX_MEMORY_MB`](crate::manifest::MAX_MEMORY_MB) (only reserved, never committed, until
+/// used), and as many memories, tables and core instances per component as the limiter
+/// allows, so that no component that loads on demand fails to fit.
+fn pool(slots: u32) -> PoolingAllocationConfig {
+    let per_component = |n: usize| u32::try_from(n).unwrap_or(u32::MAX);
+    let mut pool = PoolingAllocationConfig::new();
+    pool.total_component_instances(slots)
+        // A Python or JavaScript component is a few core instances and memories; a Rust one
+        // two or three.
+        .total_core_instances(slots.saturating_mul(4))
+        .total_memories(slots.saturating_mul(2))
+        .total_tables(slots.saturating_mul(4))
+        .total_stacks(slots)
+        .max_core_instances_per_component(per_component(MAX_CORE_INSTANCES))
+        .max_memories_per_component(per_component(MAX_MEMORIES))
+        .max_tables_per_component(per_component(MAX_TABLES))
+        .max_memories_per_module(per_component(MAX_MEMORIES))
+        .max_tables_per_module(per_component(MAX_TABLES))
+        .table_elements(MAX_TABLE_ELEMENTS)
+        .max_memory_size(
+            usize::try_from(crate::manifest::MAX_MEMORY_MB * 1024 * 1024).unwrap_or(usize::MAX),
+        )
+        // An interpreter's core instance has thousands of functions and globals.
+        .max_core_instance_size(16 << 20)
+        .max_component_instance_size(16 << 20);
+    pool
+}
+
+/// The engine's configuration: `pool` when instances come from a pool, else on demand.
+fn config(pool: Option<PoolingAllocationConfig>) -> Config {
+    let mut config = Config::new();
+    config
+        .wasm_component_model(true)
+        .consume_fuel(true)
+        .epoch_interruption(true)
+        .concurrency_support(false)
+        .parallel_compilation(true)
+        // Smaller compiled code loads faster from the cache (every bridged hook event is
+        // a cold process): no wasm-offset address map (traps still name the function), no
+        // native unwind tables (wasm traps unwind through wasmtime's own frames).
+        .generate_address_map(false)
+        .native_unwind_info(false);
+    if let Some(pool) = pool {
+        config.allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
+    }
+    config
+}
+
+/// An engine and its linker.
+fn runtime(pool: Option<PoolingAllocationConfig>) -> wasmtime::Result<Runtime> {
+    let engine = Engine::new(&config(pool))?;
+    let mut linker = Linker::<State>::new(&engine);
+    wasmtime_wasi::p2::add_to_linker_async(&mut linker)?;
+    // Linked for every component; a request is refused unless its manifest grants the
+    // origin.
+    wasmtime_wasi_http::p2::add_only_http_to_linker_async(&mut linker)?;
+    bindings::AllHooks::add_to_linker::<State, HasSelf<State>>(&mut linker, |s| s)?;
+    Ok(Runtime { engine, linker })
+}
+
 impl Drop for HostInner {
     fn drop(&mut self) {
         self.stop_ticker.store(true, Ordering::Relaxed);
@@ -84,6 +197,7 @@ pub struct HostBuilder {
     wrapped_deadline: Duration,
     max_component_bytes: u64,
     state: Option<crate::state::StateStore>,
+    instance_pool: u32,
 }
 
 /// What the host reports when it compiles a component, that is when the component is not in
@@ -125,6 +239,7 @@ impl Default for HostBuilder {
             wrapped_deadline: DEFAULT_WRAPPED_EXECUTION_DEADLINE,
             max_component_bytes: DEFAULT_MAX_COMPONENT_BYTES,
             state: None,
+            instance_pool: DEFAULT_INSTANCE_POOL,
         }
     }
 }
@@ -189,32 +304,27 @@ impl HostBuilder {
         self
     }
 
+    /// Sizes the instance pool (default [`DEFAULT_INSTANCE_POOL`] component instances); `0`
+    /// turns pooling off, so that every instance is allocated on demand.
+    pub fn instance_pool(mut self, slots: u32) -> Self {
+        self.instance_pool = slots;
+        self
+    }
+
     /// Builds the host and starts its epoch ticker.
     pub fn build(self) -> Result<Host, Error> {
         let engine_error = |e: wasmtime::Error| Error::Engine {
             message: format!("{e:#}"),
         };
-        let mut config = Config::new();
-        config
-            .wasm_component_model(true)
-            .consume_fuel(true)
-            .epoch_interruption(true)
-            .concurrency_support(false)
-            .parallel_compilation(true)
-            // Smaller compiled code loads faster from the cache (every bridged hook event is
-            // a cold process): no wasm-offset address map (traps still name the function), no
-            // native unwind tables (wasm traps unwind through wasmtime's own frames).
-            .generate_address_map(false)
-            .native_unwind_info(false);
-        let engine = Engine::new(&config).map_err(engine_error)?;
-
-        let mut linker = Linker::<State>::new(&engine);
-        wasmtime_wasi::p2::add_to_linker_async(&mut linker).map_err(engine_error)?;
-        // Linked for every component; a request is refused unless its manifest grants the
-        // origin.
-        wasmtime_wasi_http::p2::add_only_http_to_linker_async(&mut linker).map_err(engine_error)?;
-        bindings::AllHooks::add_to_linker::<State, HasSelf<State>>(&mut linker, |s| s)
-            .map_err(engine_error)?;
+        // A pool whose reservation the machine refuses (a low `ulimit -v`) is no pool.
+        let pooled = match self.instance_pool {
+            0 => None,
+            slots => runtime(Some(pool(slots))).ok(),
+        };
+        let (Runtime { engine, linker }, pooled) = match pooled {
+            Some(runtime) => (runtime, true),
+            None => (runtime(None).map_err(engine_error)?, false),
+        };
 
         let cache = match &self.cache_dir {
             None => None,
@@ -232,6 +342,8 @@ impl HostBuilder {
             inner: Arc::new(HostInner {
                 engine,
                 linker,
+                pooled,
+                on_demand: OnceLock::new(),
                 sink: self.sink,
                 background_queue: self.background_queue,
                 cache,

@@ -346,9 +346,30 @@ impl Host {
                 return None;
             }
         }
-        let engine = &self.inner.engine;
-        let compiled = self.compile(&manifest.name, size, &sha256, bytes, &file);
-        let component = match compiled {
+        let compiled = self
+            .compile(
+                &self.inner.engine,
+                &manifest.name,
+                size,
+                &sha256,
+                bytes,
+                &file,
+            )
+            .map(|c| (c, self.inner.linker.clone()));
+        // A component the pool's slots do not admit loads into the on-demand engine (the
+        // error, if that fails too, is its: the pool's is no fault of the component's).
+        let compiled = match compiled {
+            Err(_) if self.inner.pooled => self
+                .inner
+                .on_demand()
+                .map_err(wasmtime::Error::msg)
+                .and_then(|runtime| {
+                    self.compile(&runtime.engine, &manifest.name, size, &sha256, None, &file)
+                        .map(|c| (c, runtime.linker))
+                }),
+            compiled => compiled,
+        };
+        let (component, linker) = match compiled {
             Ok(c) => c,
             Err(err) => {
                 problems.push(
@@ -362,7 +383,8 @@ impl Host {
             problems.push(problem);
             return None;
         }
-        let pre = match self.inner.linker.instantiate_pre(&component) {
+        let engine = component.engine();
+        let pre = match linker.instantiate_pre(&component) {
             Ok(pre) => pre,
             Err(err) => {
                 problems.push(
@@ -389,8 +411,10 @@ impl Host {
             size,
             path: wasm_path,
             sha256,
+            component,
             pre,
             exports,
+            on_demand: std::sync::OnceLock::new(),
         })
     }
 
@@ -400,13 +424,13 @@ impl Host {
     /// and must still have that digest.
     fn compile(
         &self,
+        engine: &wasmtime::Engine,
         plugin: &str,
         size: usize,
         sha256: &str,
         mut bytes: Option<Vec<u8>>,
         file: &std::fs::File,
     ) -> wasmtime::Result<Component> {
-        let engine = &self.inner.engine;
         let max = self.inner.limits.max_component_bytes;
         // The bytes are read only to compile (a cache hit maps the compiled code instead):
         // that is when compiling starts.

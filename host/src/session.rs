@@ -663,7 +663,7 @@ impl SessionShared {
             config: &plugin.manifest().config,
             env: &plugin.env,
             lifetime: plugin.manifest().instance,
-            engine: &self.plugins.host.inner.engine,
+            host: &self.plugins.host.inner,
             sink: &self.plugins.host.inner.sink,
             slot: (!reentrant).then(|| &self.instances[hook.plugin]),
         };

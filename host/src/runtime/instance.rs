@@ -11,8 +11,8 @@ use super::{Cost, Wasm};
 use crate::failure::{Failure, FailureReason};
 use crate::hook::{Answer, Request};
 use crate::manifest::Limits;
-use wasmtime::component::Instance as ComponentInstance;
-use wasmtime::{Engine, Store, Trap, UpdateDeadline};
+use wasmtime::component::{Instance as ComponentInstance, InstancePre};
+use wasmtime::{PoolConcurrencyLimitError, Store, Trap, UpdateDeadline};
 
 /// The size of a tool outcome, counted as [`Answer::answer_bytes`] counts one: what a hook
 /// handed that outcome may hand back.
@@ -36,6 +36,15 @@ pub(crate) struct Instance {
     instance: ComponentInstance,
     /// Export functions already looked up, so a reused instance skips the lookup.
     guests: Guests,
+    /// Whether it came from the on-demand engine (the pool was full).
+    on_demand: bool,
+}
+
+/// How an attempt to instantiate went.
+enum Attempt {
+    Done(Result<(Instance, Cost), Failure>),
+    /// The pool had no slot: nothing ran, and here is the state back.
+    PoolFull(Box<State>),
 }
 
 macro_rules! guests {
@@ -50,14 +59,37 @@ macro_rules! guests {
 palisade_wit::foreach_interface!(guests);
 
 impl Instance {
-    /// Instantiates `plugin` under `limits` (instantiation runs guest code too).
+    /// Instantiates `plugin` under `limits` (instantiation runs guest code too): in a slot of
+    /// the host's pool, or, when the pool is full, from the on-demand engine.
     pub async fn new(
-        engine: &Engine,
+        host: &crate::engine::HostInner,
         plugin: &Wasm,
         state: State,
         limits: &Limits,
     ) -> Result<(Instance, Cost), Failure> {
-        let mut store = Store::new(engine, state);
+        let mut state = match Self::instantiate(&plugin.pre, state, limits).await {
+            Attempt::Done(done) => return done,
+            Attempt::PoolFull(state) => state,
+        };
+        let loaded = plugin
+            .on_demand(host)
+            .map_err(|why| Failure::new(FailureReason::Unavailable, why))?;
+        // Nothing was allocated that counts: the failed attempt's store is gone.
+        state.limiter = Default::default();
+        match Self::instantiate(&loaded.pre, *state, limits).await {
+            Attempt::Done(done) => done.map(|(mut instance, cost)| {
+                instance.on_demand = true;
+                (instance, cost)
+            }),
+            Attempt::PoolFull(_) => Err(Failure::new(
+                FailureReason::Unavailable,
+                "the on-demand engine reported a full pool",
+            )),
+        }
+    }
+
+    async fn instantiate(pre: &InstancePre<State>, state: State, limits: &Limits) -> Attempt {
+        let mut store = Store::new(pre.engine(), state);
         store.limiter(|s| &mut s.limiter);
         store.epoch_deadline_callback(|ctx| {
             if ctx.data().call.clock.expired() {
@@ -68,24 +100,28 @@ impl Instance {
             }
         });
         arm(&mut store, limits);
-        let result = plugin.pre.instantiate_async(&mut store).await;
+        let result = pre.instantiate_async(&mut store).await;
         let cost = spent(&store, limits);
-        match result {
+        Attempt::Done(match result {
             Ok(instance) => Ok((
                 Instance {
                     store,
                     instance,
                     guests: Guests::default(),
+                    on_demand: false,
                 },
                 cost,
             )),
+            Err(err) if err.downcast_ref::<PoolConcurrencyLimitError>().is_some() => {
+                return Attempt::PoolFull(Box::new(store.into_data()));
+            }
             Err(err) => Err(classify(
                 err,
                 store.data().limiter.hit,
                 limits,
                 "instantiation",
             )),
-        }
+        })
     }
 
     /// Prepares the instance for a new invocation.
@@ -105,14 +141,16 @@ impl Instance {
             store,
             instance,
             guests,
+            on_demand,
         } = self;
+        let exports = plugin.exports(*on_demand);
         // Looks the export's functions up (once per instance), then calls it; a component
         // without the export (which loading already refuses) or whose export fails to load is
         // `unavailable`.
         macro_rules! call {
             ($exports:ident, $method:ident ( $($arg:expr),* ) => $response:expr) => {{
                 if guests.$exports.is_none() {
-                    let Some(indices) = &plugin.exports.$exports else {
+                    let Some(indices) = &exports.$exports else {
                         return (Err(missing()), Cost::default());
                     };
                     match indices.load(&mut *store, &*instance) {

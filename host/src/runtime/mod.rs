@@ -54,7 +54,8 @@ pub(crate) struct Site<'a> {
     pub config: &'a Map<String, Value>,
     pub env: &'a Arc<PluginEnv>,
     pub lifetime: InstanceLifetime,
-    pub engine: &'a wasmtime::Engine,
+    /// The host: its engines (the pooled one and the on-demand one behind it).
+    pub host: &'a crate::engine::HostInner,
     pub sink: &'a Option<Arc<dyn EventSink>>,
     /// The plugin's per-session instance slot in this session; `None` when an invocation up
     /// this call chain holds it (see [`wasm::run`]).

@@ -11,17 +11,70 @@ use crate::failure::{Failure, FailureReason};
 use crate::hook::Request;
 use crate::point::{InstanceLifetime, Interface, Point};
 use std::path::PathBuf;
+use std::sync::OnceLock;
 use std::sync::atomic::{AtomicU8, Ordering};
 use std::time::Instant;
-use wasmtime::component::InstancePre;
+use wasmtime::component::{Component, InstancePre};
 
 /// A loaded component.
 pub(crate) struct Wasm {
     pub path: PathBuf,
     pub sha256: String,
     pub size: usize,
+    /// The component, compiled for the host's first engine.
+    pub component: Component,
     pub pre: InstancePre<State>,
     pub exports: Exports,
+    /// The component loaded into the on-demand engine, for the instances the pool has no
+    /// slot for: at the first such instance.
+    pub on_demand: OnceLock<Result<Loaded, String>>,
+}
+
+/// A component ready to instantiate in one engine.
+pub(crate) struct Loaded {
+    pub pre: InstancePre<State>,
+    pub exports: Exports,
+}
+
+impl Wasm {
+    /// The component in the host's on-demand engine (loaded at the first call).
+    pub(crate) fn on_demand(&self, host: &crate::engine::HostInner) -> Result<&Loaded, String> {
+        self.on_demand
+            .get_or_init(|| {
+                let runtime = host.on_demand()?;
+                let code = self
+                    .component
+                    .serialize()
+                    .map_err(|e| format!("cannot copy the compiled component: {e:#}"))?;
+                // SAFETY: `code` is what wasmtime serialized of a component this process
+                // compiled or verified, for an engine of the same configuration.
+                #[expect(
+                    unsafe_code,
+                    reason = "loading code this process's engine just serialized"
+                )]
+                let component = unsafe { Component::deserialize(&runtime.engine, &code) }
+                    .map_err(|e| format!("cannot load into the on-demand engine: {e:#}"))?;
+                let pre = runtime
+                    .linker
+                    .instantiate_pre(&component)
+                    .map_err(|e| format!("cannot link in the on-demand engine: {e:#}"))?;
+                Ok(Loaded {
+                    exports: Exports::probe(&pre),
+                    pre,
+                })
+            })
+            .as_ref()
+            .map_err(Clone::clone)
+    }
+
+    /// The export indices of an instance from the pooled engine, or (`on_demand`) from the
+    /// on-demand one.
+    pub(crate) fn exports(&self, on_demand: bool) -> &Exports {
+        match (on_demand, self.on_demand.get()) {
+            (true, Some(Ok(loaded))) => &loaded.exports,
+            _ => &self.exports,
+        }
+    }
 }
 
 /// A session's slot for one plugin's per-session instance.
@@ -121,7 +174,7 @@ pub(crate) async fn run(plugin: &Wasm, site: Site<'_>, request: &Request) -> Run
                         );
                     }
                 };
-                match Instance::new(site.engine, plugin, state, limits).await {
+                match Instance::new(site.host, plugin, state, limits).await {
                     Ok((instance, cost)) => {
                         fresh_cost = cost;
                         instance
