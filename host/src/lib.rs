@@ -53,7 +53,7 @@ pub mod state;
 mod types;
 
 pub use engine::{
-    CompileObserver, CompileProgress, DEFAULT_MAX_COMPONENT_BYTES,
+    CompileObserver, CompileProgress, DEFAULT_INSTANCE_POOL, DEFAULT_MAX_COMPONENT_BYTES,
     DEFAULT_WRAPPED_EXECUTION_DEADLINE, EPOCH_TICK, Host, HostBuilder,
 };
 pub use error::{Error, Problem};

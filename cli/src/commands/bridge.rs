@@ -201,7 +201,7 @@ async fn load(options: &BridgeCommand, name: &str, watch: Arc<Watch>) -> Result<
     let dir = options.dir.clone();
     let points = bridge::points_for(name);
     let loaded = tokio::task::spawn_blocking(move || {
-        crate::cache::quiet_host_builder()
+        crate::cache::one_event_host_builder()
             .event_sink(watch)
             .build()
             .map_err(anyhow::Error::from)
