@@ -92,7 +92,16 @@ fn main() {
         "{:<34} {:>18} {:>18} {:>22} {:>8}",
         "plugins", "PSS (RSS) warm", "PSS (RSS) end", "PSS (RSS) per session", "took"
     );
+    let cache = dir.path().join("cache");
     for (name, plugins) in &sets {
+        // Compiled first, so that the server's memory holds no compiler's leftovers.
+        let checked = std::process::Command::new(env!("CARGO_BIN_EXE_palisade"))
+            .arg("check")
+            .arg(plugins)
+            .env("PALISADE_CACHE_DIR", &cache)
+            .output()
+            .unwrap();
+        assert!(checked.status.success(), "{checked:?}");
         let server = server::Server::start(
             plugins,
             &["--max-sessions", &max, "--state", "memory"],
