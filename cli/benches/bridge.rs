@@ -5,8 +5,9 @@
 //!   dispatch `PreToolUse`, answer, exit. With the two plugin sets of five (see
 //!   `support/plugin_sets.rs`) and the whole `example-plugins/` directory (its Python
 //!   `url-guard` and its command hook `no-force-push` included; build it first with
-//!   `scripts/build-examples.sh --no-languages`); each with the instance pool (the default)
-//!   and without it (`PALISADE_INSTANCE_POOL=0`).
+//!   `scripts/build-examples.sh --no-languages`); each as the bridges run (no instance pool)
+//!   and with the pool the long-lived hosts have (`PALISADE_INSTANCE_POOL=1000`), which
+//!   shows why the bridges have none.
 //! - The same rules as shell-guard and secret-guard written as a typical Claude Code hook in
 //!   bash + jq + grep, in Python and in Node (each given the same event on stdin).
 //!
@@ -47,8 +48,8 @@ fn palisade(dir: &Path, cache: &Path, pool: bool) -> Command {
         .arg("claude-code")
         .arg(dir)
         .env("PALISADE_CACHE_DIR", cache);
-    if !pool {
-        command.env("PALISADE_INSTANCE_POOL", "0");
+    if pool {
+        command.env("PALISADE_INSTANCE_POOL", "1000");
     }
     command
 }
@@ -168,7 +169,7 @@ fn bench(c: &mut Criterion) {
         });
     }
     for (name, plugins) in &sets {
-        for pool in [true, false] {
+        for pool in [false, true] {
             // The first event compiles and caches; every later one loads from the cache.
             let first = run(palisade(plugins, &cache, pool), EVENT);
             assert!(first.status.success(), "{first:?}");
@@ -181,7 +182,7 @@ fn bench(c: &mut Criterion) {
                 String::from_utf8_lossy(&denied.stdout).contains("\"deny\""),
                 "{denied:?}"
             );
-            let label = if pool { "pool" } else { "no pool" };
+            let label = if pool { "a pool of 1000" } else { "no pool" };
             group.bench_function(
                 format!("palisade claude-code, cold process, {name}, {label}"),
                 |b| {
