@@ -91,13 +91,11 @@ pub(crate) struct Runtime {
 }
 
 impl HostInner {
-    /// The engine that allocates instances on demand: `engine` itself when it is not pooled.
-    pub(crate) fn on_demand(&self) -> Result<Runtime, String> {
+    /// The engine that allocates instances on demand, and its linker: `engine` itself when it
+    /// is not pooled.
+    pub(crate) fn on_demand(&self) -> Result<(&Engine, &Linker<State>), String> {
         if !self.pooled {
-            return Ok(Runtime {
-                engine: self.engine.clone(),
-                linker: self.linker.clone(),
-            });
+            return Ok((&self.engine, &self.linker));
         }
         self.on_demand
             .get_or_init(|| {
@@ -107,10 +105,7 @@ impl HostInner {
                 Ok(runtime)
             })
             .as_ref()
-            .map(|r| Runtime {
-                engine: r.engine.clone(),
-                linker: r.linker.clone(),
-            })
+            .map(|r| (&r.engine, &r.linker))
             .map_err(Clone::clone)
     }
 }

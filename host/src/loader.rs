@@ -355,7 +355,7 @@ impl Host {
                 bytes,
                 &file,
             )
-            .map(|c| (c, self.inner.linker.clone()));
+            .map(|c| (c, &self.inner.linker));
         // A component the pool's slots do not admit loads into the on-demand engine (the
         // error, if that fails too, is its: the pool's is no fault of the component's).
         let compiled = match compiled {
@@ -363,9 +363,9 @@ impl Host {
                 .inner
                 .on_demand()
                 .map_err(wasmtime::Error::msg)
-                .and_then(|runtime| {
-                    self.compile(&runtime.engine, &manifest.name, size, &sha256, None, &file)
-                        .map(|c| (c, runtime.linker))
+                .and_then(|(engine, linker)| {
+                    self.compile(engine, &manifest.name, size, &sha256, None, &file)
+                        .map(|c| (c, linker))
                 }),
             compiled => compiled,
         };

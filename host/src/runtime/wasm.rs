@@ -41,7 +41,7 @@ impl Wasm {
     pub(crate) fn on_demand(&self, host: &crate::engine::HostInner) -> Result<&Loaded, String> {
         self.on_demand
             .get_or_init(|| {
-                let runtime = host.on_demand()?;
+                let (engine, linker) = host.on_demand()?;
                 let code = self
                     .component
                     .serialize()
@@ -52,10 +52,9 @@ impl Wasm {
                     unsafe_code,
                     reason = "loading code this process's engine just serialized"
                 )]
-                let component = unsafe { Component::deserialize(&runtime.engine, &code) }
+                let component = unsafe { Component::deserialize(engine, &code) }
                     .map_err(|e| format!("cannot load into the on-demand engine: {e:#}"))?;
-                let pre = runtime
-                    .linker
+                let pre = linker
                     .instantiate_pre(&component)
                     .map_err(|e| format!("cannot link in the on-demand engine: {e:#}"))?;
                 Ok(Loaded {
