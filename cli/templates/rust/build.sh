@@ -7,5 +7,6 @@ if ! rustup target list --installed 2>/dev/null | grep -qx wasm32-wasip2; then
     rustup target add wasm32-wasip2
 fi
 cargo build --quiet --release --target wasm32-wasip2
-cp target/wasm32-wasip2/release/{{snake}}.wasm .
+# Where cargo put it: `CARGO_TARGET_DIR`, when set, else ./target.
+cp "${CARGO_TARGET_DIR:-target}/wasm32-wasip2/release/{{snake}}.wasm" .
 echo "built {{snake}}.wasm" >&2
