@@ -211,3 +211,15 @@ async fn the_policy_file_guard_follows_the_team_list_and_fails_closed_without_it
         Some("policy-unreadable")
     );
 }
+
+/// A tool-execute wrapper runs the tool itself: it cannot be a shadow hook, and loading says
+/// so at its `enforce`.
+#[test]
+fn a_wrapper_cannot_run_in_shadow() {
+    let dir = PluginDir::new();
+    dir.scripted(
+        "wrapper",
+        "[[hooks]]\npoint = \"tool-execute\"\ncapability = \"transform\"\nenforce = false\n",
+    );
+    assert_load_problems(&dir, &[("hooks[0].enforce", "cannot run in shadow")]);
+}

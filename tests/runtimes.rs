@@ -880,3 +880,201 @@ async fn the_palisade_protocol_guard_of_the_docs_runs_as_written() {
         PreToolDecision::Allow
     );
 }
+
+/// Shadow hooks (`enforce = false`) run as they would, in every runtime, and change nothing:
+/// each would-be denial, ask, failure, block, context and steering is recorded as
+/// `hook_shadowed` (`would_…`), the outcome is what it would be without them, an enforced
+/// guard after them still denies, and a slow one holds the outcome no longer than its own
+/// deadline.
+#[tokio::test(flavor = "multi_thread")]
+async fn shadow_hooks_never_change_an_outcome_in_any_runtime() {
+    for runtime in ALL {
+        let dir = PluginDir::new();
+        let add_shadow = |name: &str, hook: String, config: &str| {
+            add(
+                &dir,
+                runtime,
+                name,
+                &format!("{hook}enforce = false\n[config]\n{config}\n"),
+            );
+        };
+        let guard = "\"guard\"";
+        add_shadow(
+            "s-deny",
+            hook("pre-tool", guard, Some("DenyMe|Both")),
+            "pre_tool = \"deny\"",
+        );
+        add_shadow(
+            "s-ask",
+            hook("pre-tool", guard, Some("AskMe")),
+            "pre_tool = \"ask\"",
+        );
+        add_shadow(
+            "s-crash",
+            hook("pre-tool", guard, Some("Crash")),
+            "pre_tool = \"panic\"",
+        );
+        add_shadow(
+            "s-slow",
+            format!(
+                "{}timeout_ms = 300\n",
+                hook("pre-tool", guard, Some("Slow"))
+            ),
+            "pre_tool = \"sleep\"",
+        );
+        add_shadow(
+            "s-guard",
+            hook("tool-guard", guard, Some("GuardMe")),
+            "tool_guard = \"deny\"",
+        );
+        add_shadow(
+            "s-start",
+            hook("session-start", "\"transform\"", None),
+            "contexts = [\"hello\"]",
+        );
+        add_shadow(
+            "s-prompt",
+            hook("prompt-submit", "[\"guard\", \"transform\"]", None),
+            "contexts = [\"remember\"]",
+        );
+        add_shadow(
+            "s-post",
+            hook("post-tool", "[\"guard\", \"transform\"]", Some("BlockMe")),
+            "post_tool = \"block\"\ncontexts = [\"after\"]",
+        );
+        add_shadow(
+            "s-stop",
+            hook("turn-stopping", "\"steer\"", None),
+            "turn_stopping = \"steer\"",
+        );
+        // Enforced, after the shadow guard: its denial stands.
+        add(
+            &dir,
+            runtime,
+            "z-enforced",
+            &format!(
+                "{}priority = 100\n[config]\npre_tool = \"deny\"\n",
+                hook("pre-tool", guard, Some("Both"))
+            ),
+        );
+        let (plugins, recorder) = load_recorded(&dir);
+        let session = plugins.session("s");
+        let at = format!("{runtime:?}");
+
+        for tool in ["DenyMe", "AskMe", "Crash", "Other"] {
+            assert_eq!(
+                session.pre_tool(&call(tool)).await,
+                PreToolDecision::Allow,
+                "{at}: {tool}"
+            );
+        }
+        let started = Instant::now();
+        assert_eq!(
+            session.pre_tool(&call("Slow")).await,
+            PreToolDecision::Allow,
+            "{at}"
+        );
+        assert!(
+            started.elapsed() < Duration::from_secs(5),
+            "{at}: {:?}",
+            started.elapsed()
+        );
+        let d = denial(session.pre_tool(&call("Both")).await);
+        assert_eq!(d.hook_id, "z-enforced/pre-tool", "{at}");
+        assert_eq!(
+            session.tool_guard(&call("GuardMe")).await,
+            GuardDecision::Abstain,
+            "{at}"
+        );
+        assert!(
+            session
+                .session_start(SessionSource::Startup)
+                .await
+                .is_empty(),
+            "{at}"
+        );
+        let step = PreStep {
+            messages: vec![palisade::Message::user("hi")],
+            turn: 1,
+            step: 1,
+        };
+        match session.prompt_submit(&step).await {
+            PreStepDecision::Enter { contexts, .. } => assert!(contexts.is_empty(), "{at}"),
+            other => panic!("{at}: expected enter, got {other:?}"),
+        }
+        let result = session
+            .post_tool(&call("BlockMe"), &ToolOutcome::text("out"))
+            .await;
+        assert!(result.blocked.is_none(), "{at}: {result:?}");
+        assert!(result.contexts.is_empty(), "{at}: {result:?}");
+        assert_eq!(result.outcome, ToolOutcome::text("out"), "{at}");
+        let steering = session
+            .turn_stopping(&StopEvent {
+                turn: 3,
+                step: 2,
+                last_assistant_message: Some("done".into()),
+                continuations: 0,
+            })
+            .await;
+        assert!(steering.is_empty(), "{at}: {steering:?}");
+
+        let shadowed: Vec<(String, String, String, Option<FailureReason>)> = recorder
+            .events()
+            .into_iter()
+            .filter_map(|e| match e.kind {
+                EventKind::HookShadowed {
+                    decision,
+                    reason_code,
+                    failure,
+                    ..
+                } => Some((e.plugin, decision, reason_code, failure)),
+                _ => None,
+            })
+            .collect();
+        let crashed = match runtime {
+            Runtime::Wasm => FailureReason::Trap,
+            _ => FailureReason::HookError,
+        };
+        // The reason codes each family's twin of the scripted guard gives (Claude Code's
+        // protocol has none: its refusals are `deny`).
+        let (denied, vetoed) = match runtime {
+            Runtime::Wasm => ("scripted-deny", "invariant"),
+            Runtime::Command | Runtime::Http => ("deny", "deny"),
+            Runtime::NativeCommand | Runtime::NativeHttp => ("scripted", "scripted"),
+        };
+        let s = |plugin: &str, decision: &str, code: &str, failure| {
+            (
+                plugin.to_string(),
+                decision.to_string(),
+                code.to_string(),
+                failure,
+            )
+        };
+        assert_eq!(
+            shadowed,
+            [
+                s("s-deny", "would_deny", denied, None),
+                s("s-ask", "would_ask", "", None),
+                s(
+                    "s-crash",
+                    "would_deny",
+                    &format!("hook-failure:{crashed}"),
+                    Some(crashed)
+                ),
+                s(
+                    "s-slow",
+                    "would_deny",
+                    "hook-failure:timeout",
+                    Some(FailureReason::Timeout)
+                ),
+                s("s-deny", "would_deny", denied, None),
+                s("s-guard", "would_deny", vetoed, None),
+                s("s-start", "would_contexts", "", None),
+                s("s-prompt", "would_enter", "", None),
+                s("s-post", "would_block", "", None),
+                s("s-stop", "would_steer", "", None),
+            ],
+            "{at}"
+        );
+    }
+}

@@ -332,6 +332,32 @@ fn a_denied_permission_request_rejects_the_tool_without_asking_the_editor() {
     assert!(!results.is_empty(), "{report:#}");
 }
 
+/// The same guard in shadow (`enforce = false`): the editor is asked as it would be without
+/// Palisade, and the command it allows runs.
+#[test]
+fn a_shadow_guard_leaves_the_permission_request_to_the_editor() {
+    let plugins = PluginDir::new();
+    plugins.scripted(
+        "no-shell",
+        "[[hooks]]\npoint = \"pre-tool\"\ncapability = \"guard\"\nmatcher = \"Bash\"\n\
+         enforce = false\n[config]\npre_tool = \"deny\"\n",
+    );
+    let marker = tempfile::tempdir().unwrap();
+    let file = marker.path().join("ran.txt");
+    let command = format!("touch {}", file.display());
+    let (report, _mock) = editor(&plugins, &["create the marker"], &command);
+    assert_eq!(
+        report["permissions"],
+        serde_json::json!([command]),
+        "{report:#}"
+    );
+    assert!(file.exists(), "the allowed command did not run: {report:#}");
+    assert!(
+        !said(turn(&report, 0)).contains("no-shell/pre-tool"),
+        "{report:#}"
+    );
+}
+
 /// `session/cancel` cuts off the session's `prompt-submit` in flight: the prompt is answered
 /// `cancelled` at once, and it never reaches the agent.
 #[test]

@@ -636,3 +636,80 @@ fn a_stateful_guard_keeps_its_count_across_bridge_processes() {
         "{third}"
     );
 }
+
+/// Shadow hooks through the bridges: a guard that denies and one that crashes, both with
+/// `enforce = false`, leave Claude Code's and Codex's `PreToolUse` and Gemini CLI's
+/// `BeforeTool` with no objection (the agent's own rules decide), and the audit log records
+/// what each would have done.
+#[test]
+fn shadow_hooks_change_no_bridged_answer_and_are_recorded() {
+    let dir = tempfile::tempdir().unwrap();
+    server::scripted(
+        dir.path(),
+        "would-deny",
+        "[[hooks]]\npoint = \"pre-tool\"\ncapability = \"guard\"\nenforce = false\n\
+         [config]\npre_tool = \"deny\"\n",
+    );
+    server::scripted(
+        dir.path(),
+        "would-crash",
+        "[[hooks]]\npoint = \"pre-tool\"\ncapability = \"guard\"\nenforce = false\n\
+         [config]\npre_tool = \"panic\"\n",
+    );
+    let path = dir.path().to_str().unwrap();
+    let gemini = json!({
+        "session_id": "shadow",
+        "transcript_path": "/tmp/t.json",
+        "cwd": "/tmp",
+        "hook_event_name": "BeforeTool",
+        "timestamp": "2026-12-01T00:00:00Z",
+        "tool_name": "run_shell_command",
+        "tool_input": { "command": "rm -rf /" },
+    })
+    .to_string();
+    for (agent, command, event) in [
+        ("claude", "claude-code", sample("claude", "PreToolUse")),
+        ("codex", "codex", sample("codex", "PreToolUse")),
+        ("gemini", "gemini", gemini),
+    ] {
+        let audit = dir.path().join(format!("audit-{agent}.jsonl"));
+        let out = palisade(
+            &[command, "--audit-log", audit.to_str().unwrap(), path],
+            &event,
+        );
+        assert!(out.status.success(), "{agent}: {out:?}");
+        let said = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            !said.contains("deny") && !said.contains("block"),
+            "{agent}: {said}"
+        );
+        let log = std::fs::read_to_string(&audit).unwrap();
+        let shadowed: Vec<Value> = log
+            .lines()
+            .map(|l| serde_json::from_str::<Value>(l).unwrap())
+            .filter(|e| e["event"] == "hook_shadowed")
+            .collect();
+        let seen: Vec<_> = shadowed
+            .iter()
+            .map(|e| {
+                (
+                    e["plugin"].as_str().unwrap().to_string(),
+                    e["decision"].as_str().unwrap().to_string(),
+                    e["reason_code"].as_str().unwrap().to_string(),
+                )
+            })
+            .collect();
+        assert!(
+            seen.contains(&(
+                "would-deny".into(),
+                "would_deny".into(),
+                "scripted-deny".into()
+            )) && seen.contains(&(
+                "would-crash".into(),
+                "would_deny".into(),
+                "hook-failure:trap".into()
+            )),
+            "{agent}: {log}"
+        );
+    }
+}

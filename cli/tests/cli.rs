@@ -68,6 +68,30 @@ fn check_lists_every_plugin_hook_and_grant() {
     }
 }
 
+/// A shadow hook shows as such: MODE `shadow`, its failures recorded.
+#[test]
+fn check_shows_a_shadow_hook() {
+    let dir = examples();
+    let manifest = dir.path().join("shell-guard/plugin.toml");
+    let text_of = std::fs::read_to_string(&manifest).unwrap();
+    std::fs::write(
+        &manifest,
+        text_of.replacen("[[hooks]]\n", "[[hooks]]\nenforce = false\n", 1),
+    )
+    .unwrap();
+    let out = palisade(&["check", dir.path().to_str().unwrap()]);
+    let stdout = text(&out.stdout);
+    assert!(out.status.success(), "{stdout}{}", text(&out.stderr));
+    let row = stdout
+        .lines()
+        .find(|l| l.starts_with("shell-guard") && l.contains("pre-tool"))
+        .unwrap_or_else(|| panic!("no shell-guard row in:\n{stdout}"));
+    assert!(
+        row.contains(" shadow ") && row.contains(" record "),
+        "{row}"
+    );
+}
+
 #[test]
 fn check_fails_listing_every_problem() {
     let dir = examples();

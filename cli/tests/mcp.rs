@@ -938,3 +938,35 @@ fn a_message_the_proxy_cannot_read_never_reaches_the_server_unjudged() {
     );
     assert!(!received.contains("wipe"), "{received}");
 }
+
+/// The example `secret-guard` in shadow (`enforce = false`): the `.env` read it would refuse
+/// reaches the server and its answer the client, and the audit log records `would_deny`.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_shadow_guard_lets_the_call_through_and_records_what_it_would_deny() {
+    let project = Project::new(&[(".env", "API_KEY=sk-live-11aa")]);
+    let plugins = PluginDir::new();
+    secret_guard(&plugins);
+    let manifest = plugins.path().join("secret-guard/plugin.toml");
+    let text_of = std::fs::read_to_string(&manifest).unwrap();
+    let shadowed = text_of.replacen("[[hooks]]\n", "[[hooks]]\nenforce = false\n", 1);
+    assert_ne!(shadowed, text_of, "the manifest has a [[hooks]] table");
+    std::fs::write(&manifest, shadowed).unwrap();
+    let client = connect(&project, &plugins, &project.filesystem()).await;
+    let read = call(
+        &client,
+        "read_text_file",
+        json!({ "path": project.file(".env") }),
+    )
+    .await;
+    assert_ne!(read.is_error, Some(true), "{read:?}");
+    assert_eq!(text(&read), "API_KEY=sk-live-11aa");
+    client.cancel().await.unwrap();
+    let audit = project.audit();
+    assert!(
+        audit.contains("\"event\":\"hook_shadowed\"")
+            && audit.contains("\"decision\":\"would_deny\"")
+            && audit.contains("\"hook_id\":\"secret-guard/pre-tool\""),
+        "{audit}"
+    );
+    assert!(!audit.contains("\"hook_denied\""), "{audit}");
+}

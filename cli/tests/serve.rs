@@ -700,3 +700,30 @@ fn slow_clients_and_connection_floods_cannot_hold_the_server() {
     // The server still answers.
     assert_eq!(server.event(bash("after", "ls")).status, 200);
 }
+
+/// A shadow guard (`enforce = false`) through `palisade serve`: the event's answer has no
+/// objection, and the audit log records the denial it would have made.
+#[test]
+fn a_shadow_guard_changes_no_answer_and_its_would_deny_is_in_the_audit_log() {
+    let dir = tempfile::tempdir().unwrap();
+    scripted(
+        dir.path(),
+        "would-deny",
+        "[[hooks]]\npoint = \"pre-tool\"\ncapability = \"guard\"\nenforce = false\n\
+         [config]\npre_tool = \"deny\"\n",
+    );
+    let audit = dir.path().join("audit.jsonl");
+    let server = Server::start(dir.path(), &["--audit-log", audit.to_str().unwrap()], &[]);
+    let answer = server.event(bash("s", "rm -rf /"));
+    assert_eq!(answer.status, 200, "{answer:?}");
+    assert!(!answer.body.contains("deny"), "{answer:?}");
+    let log = std::fs::read_to_string(&audit).unwrap();
+    let shadowed: Vec<Value> = log
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap())
+        .filter(|e| e["event"] == "hook_shadowed")
+        .collect();
+    assert_eq!(shadowed.len(), 1, "{log}");
+    assert_eq!(shadowed[0]["decision"], "would_deny", "{log}");
+    assert_eq!(shadowed[0]["reason_code"], "scripted-deny", "{log}");
+}

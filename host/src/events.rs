@@ -1,7 +1,7 @@
 //! Lifecycle events: one record per step of every hook invocation.
 //!
-//! Every invocation emits `hook_started`, then exactly one of `hook_completed`, `hook_failed`
-//! or `hook_denied`. Plugins' log lines arrive as `plugin_log`. The embedder receives them
+//! Every invocation emits `hook_started`, then exactly one of `hook_completed`, `hook_failed`,
+//! `hook_denied` or (a shadow hook's, `enforce = false`) `hook_shadowed`. Plugins' log lines arrive as `plugin_log`. The embedder receives them
 //! through an [`EventSink`]; [`JsonlSink`] writes a durable audit log.
 
 use crate::failure::FailureReason;
@@ -83,6 +83,25 @@ pub enum EventKind {
         /// The hook's message.
         message: String,
     },
+    /// A shadow hook (`enforce = false`) answered something that would have changed the
+    /// outcome, or failed where an enforced hook fails closed; nothing was changed.
+    HookShadowed {
+        /// Wall time of the invocation, in microseconds.
+        duration_us: u64,
+        /// Fuel the invocation consumed.
+        fuel_consumed: u64,
+        /// What it would have done: `would_deny`, `would_ask`, `would_reject`,
+        /// `would_block`, `would_replace-content`, `would_steer`, … (`would_deny` for a
+        /// failure).
+        decision: String,
+        /// The reason code of a would-be refusal (`hook-failure:<reason>` for a failure;
+        /// empty when the answer has none).
+        reason_code: String,
+        /// Its message, reason or steering text (a failure's detail).
+        message: String,
+        /// The failure, when it failed.
+        failure: Option<FailureReason>,
+    },
     /// A line the plugin logged through the host.
     PluginLog {
         /// `trace`, `debug`, `info`, `warn` or `error`.
@@ -100,6 +119,7 @@ impl EventKind {
             EventKind::HookCompleted { .. } => "hook_completed",
             EventKind::HookFailed { .. } => "hook_failed",
             EventKind::HookDenied { .. } => "hook_denied",
+            EventKind::HookShadowed { .. } => "hook_shadowed",
             EventKind::PluginLog { .. } => "plugin_log",
         }
     }

@@ -185,6 +185,47 @@ fn blocks_bytes(blocks: &[Block]) -> usize {
 }
 
 impl Answer {
+    /// What the answer would change, if anything, as a shadow hook's event records it: the
+    /// decision (`would_deny`, `would_ask`, …), and a refusal's reason code and message.
+    /// `None` for an answer that changes nothing (an allow, an abstention, no contexts).
+    pub fn effect(&self) -> Option<(String, String, String)> {
+        let would = |reason_code: &str, message: &str| {
+            Some((
+                format!("would_{}", self.name()),
+                reason_code.to_string(),
+                message.to_string(),
+            ))
+        };
+        match self {
+            Answer::SessionStart(contexts)
+            | Answer::PromptSubmit(PreStepDecision::Enter(contexts))
+                if contexts.is_empty() =>
+            {
+                None
+            }
+            Answer::PreTool(PreToolDecision::Allow)
+            | Answer::ToolGuard(GuardDecision::Abstain)
+            | Answer::TurnStopping(None)
+            | Answer::Observed => None,
+            Answer::PostTool(PostToolDecision {
+                action: PostToolAction::Accept,
+                contexts,
+            }) if contexts.is_empty() => None,
+            Answer::PromptSubmit(PreStepDecision::Reject(deny))
+            | Answer::PreTool(PreToolDecision::Deny(deny))
+            | Answer::ToolGuard(GuardDecision::Deny(deny)) => {
+                would(&deny.reason_code, &deny.message)
+            }
+            Answer::PreTool(PreToolDecision::Ask(reason)) => would("", reason),
+            Answer::PostTool(PostToolDecision {
+                action: PostToolAction::Block(reason),
+                ..
+            }) => would("", reason),
+            Answer::TurnStopping(Some(steering)) => would("", steering),
+            _ => would("", ""),
+        }
+    }
+
     /// The size of everything the hook handed back (texts, JSON, content, list elements), in
     /// bytes: what the host may go on to parse, copy and forward. Bounded by the hook's
     /// `payload_max_bytes` before anything reads it.

@@ -21,6 +21,7 @@
 //! priority = 10                        # ascending; ties keep registration order
 //! matcher = "Bash|shell"               # tool-name regex, matched whole; default: every tool
 //! on_failure = "deny"                  # or "allow" (fail open); default "deny"
+//! enforce = true                       # false: a shadow hook, recorded as `would_…`, never honoured
 //!
 //! [config]                             # free-form; the plugin reads it through `config`
 //! patterns = ["rm -rf /", "mkfs"]
@@ -328,6 +329,9 @@ pub struct HookSpec {
     pub on_failure: OnFailure,
     /// The invocation limits.
     pub limits: Limits,
+    /// False for a shadow hook (`enforce = false`): it runs exactly as it would, but what it
+    /// answers (and its failures) is recorded as `hook_shadowed`, never honoured.
+    pub enforce: bool,
 }
 
 impl HookSpec {
@@ -437,6 +441,8 @@ struct RawHook {
     matcher: Option<Checked<ToolMatcher>>,
     #[serde(default)]
     on_failure: OnFailure,
+    #[serde(default = "enforced")]
+    enforce: bool,
     timeout_ms: Option<Checked<Timeout>>,
     fuel: Option<Checked<Fuel>>,
     memory_mb: Option<Checked<MemoryCap>>,
@@ -588,6 +594,13 @@ fn hook_spec(
                 .fix("write the wrapper as a component (see the `retry` and `timeout` examples), or subscribe to another point"),
         );
     }
+    if point == Point::ToolExecute && !hook.enforce {
+        problems.push(
+            Problem::new(path, "a tool-execute wrapper cannot run in shadow: it runs the tool itself (its `next()` calls are the tool's execution), so what it does cannot be left unapplied")
+                .field(at("enforce"))
+                .fix("remove `enforce = false`; try the wrapper on a test session first (`palisade run`, `palisade replay`)"),
+        );
+    }
     if hook.mode == Mode::Background && capabilities != [Capability::Observe] {
         problems.push(
             Problem::new(path, "a background hook must be observe-only")
@@ -623,7 +636,12 @@ fn hook_spec(
         matcher_re: matcher_re.map(|m| m.re),
         on_failure: hook.on_failure,
         limits,
+        enforce: hook.enforce,
     })
+}
+
+fn enforced() -> bool {
+    true
 }
 
 /// The capabilities granted to a hook on `point` (`field`: where the grant is written), each

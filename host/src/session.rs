@@ -370,6 +370,12 @@ impl Session {
             .await;
         in_flight.done = true;
         let meter = run.meter;
+        if !spec.enforce {
+            // A shadow hook: recorded, never judged — nothing it says reaches the outcome,
+            // and the next hook sees what it would have seen without it.
+            self.shared.shadowed(hook, inv, meter, &run.result);
+            return Judged::Continue;
+        }
         let response = match run.result {
             Ok(response) => response,
             Err(ref failure) => {
@@ -623,6 +629,42 @@ impl SessionShared {
             plugin: self.plugins.plugins[hook.plugin].name().to_string(),
             point: inv.point,
         });
+    }
+
+    /// Records the run of a shadow hook (`enforce = false`): an answer that would change the
+    /// outcome, or a failure that would fail closed, as `hook_shadowed` (`would_…`); anything
+    /// else as it is, never honoured.
+    fn shadowed(
+        &self,
+        hook: &HookRef,
+        inv: Invocation,
+        meter: Meter,
+        result: &Result<Answer, Failure>,
+    ) {
+        let shadowed = |decision: String, reason_code, message, failure| EventKind::HookShadowed {
+            duration_us: micros(meter.duration),
+            fuel_consumed: meter.cost.fuel,
+            decision,
+            reason_code,
+            message,
+            failure,
+        };
+        let kind = match result {
+            Ok(answer) => match answer.effect() {
+                None => completed(meter, answer.name(), false),
+                Some((decision, reason_code, message)) => {
+                    shadowed(decision, reason_code, message, None)
+                }
+            },
+            Err(failure) if self.plugins.spec(hook).fails_closed() => shadowed(
+                "would_deny".into(),
+                format!("hook-failure:{}", failure.reason),
+                failure.detail.clone(),
+                Some(failure.reason),
+            ),
+            Err(failure) => failed(meter, failure, false),
+        };
+        self.emit(hook, inv, kind);
     }
 
     /// Records a run whose answer is not judged (an observe-only point, a background hook).

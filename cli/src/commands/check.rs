@@ -89,12 +89,18 @@ fn hooks_table(plugins: &Plugins) -> (String, usize) {
                 plugin.name().to_string(),
                 hook.point.to_string(),
                 caps.join("+"),
-                hook.mode.as_str().to_string(),
+                // A shadow hook runs in the foreground, and what it says is only recorded.
+                if hook.enforce {
+                    hook.mode.as_str().to_string()
+                } else {
+                    "shadow".to_string()
+                },
                 hook.priority.to_string(),
                 hook.matcher.clone().unwrap_or_else(|| "*".into()),
                 // Only a hook that can change the outcome, at a point with a closed answer,
-                // fails closed; others' failures are recorded.
-                if hook.mode == Mode::Foreground
+                // fails closed; others' failures are recorded (a shadow hook's as `would_deny`).
+                if hook.enforce
+                    && hook.mode == Mode::Foreground
                     && hook.point.fails_closed()
                     && hook.can_change_outcome()
                 {

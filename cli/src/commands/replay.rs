@@ -308,6 +308,22 @@ fn hook_runs(events: &[Event]) -> Vec<HookRun> {
                     reason,
                     ..
                 } => ("failed", reason.to_string(), duration_us, fuel_consumed),
+                EventKind::HookShadowed {
+                    duration_us,
+                    fuel_consumed,
+                    decision,
+                    reason_code,
+                    ..
+                } => (
+                    "shadowed",
+                    if reason_code.is_empty() {
+                        decision
+                    } else {
+                        format!("{decision} {reason_code}")
+                    },
+                    duration_us,
+                    fuel_consumed,
+                ),
                 _ => return None,
             };
             Some(HookRun {

@@ -101,6 +101,19 @@ fn describe_raw(event: &Event) -> String {
             reason_code,
             message,
         } => format!("{head} {reason_code} in {duration_us} µs, {fuel_consumed} fuel: {message}"),
+        EventKind::HookShadowed {
+            duration_us,
+            fuel_consumed,
+            decision,
+            reason_code,
+            message,
+            ..
+        } => format!(
+            "{head} {decision}{}{} in {duration_us} µs, {fuel_consumed} fuel: {message} \
+             (shadow: not enforced)",
+            if reason_code.is_empty() { "" } else { " " },
+            reason_code
+        ),
         EventKind::PluginLog { level, message } => format!("{head} [{level}] {message}"),
         _ => head,
     }
