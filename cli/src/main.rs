@@ -18,6 +18,7 @@ use commands::acp::AcpCommand;
 use commands::bridge::BridgeCommand;
 use commands::check::CheckCommand;
 use commands::demo::DemoCommand;
+use commands::diff::DiffCommand;
 use commands::forward::ForwardCommand;
 use commands::install::InstallCommand;
 use commands::mcp::McpCommand;
@@ -42,6 +43,7 @@ enum Command {
     Check(CheckCommand),
     Run(RunCommand),
     Replay(ReplayCommand),
+    Diff(DiffCommand),
     Demo(DemoCommand),
     Test(TestCommand),
     New(NewCommand),
@@ -75,6 +77,7 @@ impl Command {
             Command::Check(c) => c.execute(),
             Command::Run(c) => c.execute().await,
             Command::Replay(c) => c.execute().await,
+            Command::Diff(c) => c.execute().await,
             Command::Demo(c) => c.execute().await,
             Command::Test(c) => c.execute().await,
             Command::New(c) => c.execute(),

@@ -803,3 +803,90 @@ fn run_asks_an_https_service_verified_for_the_granted_name() {
         "no request was sent over a refused connection"
     );
 }
+
+/// `palisade diff` over the bundled session: the examples against the same set with
+/// shell-guard in shadow lists exactly the events shell-guard denied, now let through
+/// (`loosened`), grouped by reason code, and exits 1; `--fail-on tightened` lets that pass;
+/// a set against itself differs nowhere; a set that cannot load exits 2.
+#[test]
+fn diff_lists_exactly_the_changed_events_and_gates_on_a_class() {
+    let old = examples();
+    let new = examples();
+    let manifest = new.path().join("shell-guard/plugin.toml");
+    let text_of = std::fs::read_to_string(&manifest).unwrap();
+    std::fs::write(
+        &manifest,
+        text_of.replacen("[[hooks]]\n", "[[hooks]]\nenforce = false\n", 1),
+    )
+    .unwrap();
+    let session = Path::new(env!("CARGO_MANIFEST_DIR")).join("src/commands/demo-session.jsonl");
+    let session = session.to_str().unwrap();
+    let (old_dir, new_dir) = (old.path().to_str().unwrap(), new.path().to_str().unwrap());
+
+    let out = palisade(&["diff", old_dir, new_dir, session, "--format", "json"]);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let changed: Vec<(u64, String, String)> = doc["changes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| {
+            (
+                c["index"].as_u64().unwrap(),
+                c["kind"].as_str().unwrap().to_string(),
+                c["new"]["outcome"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
+    let loosened = |i| (i, "loosened".to_string(), "allow".to_string());
+    assert_eq!(
+        changed,
+        [loosened(4), loosened(8), loosened(11), loosened(13)],
+        "{doc:#}"
+    );
+    let groups: Vec<(String, String, u64)> = doc["groups"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|g| {
+            (
+                g["hook"].as_str().unwrap().to_string(),
+                g["reason_code"].as_str().unwrap().to_string(),
+                g["count"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        groups,
+        [
+            (
+                "shell-guard/pre-tool".into(),
+                "destructive-delete".into(),
+                1
+            ),
+            ("shell-guard/pre-tool".into(), "force-push-main".into(), 1),
+            ("shell-guard/pre-tool".into(), "fork-bomb".into(), 1),
+            ("shell-guard/pre-tool".into(), "pipe-to-shell".into(), 1),
+        ],
+        "{doc:#}"
+    );
+
+    let out = palisade(&["diff", old_dir, new_dir, session, "--fail-on", "tightened"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stdout).starts_with("4 of 16 event(s) in 1 session(s) differ"),
+        "{}",
+        text(&out.stdout)
+    );
+
+    let out = palisade(&["diff", old_dir, old_dir, session]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stdout).starts_with("0 of 16 event(s)"),
+        "{}",
+        text(&out.stdout)
+    );
+
+    let out = palisade(&["diff", old_dir, "/nonexistent/plugins", session]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
+}

@@ -205,6 +205,11 @@ fn first_hook_in_c() {
 }
 
 #[test]
+fn rollout() {
+    run_doc("docs/rollout.md");
+}
+
+#[test]
 fn capability_model() {
     run_doc("docs/capabilities.md");
 }

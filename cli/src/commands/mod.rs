@@ -11,6 +11,7 @@ pub mod acp;
 pub mod bridge;
 pub mod check;
 pub mod demo;
+pub mod diff;
 pub mod forward;
 pub mod install;
 pub mod mcp;

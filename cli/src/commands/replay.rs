@@ -126,13 +126,17 @@ impl Collect {
 
 /// One line of the timeline.
 #[derive(Serialize)]
-struct Step {
-    index: usize,
-    event: String,
-    subject: String,
-    outcome: String,
-    by: Option<String>,
-    reason: Option<String>,
+pub(crate) struct Step {
+    pub index: usize,
+    pub event: String,
+    pub subject: String,
+    pub outcome: String,
+    pub by: Option<String>,
+    pub reason: Option<String>,
+    /// What the outcome carried: the tool result after post-tool, the prompt's messages and
+    /// contexts, the contexts of a session start, the steering (for `palisade diff`).
+    #[serde(skip)]
+    pub detail: String,
     micros: u128,
     hooks: Vec<HookRun>,
 }
@@ -185,6 +189,26 @@ pub async fn replay_text(
     format: Format,
     approve: Approve,
 ) -> anyhow::Result<ExitCode> {
+    let steps = steps(dir, text, name, approve).await?;
+    let stats = plugin_stats(&steps);
+
+    match format {
+        Format::Json => {
+            let doc = serde_json::json!({ "timeline": steps, "plugins": stats });
+            println!("{}", serde_json::to_string_pretty(&doc)?);
+        }
+        Format::Text => print_text(name, &steps, &stats),
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The timeline of the recording `text` (named `name`) through the plugins of `dir`.
+pub(crate) async fn steps(
+    dir: &Path,
+    text: &str,
+    name: &str,
+    approve: Approve,
+) -> anyhow::Result<Vec<Step>> {
     let recorded = parse_recording(text, name)?;
     let sink = Arc::new(Collect::default());
     // A replay is the same every time: state starts empty and is forgotten.
@@ -212,12 +236,14 @@ pub async fn replay_text(
     let mut replayer = Replayer {
         session,
         lifecycle: &lifecycle,
+        detail: String::new(),
     };
 
     let mut steps = Vec::new();
     for (index, event) in recorded.into_iter().enumerate() {
         let started = Instant::now();
         let (event, subject, outcome, by, reason) = replayer.dispatch(event).await;
+        let detail = std::mem::take(&mut replayer.detail);
         let micros = started.elapsed().as_micros();
         session.drain_background().await;
         let events = sink.take();
@@ -229,21 +255,12 @@ pub async fn replay_text(
             outcome,
             by,
             reason,
+            detail,
             micros,
             hooks,
         });
     }
-
-    let stats = plugin_stats(&steps);
-
-    match format {
-        Format::Json => {
-            let doc = serde_json::json!({ "timeline": steps, "plugins": stats });
-            println!("{}", serde_json::to_string_pretty(&doc)?);
-        }
-        Format::Text => print_text(name, &steps, &stats),
-    }
-    Ok(ExitCode::SUCCESS)
+    Ok(steps)
 }
 
 /// The recorded events of a session recording (JSON Lines; blank and `//` lines skipped).
@@ -427,6 +444,8 @@ fn print_text(name: &str, steps: &[Step], stats: &BTreeMap<String, PluginStats>)
 struct Replayer<'a> {
     session: &'a Session,
     lifecycle: &'a Lifecycle,
+    /// What the last event's outcome carried (see [`Step::detail`]).
+    detail: String,
 }
 
 type Line = (String, String, String, Option<String>, Option<String>);
@@ -436,6 +455,7 @@ impl Replayer<'_> {
         match event {
             Recorded::SessionStart { source } => {
                 let contexts = self.lifecycle.session_start(source).await;
+                self.detail = texts(contexts.iter().map(|c| c.text.as_str()));
                 let outcome = format!("{} context(s)", contexts.len());
                 (
                     "session-start".into(),
@@ -468,6 +488,11 @@ impl Replayer<'_> {
         {
             PreStepDecision::Enter { messages, contexts } => {
                 let reshaped = !matches!(&messages[..], [m] if m.text == text);
+                self.detail = format!(
+                    "messages: {}; contexts: {}",
+                    texts(messages.iter().map(|m| m.text.as_str())),
+                    texts(contexts.iter().map(|c| c.text.as_str()))
+                );
                 (
                     "prompt".into(),
                     text,
@@ -504,6 +529,11 @@ impl Replayer<'_> {
             Authorization::Allowed { approved_by } => (Ok(approved_by), result),
         };
         let post = self.lifecycle.tool_finished(&call, &ran).await;
+        self.detail = format!(
+            "result: {}; contexts: {}",
+            text_of(&post.outcome),
+            texts(post.contexts.iter().map(|c| c.text.as_str()))
+        );
         let (outcome, by, reason) = match (denied, post.blocked) {
             (Err(denial), _) => (
                 "DENY".to_string(),
@@ -558,6 +588,7 @@ impl Replayer<'_> {
                 .map(|s| s.content.clone())
                 .collect::<Vec<_>>()
                 .join(" / ");
+            self.detail = content.clone();
             (
                 "stop".into(),
                 format!("turn {turn}"),
@@ -567,6 +598,14 @@ impl Replayer<'_> {
             )
         }
     }
+}
+
+/// `items`, each quoted, separated by commas.
+fn texts<'a>(items: impl Iterator<Item = &'a str>) -> String {
+    items
+        .map(|t| format!("{t:?}"))
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 fn subject_of(call: &ToolCall) -> String {
