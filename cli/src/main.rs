@@ -21,6 +21,7 @@ use commands::demo::DemoCommand;
 use commands::diff::DiffCommand;
 use commands::forward::ForwardCommand;
 use commands::install::InstallCommand;
+use commands::logs::LogsCommand;
 use commands::mcp::McpCommand;
 use commands::new::NewCommand;
 use commands::replay::ReplayCommand;
@@ -44,6 +45,7 @@ enum Command {
     Run(RunCommand),
     Replay(ReplayCommand),
     Diff(DiffCommand),
+    Logs(LogsCommand),
     Demo(DemoCommand),
     Test(TestCommand),
     New(NewCommand),
@@ -78,6 +80,7 @@ impl Command {
             Command::Run(c) => c.execute().await,
             Command::Replay(c) => c.execute().await,
             Command::Diff(c) => c.execute().await,
+            Command::Logs(c) => c.execute().await,
             Command::Demo(c) => c.execute().await,
             Command::Test(c) => c.execute().await,
             Command::New(c) => c.execute(),

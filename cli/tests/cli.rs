@@ -890,3 +890,152 @@ fn diff_lists_exactly_the_changed_events_and_gates_on_a_class() {
     let out = palisade(&["diff", old_dir, "/nonexistent/plugins", session]);
     assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
 }
+
+/// Runs `palisade ARGS` with `stdin`.
+fn palisade_with_input(args: &[&str], stdin: &str) -> Output {
+    use std::io::Write;
+    let mut child = Command::new(env!("CARGO_BIN_EXE_palisade"))
+        .args(args)
+        .env(
+            "PALISADE_CACHE_DIR",
+            Path::new(env!("CARGO_TARGET_TMPDIR")).join("cli-cache"),
+        )
+        .env(
+            "PALISADE_STATE_DIR",
+            Path::new(env!("CARGO_TARGET_TMPDIR")).join("cli-state"),
+        )
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(stdin.as_bytes())
+        .unwrap();
+    child.wait_with_output().unwrap()
+}
+
+fn bash_event(session: &str, command: &str) -> String {
+    serde_json::json!({
+        "session_id": session,
+        "transcript_path": "/tmp/t.jsonl",
+        "cwd": "/tmp",
+        "hook_event_name": "PreToolUse",
+        "tool_name": "Bash",
+        "tool_input": { "command": command },
+        "tool_use_id": "toolu_1",
+    })
+    .to_string()
+}
+
+/// `palisade logs` over an audit log the Claude Code bridge wrote: filters by outcome,
+/// session and hook, a summary per hook, an unreadable line reported (not hidden), and
+/// `--follow` printing what is appended.
+#[test]
+fn logs_filters_summarises_and_follows_an_audit_log() {
+    let dir = examples();
+    let plugins = dir.path().to_str().unwrap();
+    let work = tempfile::tempdir().unwrap();
+    let log = work.path().join("audit.jsonl");
+    let log_path = log.to_str().unwrap();
+    for (session, command) in [("s1", "rm -rf /"), ("s2", "ls -la")] {
+        let out = palisade_with_input(
+            &["claude-code", "--audit-log", log_path, plugins],
+            &bash_event(session, command),
+        );
+        assert!(out.status.success(), "{out:?}");
+    }
+
+    let out = palisade(&["logs", log_path, "--outcome", "deny"]);
+    let printed = text(&out.stdout);
+    assert!(out.status.success(), "{printed}{}", text(&out.stderr));
+    let lines: Vec<_> = printed.lines().collect();
+    assert_eq!(lines.len(), 1, "{printed}");
+    assert!(
+        lines[0].contains(" s1 hook_denied ")
+            && lines[0].contains("shell-guard/pre-tool destructive-delete"),
+        "{printed}"
+    );
+
+    let out = palisade(&["logs", log_path, "--session", "s2", "--hook", "shell-guard"]);
+    let printed = text(&out.stdout);
+    assert!(
+        !printed.is_empty() && printed.lines().all(|l| l.contains(" s2 ")),
+        "{printed}"
+    );
+    assert!(
+        printed.contains("hook_completed  shell-guard/pre-tool allow"),
+        "{printed}"
+    );
+
+    let out = palisade(&["logs", log_path, "--summary", "--since", "1h"]);
+    let printed = text(&out.stdout);
+    let row = printed
+        .lines()
+        .find(|l| l.starts_with("shell-guard/pre-tool"))
+        .unwrap_or_else(|| panic!("{printed}"));
+    let cells: Vec<_> = row.split_whitespace().collect();
+    assert_eq!(&cells[1..5], ["2", "1", "0", "0"], "{printed}");
+    // Nothing in the future.
+    let out = palisade(&["logs", log_path, "--until", "1h"]);
+    assert!(text(&out.stdout).is_empty(), "{}", text(&out.stdout));
+
+    // A line that is not an event is reported, and makes the exit status 1.
+    std::fs::OpenOptions::new()
+        .append(true)
+        .open(&log)
+        .and_then(|mut f| std::io::Write::write_all(&mut f, b"not json\n"))
+        .unwrap();
+    let out = palisade(&["logs", log_path]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        text(&out.stderr).contains("not a lifecycle event"),
+        "{out:?}"
+    );
+
+    // --follow prints what is appended.
+    let mut follower = Command::new(env!("CARGO_BIN_EXE_palisade"))
+        .args(["logs", "--follow", "--session", "s3", log_path])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let stdout = follower.stdout.take().unwrap();
+    let (send, receive) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        use std::io::BufRead;
+        for line in std::io::BufReader::new(stdout).lines() {
+            if send.send(line.unwrap()).is_err() {
+                break;
+            }
+        }
+    });
+    let out = palisade_with_input(
+        &["claude-code", "--audit-log", log_path, plugins],
+        &bash_event("s3", "rm -rf /"),
+    );
+    assert!(out.status.success(), "{out:?}");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    let mut seen = Vec::new();
+    while std::time::Instant::now() < deadline {
+        match receive.recv_timeout(std::time::Duration::from_millis(200)) {
+            Ok(line) => {
+                let denied = line.contains("hook_denied");
+                seen.push(line);
+                if denied {
+                    break;
+                }
+            }
+            Err(_) => continue,
+        }
+    }
+    let _ = follower.kill();
+    let _ = follower.wait();
+    assert!(
+        seen.iter().any(|l| l.contains(" s3 hook_denied ")),
+        "{seen:#?}"
+    );
+}

@@ -14,6 +14,7 @@ pub mod demo;
 pub mod diff;
 pub mod forward;
 pub mod install;
+pub mod logs;
 pub mod mcp;
 pub mod new;
 pub mod replay;

@@ -1,0 +1,338 @@
+//! `palisade logs AUDIT.jsonl`: the decision log as a person reads it.
+//!
+//! The audit log is what `--audit-log` writes (the bridges, `serve`, `mcp`, `acp`): one
+//! lifecycle event per line. This prints the events a filter keeps, one readable line each,
+//! or (`--summary`) a table per hook; `--follow` keeps reading what is appended.
+
+use crate::output::{clip, table};
+use anyhow::Context as _;
+use serde_json::Value;
+use std::collections::BTreeMap;
+use std::io::{BufRead, BufReader, Seek, SeekFrom};
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+/// Read an audit log: filter its events by session, hook, outcome and time, follow it, or
+/// summarise it per hook.
+#[derive(clap::Args)]
+pub struct LogsCommand {
+    /// The JSONL audit log (`--audit-log` of the bridges, `serve`, `mcp`, `acp`).
+    log: PathBuf,
+    /// Only this session's events.
+    #[arg(long)]
+    session: Option<String>,
+    /// Only this hook's (`plugin/point`) or plugin's events.
+    #[arg(long)]
+    hook: Option<String>,
+    /// Only events of these outcomes (repeatable): `deny`, `fail`, `fail-closed`, `shadow`,
+    /// a completed hook's decision (`allow`, `ask`, `none`, …), `log`, `started`.
+    #[arg(long)]
+    outcome: Vec<String>,
+    /// Only events at or after this time: milliseconds since the epoch, or an age (`90s`,
+    /// `15m`, `2h`, `7d`).
+    #[arg(long)]
+    since: Option<String>,
+    /// Only events before this time (as `--since`).
+    #[arg(long)]
+    until: Option<String>,
+    /// Keep reading what is appended to the log (until interrupted).
+    #[arg(long, short)]
+    follow: bool,
+    /// A table per hook instead of the events: calls, denials, failures, shadowed, p50, p99.
+    #[arg(long, conflicts_with = "follow")]
+    summary: bool,
+}
+
+impl LogsCommand {
+    /// Prints the log as asked.
+    pub async fn execute(self) -> anyhow::Result<ExitCode> {
+        let now = now_ms();
+        let since = self
+            .since
+            .as_deref()
+            .map(|t| time(t, now))
+            .transpose()
+            .context("--since")?;
+        let until = self
+            .until
+            .as_deref()
+            .map(|t| time(t, now))
+            .transpose()
+            .context("--until")?;
+        let filter = Filter {
+            session: self.session.clone(),
+            hook: self.hook.clone(),
+            outcomes: self.outcome.clone(),
+            since,
+            until,
+        };
+        let file = std::fs::File::open(&self.log)
+            .with_context(|| format!("cannot open the audit log {}", self.log.display()))?;
+        let mut reader = BufReader::new(file);
+        let mut stats: BTreeMap<String, HookStats> = BTreeMap::new();
+        let mut line = String::new();
+        let mut number = 0;
+        let mut unreadable = 0;
+        loop {
+            line.clear();
+            let read = reader
+                .read_line(&mut line)
+                .with_context(|| format!("reading {}", self.log.display()))?;
+            if read == 0 || !line.ends_with('\n') {
+                if !self.follow {
+                    break;
+                }
+                // A line being written: read it again once it is whole. A log that shrank
+                // was rotated or truncated: start again from its beginning.
+                let at = reader.stream_position()? - read as u64;
+                tokio::time::sleep(Duration::from_millis(200)).await;
+                let length = std::fs::metadata(&self.log).map(|m| m.len()).unwrap_or(0);
+                let at = if length < at { 0 } else { at };
+                reader.seek(SeekFrom::Start(at))?;
+                continue;
+            }
+            number += 1;
+            let Ok(event) = serde_json::from_str::<Value>(&line) else {
+                unreadable += 1;
+                eprintln!(
+                    "{}:{number}: not a lifecycle event (skipped)",
+                    self.log.display()
+                );
+                continue;
+            };
+            if !filter.keeps(&event) {
+                continue;
+            }
+            if self.summary {
+                stats
+                    .entry(str_of(&event, "hook_id"))
+                    .or_default()
+                    .add(&event);
+            } else {
+                println!("{}", describe(&event));
+            }
+        }
+        if self.summary {
+            print!("{}", summary_table(&stats));
+        }
+        Ok(if unreadable > 0 {
+            ExitCode::from(1)
+        } else {
+            ExitCode::SUCCESS
+        })
+    }
+}
+
+fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
+}
+
+/// A time given as milliseconds since the epoch, or as an age before `now`.
+fn time(text: &str, now: u64) -> anyhow::Result<u64> {
+    let text = text.trim();
+    if let Ok(ms) = text.parse::<u64>() {
+        return Ok(ms);
+    }
+    let (number, unit) = text.split_at(text.find(|c: char| !c.is_ascii_digit()).unwrap_or(0));
+    let scale = match unit {
+        "s" => 1_000,
+        "m" => 60_000,
+        "h" => 3_600_000,
+        "d" => 86_400_000,
+        _ => anyhow::bail!(
+            "`{text}` is neither milliseconds since the epoch nor an age like 90s, 15m, 2h or 7d"
+        ),
+    };
+    let number: u64 = number
+        .parse()
+        .with_context(|| format!("`{text}`: the age needs a number before its unit"))?;
+    Ok(now.saturating_sub(number.saturating_mul(scale)))
+}
+
+struct Filter {
+    session: Option<String>,
+    hook: Option<String>,
+    outcomes: Vec<String>,
+    since: Option<u64>,
+    until: Option<u64>,
+}
+
+impl Filter {
+    fn keeps(&self, event: &Value) -> bool {
+        let at = event["at_ms"].as_u64().unwrap_or(0);
+        self.session
+            .as_ref()
+            .is_none_or(|s| event["session_id"].as_str() == Some(s))
+            && self.hook.as_ref().is_none_or(|h| {
+                event["hook_id"].as_str() == Some(h) || event["plugin"].as_str() == Some(h)
+            })
+            && (self.outcomes.is_empty()
+                || self
+                    .outcomes
+                    .iter()
+                    .any(|o| outcomes(event).contains(&o.as_str())))
+            && self.since.is_none_or(|t| at >= t)
+            && self.until.is_none_or(|t| at < t)
+    }
+}
+
+fn str_of(event: &Value, field: &str) -> String {
+    event[field].as_str().unwrap_or("?").to_string()
+}
+
+/// The outcomes an event answers to in `--outcome`.
+fn outcomes(event: &Value) -> Vec<&str> {
+    match event["event"].as_str().unwrap_or_default() {
+        "hook_started" => vec!["started"],
+        "hook_denied" => vec!["deny"],
+        "hook_failed" if event["failed_closed"] == true => vec!["fail", "fail-closed"],
+        "hook_failed" => vec!["fail"],
+        "hook_shadowed" => vec!["shadow"],
+        "hook_completed" => vec![event["decision"].as_str().unwrap_or("?")],
+        "plugin_log" => vec!["log"],
+        _ => vec![],
+    }
+}
+
+/// One event as one readable line: its time, session, kind, hook and what it says.
+fn describe(event: &Value) -> String {
+    let at = event["at_ms"].as_u64().unwrap_or(0);
+    let head = format!(
+        "{}.{:03} {} {:<15} {}",
+        at / 1000,
+        at % 1000,
+        str_of(event, "session_id"),
+        str_of(event, "event"),
+        str_of(event, "hook_id")
+    );
+    let us = event["duration_us"].as_u64().unwrap_or(0);
+    let said = match event["event"].as_str().unwrap_or_default() {
+        "hook_completed" => format!(
+            "{}{} in {us} µs",
+            str_of(event, "decision"),
+            if event["honoured"] == false {
+                " (recorded, not honoured)"
+            } else {
+                ""
+            }
+        ),
+        "hook_denied" => format!(
+            "{} in {us} µs: {}",
+            str_of(event, "reason_code"),
+            str_of(event, "message")
+        ),
+        "hook_failed" => format!(
+            "{} after {us} µs: {}{}",
+            str_of(event, "reason"),
+            str_of(event, "detail"),
+            if event["failed_closed"] == true {
+                " — fails closed"
+            } else {
+                ""
+            }
+        ),
+        "hook_shadowed" => format!(
+            "{} {} in {us} µs: {} (shadow: not enforced)",
+            str_of(event, "decision"),
+            str_of(event, "reason_code"),
+            str_of(event, "message")
+        ),
+        "plugin_log" => format!("[{}] {}", str_of(event, "level"), str_of(event, "message")),
+        _ => String::new(),
+    };
+    clip(&format!("{head} {said}"), 400)
+}
+
+#[derive(Default)]
+struct HookStats {
+    calls: usize,
+    denied: usize,
+    failed: usize,
+    shadowed: usize,
+    durations: Vec<u64>,
+}
+
+impl HookStats {
+    fn add(&mut self, event: &Value) {
+        let kind = event["event"].as_str().unwrap_or_default();
+        if !matches!(
+            kind,
+            "hook_completed" | "hook_denied" | "hook_failed" | "hook_shadowed"
+        ) {
+            return;
+        }
+        self.calls += 1;
+        match kind {
+            "hook_denied" => self.denied += 1,
+            "hook_failed" => self.failed += 1,
+            "hook_shadowed" => self.shadowed += 1,
+            _ => {}
+        }
+        self.durations
+            .push(event["duration_us"].as_u64().unwrap_or(0));
+    }
+}
+
+fn percentile(sorted: &[u64], p: f64) -> u64 {
+    if sorted.is_empty() {
+        return 0;
+    }
+    let rank = ((p / 100.0) * sorted.len() as f64).ceil() as usize;
+    sorted[rank.clamp(1, sorted.len()) - 1]
+}
+
+fn summary_table(stats: &BTreeMap<String, HookStats>) -> String {
+    let mut rows = vec![
+        [
+            "HOOK", "CALLS", "DENIED", "FAILED", "SHADOWED", "P50 µs", "P99 µs",
+        ]
+        .map(String::from)
+        .to_vec(),
+    ];
+    for (hook, s) in stats {
+        if s.calls == 0 {
+            continue;
+        }
+        let mut sorted = s.durations.clone();
+        sorted.sort_unstable();
+        rows.push(vec![
+            hook.clone(),
+            s.calls.to_string(),
+            s.denied.to_string(),
+            s.failed.to_string(),
+            s.shadowed.to_string(),
+            percentile(&sorted, 50.0).to_string(),
+            percentile(&sorted, 99.0).to_string(),
+        ]);
+    }
+    table(&rows)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{percentile, time};
+
+    #[test]
+    fn times_are_epoch_milliseconds_or_ages() {
+        let now = 10_000_000;
+        assert_eq!(time("1234", now).unwrap(), 1234);
+        assert_eq!(time("90s", now).unwrap(), now - 90_000);
+        assert_eq!(time("15m", now).unwrap(), now - 900_000);
+        assert_eq!(time("2h", now).unwrap(), now - 7_200_000);
+        assert_eq!(time("7d", now).unwrap(), 0);
+        assert!(time("yesterday", now).is_err());
+        assert!(time("m", now).is_err());
+    }
+
+    #[test]
+    fn percentiles_are_nearest_rank() {
+        let sorted: Vec<u64> = (1..=100).collect();
+        assert_eq!(percentile(&sorted, 50.0), 50);
+        assert_eq!(percentile(&sorted, 99.0), 99);
+        assert_eq!(percentile(&[7], 99.0), 7);
+        assert_eq!(percentile(&[], 50.0), 0);
+    }
+}
