@@ -713,3 +713,116 @@ fn shadow_hooks_change_no_bridged_answer_and_are_recorded() {
         );
     }
 }
+
+/// A session recorded by the bridge (`--audit-log FILE --record`) replays from the log as it
+/// is: its `PreToolUse` and `PostToolUse` of one call are one tool call with its result, and
+/// `palisade diff` over the log against a set without the guard lists exactly the call the
+/// guard denied, now let through.
+#[test]
+fn a_session_recorded_by_the_bridge_is_replayed_and_diffed_from_its_audit_log() {
+    let dir = tempfile::tempdir().unwrap();
+    let guarded = dir.path().join("guarded");
+    palisade_examples::install_one(palisade_examples::get("shell-guard").unwrap(), &guarded)
+        .unwrap();
+    let open = dir.path().join("open");
+    std::fs::create_dir_all(&open).unwrap();
+    let log = dir.path().join("audit.jsonl");
+    let event = |name: &str, extra: Value| {
+        let mut event = json!({
+            "session_id": "recorded",
+            "transcript_path": "/tmp/t.jsonl",
+            "cwd": "/tmp",
+            "hook_event_name": name,
+        });
+        event
+            .as_object_mut()
+            .unwrap()
+            .extend(extra.as_object().unwrap().clone());
+        event.to_string()
+    };
+    let events = [
+        event("SessionStart", json!({ "source": "startup" })),
+        event("UserPromptSubmit", json!({ "prompt": "tidy up" })),
+        event(
+            "PreToolUse",
+            json!({ "tool_name": "Bash", "tool_input": { "command": "rm -rf /" }, "tool_use_id": "t1" }),
+        ),
+        event(
+            "PreToolUse",
+            json!({ "tool_name": "Bash", "tool_input": { "command": "ls" }, "tool_use_id": "t2" }),
+        ),
+        event(
+            "PostToolUse",
+            json!({ "tool_name": "Bash", "tool_input": { "command": "ls" }, "tool_use_id": "t2",
+                    "tool_response": { "stdout": "Cargo.toml", "stderr": "" } }),
+        ),
+        event("SessionEnd", json!({ "reason": "exit" })),
+    ];
+    let (log_path, guarded_path) = (log.to_str().unwrap(), guarded.to_str().unwrap());
+    for input in &events {
+        let out = palisade(
+            &[
+                "claude-code",
+                "--audit-log",
+                log_path,
+                "--record",
+                guarded_path,
+            ],
+            input,
+        );
+        assert!(out.status.success(), "{out:?}");
+    }
+    let out = palisade(&["replay", guarded_path, log_path, "--format", "json"], "");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let replay: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let timeline: Vec<(String, String)> = replay["timeline"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| {
+            (
+                s["event"].as_str().unwrap().to_string(),
+                s["outcome"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
+    let step = |e: &str, o: &str| (e.to_string(), o.to_string());
+    assert_eq!(
+        timeline,
+        [
+            step("session-start", "0 context(s)"),
+            step("prompt", "enter (+0 context)"),
+            step("tool-call", "DENY"),
+            step("tool-call", "allow"),
+            step("session-end", "ended"),
+        ],
+        "{replay:#}"
+    );
+    let out = palisade(
+        &[
+            "diff",
+            guarded_path,
+            open.to_str().unwrap(),
+            log_path,
+            "--format",
+            "json",
+        ],
+        "",
+    );
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let diff: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let changes = diff["changes"].as_array().unwrap();
+    assert_eq!(changes.len(), 1, "{diff:#}");
+    assert_eq!(changes[0]["index"], 3, "{diff:#}");
+    assert_eq!(changes[0]["kind"], "loosened", "{diff:#}");
+    assert_eq!(changes[0]["subject"], "Bash rm -rf /", "{diff:#}");
+}

@@ -226,6 +226,98 @@ pub async fn handle_in(lifecycle: &Lifecycle, dialect: Dialect, input: &Value) -
     reply
 }
 
+impl Dialect {
+    /// Its name in a recording (`agent_event`'s `dialect`): `claude-code`, `codex`, `gemini`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Dialect::ClaudeCode => "claude-code",
+            Dialect::Codex => "codex",
+            Dialect::Gemini => "gemini",
+        }
+    }
+
+    /// The dialect a recording names.
+    pub fn from_name(name: &str) -> Option<Dialect> {
+        match name {
+            "claude-code" => Some(Dialect::ClaudeCode),
+            "codex" => Some(Dialect::Codex),
+            "gemini" => Some(Dialect::Gemini),
+            _ => None,
+        }
+    }
+}
+
+/// The recorded hook events of one agent session (in their order, each in its dialect) as
+/// the session events `palisade replay` reads: `SessionStart` → `session-start`,
+/// `UserPromptSubmit` → `prompt` (turns numbered from 1), a `PreToolUse` and the `PostToolUse`
+/// of the same call → one `tool-call` with the result the tool returned (none when it never
+/// ran: denied, or not recorded), `Stop` → `stop`, `SessionEnd` → `session-end`. Events with
+/// no point, or that cannot be read, are left out.
+pub fn session_events(events: &[(Dialect, Value)]) -> Vec<Value> {
+    let mut out: Vec<Value> = Vec::new();
+    // The `tool-call` of each call id, by its place in `out`.
+    let mut calls: std::collections::HashMap<String, usize> = std::collections::HashMap::new();
+    let mut turn = 0u32;
+    for (dialect, raw) in events {
+        let Ok(mut input) = HookEvent::deserialize(raw) else {
+            continue;
+        };
+        if *dialect == Dialect::Gemini {
+            gemini_as_claude(&mut input);
+        }
+        match input.hook_event_name.as_str() {
+            "SessionStart" => out.push(json!({
+                "event": "session-start",
+                "source": input
+                    .source
+                    .as_deref()
+                    .filter(|s| matches!(*s, "resume" | "clear" | "compact"))
+                    .unwrap_or("startup"),
+            })),
+            "UserPromptSubmit" => {
+                turn += 1;
+                out.push(json!({
+                    "event": "prompt",
+                    "turn": turn,
+                    "text": input.prompt.clone().unwrap_or_default(),
+                }));
+            }
+            "PreToolUse" => {
+                let Ok(call) = tool_call(&input) else {
+                    continue;
+                };
+                calls.insert(call.tool_use_id.clone(), out.len());
+                out.push(json!({
+                    "event": "tool-call",
+                    "call": call,
+                    "result": ToolOutcome { content_blocks: vec![], is_error: false, value: None },
+                }));
+            }
+            "PostToolUse" => {
+                let Ok(call) = tool_call(&input) else {
+                    continue;
+                };
+                let result = serde_json::to_value(outcome(&input)).unwrap_or(Value::Null);
+                match calls.get(&call.tool_use_id) {
+                    Some(&at) if !call.tool_use_id.is_empty() => out[at]["result"] = result,
+                    _ => out.push(json!({ "event": "tool-call", "call": call, "result": result })),
+                }
+            }
+            "Stop" => out.push(json!({
+                "event": "stop",
+                "turn": turn.max(1),
+                "last_assistant_message": input.last_assistant_message,
+            })),
+            "SessionEnd" => out.push(json!({
+                "event": "session-end",
+                "reason": input.reason.clone().unwrap_or_else(|| "other".into()),
+            })),
+            _ => {}
+        }
+    }
+    out
+}
+
 /// A Gemini CLI event as the Claude Code event of the same meaning: its name, and the
 /// `AfterAgent` answer text as the last assistant message.
 fn gemini_as_claude(input: &mut HookEvent) {

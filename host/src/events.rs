@@ -171,6 +171,17 @@ impl JsonlSink {
             file: Mutex::new(file),
         })
     }
+
+    /// Appends `record`, one JSON line, to the same log (a bridge's recording of the agent's
+    /// event, `agent_event`, next to the lifecycle events it caused).
+    pub fn record(&self, record: &serde_json::Value) {
+        let Ok(mut line) = serde_json::to_vec(record) else {
+            return;
+        };
+        line.push(b'\n');
+        let mut file = self.file.lock().unwrap_or_else(|e| e.into_inner());
+        let _ = file.write_all(&line).and_then(|()| file.flush());
+    }
 }
 
 impl EventSink for JsonlSink {

@@ -23,6 +23,11 @@ pub struct BridgeCommand {
     /// Append every lifecycle event to this JSONL audit log.
     #[arg(long)]
     audit_log: Option<PathBuf>,
+    /// Also record the agent's event itself in the audit log (an `agent_event` line), so
+    /// that `palisade replay` and `palisade diff` can replay the session from the log. Off by
+    /// default: it writes the agent's prompts, tool inputs and tool results to the log.
+    #[arg(long, requires = "audit_log")]
+    record: bool,
     /// Print the time spent loading and dispatching on stderr.
     #[arg(long)]
     timings: bool,
@@ -153,7 +158,20 @@ async fn decide(
     let mut sink: Option<Arc<dyn EventSink>> = None;
     if let Some(path) = &options.audit_log {
         match JsonlSink::open(path) {
-            Ok(audit) => sink = Some(Arc::new(audit)),
+            Ok(audit) => {
+                if options.record {
+                    audit.record(&serde_json::json!({
+                        "event": "agent_event",
+                        "at_ms": std::time::SystemTime::now()
+                            .duration_since(std::time::UNIX_EPOCH)
+                            .map_or(0, |d| d.as_millis() as u64),
+                        "dialect": dialect.name(),
+                        "session_id": input.get("session_id"),
+                        "input": &input,
+                    }));
+                }
+                sink = Some(Arc::new(audit))
+            }
             Err(e) => {
                 return Err(bridge::failure(
                     &name,

@@ -29,7 +29,8 @@ pub struct DiffCommand {
     old: PathBuf,
     /// The plugin directory proposed.
     new: PathBuf,
-    /// Recorded sessions (the JSONL `palisade replay` reads).
+    /// Recorded sessions: the JSONL `palisade replay` reads, or audit logs a bridge wrote
+    /// with `--record` (each session in it replayed).
     #[arg(required = true)]
     sessions: Vec<PathBuf>,
     /// Output format.
@@ -140,50 +141,62 @@ impl DiffCommand {
     async fn compare(self) -> anyhow::Result<ExitCode> {
         let mut changes = Vec::new();
         let mut events = 0;
+        let mut replayed = 0;
         for session in &self.sessions {
             let text = std::fs::read_to_string(session)
                 .with_context(|| format!("cannot read the session {}", session.display()))?;
-            let name = session.display().to_string();
-            let old = replay::steps(&self.old, &text, &name, self.approve)
-                .await
-                .with_context(|| format!("replaying {name} through {}", self.old.display()))?;
-            let new = replay::steps(&self.new, &text, &name, self.approve)
-                .await
-                .with_context(|| format!("replaying {name} through {}", self.new.display()))?;
-            events += old.len();
-            for (before, after) in old.iter().zip(&new) {
-                let (old_side, new_side) = (Side::of(before), Side::of(after));
-                if old_side == new_side {
-                    continue;
-                }
-                let kind = match (old_side.refused(), new_side.refused()) {
-                    (true, false) => FailOn::Loosened,
-                    (false, true) => FailOn::Tightened,
-                    _ => FailOn::Changed,
+            let file = session.display().to_string();
+            let recorded = replay::sessions(&text, &file)?;
+            let several = recorded.len() > 1;
+            for (id, recorded) in recorded {
+                // One session per file is named by the file; several (an audit log) by file and id.
+                let name = if several {
+                    format!("{file}#{id}")
+                } else {
+                    file.clone()
                 };
-                changes.push(Change {
-                    session: name.clone(),
-                    index: before.index,
-                    event: before.event.clone(),
-                    subject: before.subject.clone(),
-                    kind,
-                    old: old_side,
-                    new: new_side,
-                });
+                let old = replay::steps(&self.old, &id, recorded.clone(), self.approve)
+                    .await
+                    .with_context(|| format!("replaying {name} through {}", self.old.display()))?;
+                let new = replay::steps(&self.new, &id, recorded, self.approve)
+                    .await
+                    .with_context(|| format!("replaying {name} through {}", self.new.display()))?;
+                events += old.len();
+                replayed += 1;
+                for (before, after) in old.iter().zip(&new) {
+                    let (old_side, new_side) = (Side::of(before), Side::of(after));
+                    if old_side == new_side {
+                        continue;
+                    }
+                    let kind = match (old_side.refused(), new_side.refused()) {
+                        (true, false) => FailOn::Loosened,
+                        (false, true) => FailOn::Tightened,
+                        _ => FailOn::Changed,
+                    };
+                    changes.push(Change {
+                        session: name.clone(),
+                        index: before.index,
+                        event: before.event.clone(),
+                        subject: before.subject.clone(),
+                        kind,
+                        old: old_side,
+                        new: new_side,
+                    });
+                }
             }
         }
         let groups = groups(&changes);
         match self.format {
             Format::Json => {
                 let doc = serde_json::json!({
-                    "sessions": self.sessions.len(),
+                    "sessions": replayed,
                     "events": events,
                     "changes": changes,
                     "groups": groups,
                 });
                 println!("{}", serde_json::to_string_pretty(&doc)?);
             }
-            Format::Text => print_text(self.sessions.len(), events, &changes, &groups),
+            Format::Text => print_text(replayed, events, &changes, &groups),
         }
         let fails = changes.iter().any(|c| {
             self.fail_on

@@ -26,7 +26,8 @@ pub struct LogsCommand {
     #[arg(long)]
     hook: Option<String>,
     /// Only events of these outcomes (repeatable): `deny`, `fail`, `fail-closed`, `shadow`,
-    /// a completed hook's decision (`allow`, `ask`, `none`, …), `log`, `started`.
+    /// a completed hook's decision (`allow`, `ask`, `none`, …), `log`, `started`, `agent`
+    /// (the agent's events a bridge recorded with `--record`).
     #[arg(long)]
     outcome: Vec<String>,
     /// Only events at or after this time: milliseconds since the epoch, or an age (`90s`,
@@ -193,6 +194,7 @@ fn outcomes(event: &Value) -> Vec<&str> {
         "hook_shadowed" => vec!["shadow"],
         "hook_completed" => vec![event["decision"].as_str().unwrap_or("?")],
         "plugin_log" => vec!["log"],
+        "agent_event" => vec!["agent"],
         _ => vec![],
     }
 }
@@ -200,6 +202,23 @@ fn outcomes(event: &Value) -> Vec<&str> {
 /// One event as one readable line: its time, session, kind, hook and what it says.
 fn describe(event: &Value) -> String {
     let at = event["at_ms"].as_u64().unwrap_or(0);
+    if event["event"] == "agent_event" {
+        // A bridge's recording of the agent's event (`--record`).
+        let input = &event["input"];
+        return clip(
+            &format!(
+                "{}.{:03} {} {:<15} {} {} {}",
+                at / 1000,
+                at % 1000,
+                input["session_id"].as_str().unwrap_or("?"),
+                "agent_event",
+                str_of(event, "dialect"),
+                input["hook_event_name"].as_str().unwrap_or("?"),
+                input["tool_name"].as_str().unwrap_or_default()
+            ),
+            400,
+        );
+    }
     let head = format!(
         "{}.{:03} {} {:<15} {}",
         at / 1000,

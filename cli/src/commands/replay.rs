@@ -56,9 +56,9 @@ impl ReplayCommand {
 }
 
 /// One recorded event.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Clone, Deserialize)]
 #[serde(tag = "event", rename_all = "kebab-case", deny_unknown_fields)]
-enum Recorded {
+pub(crate) enum Recorded {
     SessionStart {
         source: SessionSource,
     },
@@ -189,7 +189,18 @@ pub async fn replay_text(
     format: Format,
     approve: Approve,
 ) -> anyhow::Result<ExitCode> {
-    let steps = steps(dir, text, name, approve).await?;
+    let mut sessions = sessions(text, name)?;
+    if sessions.len() != 1 {
+        let ids: Vec<_> = sessions.iter().map(|(id, _)| id.as_str()).collect();
+        anyhow::bail!(
+            "{name} holds {} sessions ({}): `palisade replay` replays one (`palisade diff` \
+             replays each)",
+            sessions.len(),
+            ids.join(", ")
+        );
+    }
+    let (session_id, recorded) = sessions.remove(0);
+    let steps = steps(dir, &session_id, recorded, approve).await?;
     let stats = plugin_stats(&steps);
 
     match format {
@@ -202,14 +213,13 @@ pub async fn replay_text(
     Ok(ExitCode::SUCCESS)
 }
 
-/// The timeline of the recording `text` (named `name`) through the plugins of `dir`.
+/// The timeline of session `session_id`'s `recorded` events through the plugins of `dir`.
 pub(crate) async fn steps(
     dir: &Path,
-    text: &str,
-    name: &str,
+    session_id: &str,
+    recorded: Vec<Recorded>,
     approve: Approve,
 ) -> anyhow::Result<Vec<Step>> {
-    let recorded = parse_recording(text, name)?;
     let sink = Arc::new(Collect::default());
     // A replay is the same every time: state starts empty and is forgotten.
     let host = crate::cache::host_builder()
@@ -221,15 +231,9 @@ pub(crate) async fn steps(
         Approve::Never => Approval::Rejected,
         Approve::Always => Approval::AllowedOnce,
     };
-    // The recording's name is the session's id: its facts' ids are its own, and the same in
-    // every replay of it.
-    let session_id = Path::new(name).file_stem().map_or_else(
-        || "replay".to_string(),
-        |s| s.to_string_lossy().into_owned(),
-    );
     let lifecycle = Lifecycle::new(
         plugins
-            .session(&session_id)
+            .session(session_id)
             .with_approver(Arc::new(Fixed(approval))),
     );
     let session = lifecycle.session();
@@ -263,22 +267,83 @@ pub(crate) async fn steps(
     Ok(steps)
 }
 
-/// The recorded events of a session recording (JSON Lines; blank and `//` lines skipped).
-fn parse_recording(text: &str, name: &str) -> anyhow::Result<Vec<Recorded>> {
+/// The sessions of a recording (JSON Lines; blank and `//` lines skipped), each with its id:
+/// either session events (one session, its id the file's name: its facts' ids are its own,
+/// and the same in every replay of it), or an audit log a bridge wrote with `--record` — its
+/// `agent_event` lines, by session, made into session events
+/// ([`palisade::bridge::session_events`]); its lifecycle events are skipped.
+pub(crate) fn sessions(text: &str, name: &str) -> anyhow::Result<Vec<(String, Vec<Recorded>)>> {
+    const LIFECYCLE: [&str; 6] = [
+        "hook_started",
+        "hook_completed",
+        "hook_failed",
+        "hook_denied",
+        "hook_shadowed",
+        "plugin_log",
+    ];
     let mut recorded = Vec::new();
+    let mut agent: Vec<(String, Vec<(palisade::bridge::Dialect, serde_json::Value)>)> = Vec::new();
     for (i, line) in text.lines().enumerate() {
         if line.trim().is_empty() || line.trim_start().starts_with("//") {
             continue;
         }
-        let event: Recorded = serde_json::from_str(line).with_context(|| {
+        let at = || format!("{name}:{}", i + 1);
+        let value: serde_json::Value = serde_json::from_str(line)
+            .with_context(|| format!("{}: not JSON (see `palisade replay --help`)", at()))?;
+        let kind = value["event"].as_str().unwrap_or_default();
+        if LIFECYCLE.contains(&kind) {
+            continue;
+        }
+        if kind == "agent_event" {
+            let dialect = value["dialect"]
+                .as_str()
+                .and_then(palisade::bridge::Dialect::from_name)
+                .with_context(|| {
+                    format!("{}: an agent_event names no dialect palisade knows", at())
+                })?;
+            let session = value["input"]["session_id"]
+                .as_str()
+                .unwrap_or("unknown-session")
+                .to_string();
+            let input = value["input"].clone();
+            match agent.iter_mut().find(|(id, _)| *id == session) {
+                Some((_, events)) => events.push((dialect, input)),
+                None => agent.push((session, vec![(dialect, input)])),
+            }
+            continue;
+        }
+        let event: Recorded = serde_json::from_value(value).with_context(|| {
             format!(
-                "{name}:{}: not a session event (see `palisade replay --help`)",
-                i + 1
+                "{}: not a session event (see `palisade replay --help`)",
+                at()
             )
         })?;
         recorded.push(event);
     }
-    Ok(recorded)
+    if !agent.is_empty() {
+        if !recorded.is_empty() {
+            anyhow::bail!(
+                "{name} mixes session events and recorded agent events: keep them in files of \
+                 their own"
+            );
+        }
+        return agent
+            .into_iter()
+            .map(|(id, events)| {
+                let recorded = palisade::bridge::session_events(&events)
+                    .into_iter()
+                    .map(serde_json::from_value)
+                    .collect::<Result<Vec<Recorded>, _>>()
+                    .with_context(|| format!("{name}: session {id}"))?;
+                Ok((id, recorded))
+            })
+            .collect();
+    }
+    let id = Path::new(name).file_stem().map_or_else(
+        || "replay".to_string(),
+        |s| s.to_string_lossy().into_owned(),
+    );
+    Ok(vec![(id, recorded)])
 }
 
 /// What each hook did in one step, from the step's events (its logs attached).
