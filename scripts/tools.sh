@@ -19,6 +19,13 @@ if ! "$venv/bin/componentize-py" --version 2>/dev/null | grep -q "$COMPONENTIZE_
     "$venv/bin/pip" install --quiet --disable-pip-version-check "componentize-py==$COMPONENTIZE_PY_VERSION"
 fi
 echo "export PALISADE_COMPONENTIZE_PY=$venv/bin/componentize-py"
+# Prometheus's own Python client, whose parser of the text format checks `serve`'s /metrics.
+PROMETHEUS_CLIENT_VERSION=0.26.0
+if ! "$venv/bin/pip" show prometheus-client 2>/dev/null | grep -x "Version: $PROMETHEUS_CLIENT_VERSION" >/dev/null; then
+    echo "installing prometheus-client $PROMETHEUS_CLIENT_VERSION into $venv" >&2
+    "$venv/bin/pip" install --quiet --disable-pip-version-check "prometheus-client==$PROMETHEUS_CLIENT_VERSION"
+fi
+echo "export PALISADE_PYTHON=$venv/bin/python"
 
 # npm packages, pinned, installed into a directory of the build tree: `npm_tools DIR MODULE_TYPE
 # NAME@VERSION…` installs them unless every one is there at its version.

@@ -9,6 +9,7 @@ mod cache;
 mod commands;
 mod hook_io;
 mod jsonrpc;
+mod metrics;
 mod output;
 mod progress;
 mod token;

@@ -727,3 +727,99 @@ fn a_shadow_guard_changes_no_answer_and_its_would_deny_is_in_the_audit_log() {
     assert_eq!(shadowed[0]["decision"], "would_deny", "{log}");
     assert_eq!(shadowed[0]["reason_code"], "scripted-deny", "{log}");
 }
+
+/// `GET /metrics` answers the lifecycle counters in the Prometheus text format — read back by
+/// Prometheus's own parser (`prometheus_client`, installed by `scripts/tools.sh`) — and needs
+/// the token like the rest.
+#[test]
+fn metrics_are_prometheus_text_that_prometheus_parses() {
+    let python = std::env::var("PALISADE_PYTHON").unwrap_or_else(|_| {
+        panic!(
+            "PALISADE_PYTHON is not set: run the tests with scripts/test.sh, or \
+             `eval \"$(scripts/tools.sh)\"` first (it installs prometheus-client)"
+        )
+    });
+    let dir = tempfile::tempdir().unwrap();
+    scripted(
+        dir.path(),
+        "deny-rm",
+        "[[hooks]]\npoint = \"pre-tool\"\ncapability = \"guard\"\n\
+         [config]\npre_tool = \"deny\"\n",
+    );
+    scripted(
+        dir.path(),
+        "crashy",
+        "[[hooks]]\npoint = \"pre-tool\"\ncapability = \"guard\"\non_failure = \"allow\"\n\
+         [config]\npre_tool = \"panic\"\n",
+    );
+    let server = Server::start(dir.path(), &[], &[]);
+    for session in ["a", "b"] {
+        assert_eq!(server.event(bash(session, "ls")).status, 200);
+    }
+    let unauthorized = request(server.address, "GET", "/metrics", b"", &[]);
+    assert_eq!(unauthorized.status, 401, "{unauthorized:?}");
+    let metrics = server.request("GET", "/metrics", b"", &[]);
+    assert_eq!(metrics.status, 200, "{metrics:?}");
+    let parse = r#"
+import json, sys
+from prometheus_client.parser import text_string_to_metric_families
+out = {}
+for family in text_string_to_metric_families(sys.stdin.read()):
+    for s in family.samples:
+        out[s.name + json.dumps(s.labels, sort_keys=True, separators=(",", ":"))] = s.value
+print(json.dumps(out))
+"#;
+    let mut child = std::process::Command::new(&python)
+        .args(["-c", parse])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::io::Write::write_all(&mut child.stdin.take().unwrap(), metrics.body.as_bytes()).unwrap();
+    let parsed = child.wait_with_output().unwrap();
+    assert!(
+        parsed.status.success(),
+        "the parser refused:\n{}\n{}",
+        String::from_utf8_lossy(&parsed.stderr),
+        metrics.body
+    );
+    let samples: Value = serde_json::from_slice(&parsed.stdout).unwrap();
+    let sample = |name: &str, labels: Value| {
+        samples[format!("{name}{}", serde_json::to_string(&labels).unwrap())].as_f64()
+    };
+    // Both sessions' calls: the deny counted twice; the crash (failing open) twice, by reason.
+    assert_eq!(
+        sample(
+            "palisade_hook_invocations_total",
+            json!({ "hook": "deny-rm/pre-tool", "outcome": "deny", "point": "pre-tool" })
+        ),
+        Some(2.0),
+        "{}",
+        metrics.body
+    );
+    assert_eq!(
+        sample(
+            "palisade_hook_failures_total",
+            json!({ "hook": "crashy/pre-tool", "reason": "trap" })
+        ),
+        Some(2.0),
+        "{}",
+        metrics.body
+    );
+    assert_eq!(
+        sample(
+            "palisade_hook_duration_seconds_count",
+            json!({ "hook": "deny-rm/pre-tool" })
+        ),
+        Some(2.0),
+        "{}",
+        metrics.body
+    );
+    assert_eq!(
+        sample("palisade_sessions", json!({})),
+        Some(2.0),
+        "{}",
+        metrics.body
+    );
+}

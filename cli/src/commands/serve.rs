@@ -176,6 +176,8 @@ struct Server {
     /// Held by a reload, so two never interleave.
     reloading: tokio::sync::Mutex<()>,
     sink: Option<Arc<dyn EventSink>>,
+    /// The counts `GET /metrics` answers (fed by `sink`).
+    metrics: Arc<crate::metrics::Metrics>,
     /// The `Host` values requests may carry.
     hosts: Vec<AllowedHost>,
 }
@@ -205,12 +207,15 @@ fn load(
 }
 
 async fn serve(options: Options) -> anyhow::Result<std::process::ExitCode> {
-    let sink: Option<Arc<dyn EventSink>> = match &options.audit_log {
+    let audit: Option<Arc<dyn EventSink>> = match &options.audit_log {
         Some(path) => Some(Arc::new(
             JsonlSink::open(path).with_context(|| format!("opening {}", path.display()))?,
         )),
         None => None,
     };
+    let metrics = Arc::new(crate::metrics::Metrics::default());
+    let sink: Option<Arc<dyn EventSink>> =
+        Some(Arc::new(crate::metrics::Tee(metrics.clone(), audit)));
     let plugins_dir = options.plugins.clone();
     let first_sink = sink.clone();
     let state = options.state.clone();
@@ -236,6 +241,7 @@ async fn serve(options: Options) -> anyhow::Result<std::process::ExitCode> {
         permits: Semaphore::new(options.max_concurrency.max(1)),
         reloading: tokio::sync::Mutex::new(()),
         sink,
+        metrics,
         hosts: AllowedHost::of(address),
         options,
     });
@@ -249,7 +255,7 @@ async fn serve(options: Options) -> anyhow::Result<std::process::ExitCode> {
         }
     ));
     say(format!(
-        "palisade serve: {count} plugin(s) from {}, listening on http://{address} (POST /claude-code, POST /codex)",
+        "palisade serve: {count} plugin(s) from {}, listening on http://{address} (POST /claude-code, POST /codex; GET /health, /metrics)",
         server.options.plugins.display()
     ));
 
@@ -257,6 +263,7 @@ async fn serve(options: Options) -> anyhow::Result<std::process::ExitCode> {
         .route("/claude-code", post(claude_code))
         .route("/codex", post(codex))
         .route("/health", get(health))
+        .route("/metrics", get(metrics_text))
         .fallback(not_found)
         .layer(DefaultBodyLimit::max(server.options.payload_max_bytes))
         .with_state(server.clone());
@@ -863,6 +870,28 @@ async fn health(State(server): State<Arc<Server>>, headers: HeaderMap) -> Respon
         "busy": busy,
     }))
     .into_response()
+}
+
+/// The event counters in the Prometheus text format (token-protected like the rest).
+async fn metrics_text(State(server): State<Arc<Server>>, headers: HeaderMap) -> Response {
+    if let Err(refused) = admitted(&server, &headers, false) {
+        return *refused;
+    }
+    let sessions = server
+        .current()
+        .sessions
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .map
+        .len();
+    (
+        [(
+            header::CONTENT_TYPE,
+            "text/plain; version=0.0.4; charset=utf-8",
+        )],
+        server.metrics.render(sessions),
+    )
+        .into_response()
 }
 
 async fn not_found() -> Response {
