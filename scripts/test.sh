@@ -14,6 +14,9 @@ tools_env="$root/target/tools.env"
 started=$SECONDS
 stamp() { echo "test.sh: $1 after $((SECONDS - started)) s" >&2; }
 
+# The pinned toolchain (rust-toolchain.toml) first, installed once before the installs and
+# the build run side by side: two rustup installs of one toolchain at once can collide.
+cargo --version >/dev/null
 scripts/tools.sh >"$tools_env.partial" &
 tools=$!
 # Every test binary, and the benches as a compile check: built as the tests are (the same
