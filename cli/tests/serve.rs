@@ -823,3 +823,47 @@ print(json.dumps(out))
         metrics.body
     );
 }
+
+/// `--record` keeps the agents' events in the audit log: `palisade diff` replays each session
+/// of a running server from its log, and lists exactly the event that changes (the second
+/// session's call is allowed either way).
+#[test]
+fn a_recorded_serve_log_is_diffed_per_session() {
+    let dir = tempfile::tempdir().unwrap();
+    let guarded = dir.path().join("guarded");
+    palisade_examples::install_one(palisade_examples::get("shell-guard").unwrap(), &guarded)
+        .unwrap();
+    let open = dir.path().join("open");
+    std::fs::create_dir_all(&open).unwrap();
+    let log = dir.path().join("audit.jsonl");
+    let server = Server::start(
+        &guarded,
+        &["--audit-log", log.to_str().unwrap(), "--record"],
+        &[],
+    );
+    assert_eq!(server.event(bash("s1", "rm -rf /")).status, 200);
+    assert_eq!(server.event(bash("s2", "ls")).status, 200);
+    drop(server);
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_palisade"))
+        .args(["diff", guarded.to_str().unwrap(), open.to_str().unwrap()])
+        .arg(&log)
+        .args(["--format", "json"])
+        .env("PALISADE_CACHE_DIR", dir.path().join("cache"))
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let diff: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(diff["sessions"], 2, "{diff:#}");
+    let changes = diff["changes"].as_array().unwrap();
+    assert_eq!(changes.len(), 1, "{diff:#}");
+    assert!(
+        changes[0]["session"].as_str().unwrap().ends_with("#s1"),
+        "{diff:#}"
+    );
+    assert_eq!(changes[0]["kind"], "loosened", "{diff:#}");
+}

@@ -247,6 +247,21 @@ impl Dialect {
     }
 }
 
+/// The line that records `input`, a hook event in `dialect`, in an audit log (what a bridge's
+/// `--record` writes): `{"event": "agent_event", "at_ms", "dialect", "session_id", "input"}`.
+/// [`session_events`] reads such lines back.
+pub fn agent_event(dialect: Dialect, input: &Value) -> Value {
+    json!({
+        "event": "agent_event",
+        "at_ms": std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_millis() as u64),
+        "dialect": dialect.name(),
+        "session_id": input.get("session_id"),
+        "input": input,
+    })
+}
+
 /// The recorded hook events of one agent session (in their order, each in its dialect) as
 /// the session events `palisade replay` reads: `SessionStart` → `session-start`,
 /// `UserPromptSubmit` → `prompt` (turns numbered from 1), a `PreToolUse` and the `PostToolUse`

@@ -160,15 +160,7 @@ async fn decide(
         match JsonlSink::open(path) {
             Ok(audit) => {
                 if options.record {
-                    audit.record(&serde_json::json!({
-                        "event": "agent_event",
-                        "at_ms": std::time::SystemTime::now()
-                            .duration_since(std::time::UNIX_EPOCH)
-                            .map_or(0, |d| d.as_millis() as u64),
-                        "dialect": dialect.name(),
-                        "session_id": input.get("session_id"),
-                        "input": &input,
-                    }));
+                    audit.record(&bridge::agent_event(dialect, &input));
                 }
                 sink = Some(Arc::new(audit))
             }

@@ -75,6 +75,11 @@ pub struct ServeCommand {
     /// Append lifecycle events to this JSONL audit log.
     #[arg(long)]
     audit_log: Option<PathBuf>,
+    /// Also record each agent event in the audit log (`agent_event` lines), so that
+    /// `palisade replay` and `palisade diff` replay the sessions from it. Off by default: it
+    /// writes the agents' prompts, tool inputs and tool results to the log.
+    #[arg(long, requires = "audit_log")]
+    record: bool,
     /// Where plugins' granted state (`[state]`) is kept: `memory` (gone when the server
     /// exits), a Redis URL (`redis://HOST:PORT/DB`, `rediss://…`, `redis+unix:///PATH`: one
     /// store for several servers), or a directory for the embedded store (SQLite, shared by
@@ -116,6 +121,7 @@ impl ServeCommand {
             max_connections: self.max_connections.max(1),
             watch: self.watch,
             audit_log: self.audit_log,
+            record: self.record,
             state: crate::cache::state_store(self.state.as_deref()),
         })
     }
@@ -143,6 +149,8 @@ pub struct Options {
     pub read_timeout: Duration,
     pub watch: bool,
     pub audit_log: Option<PathBuf>,
+    /// Whether agent events are recorded in the audit log too.
+    pub record: bool,
     /// Where plugin state is kept: one store for the server's life, across reloads.
     pub state: palisade::StateStore,
 }
@@ -178,6 +186,8 @@ struct Server {
     sink: Option<Arc<dyn EventSink>>,
     /// The counts `GET /metrics` answers (fed by `sink`).
     metrics: Arc<crate::metrics::Metrics>,
+    /// The audit log, when agent events are recorded in it (`--record`).
+    recorder: Option<Arc<JsonlSink>>,
     /// The `Host` values requests may carry.
     hosts: Vec<AllowedHost>,
 }
@@ -207,12 +217,14 @@ fn load(
 }
 
 async fn serve(options: Options) -> anyhow::Result<std::process::ExitCode> {
-    let audit: Option<Arc<dyn EventSink>> = match &options.audit_log {
+    let audit_log: Option<Arc<JsonlSink>> = match &options.audit_log {
         Some(path) => Some(Arc::new(
             JsonlSink::open(path).with_context(|| format!("opening {}", path.display()))?,
         )),
         None => None,
     };
+    let recorder = audit_log.clone().filter(|_| options.record);
+    let audit = audit_log.map(|log| log as Arc<dyn EventSink>);
     let metrics = Arc::new(crate::metrics::Metrics::default());
     let sink: Option<Arc<dyn EventSink>> =
         Some(Arc::new(crate::metrics::Tee(metrics.clone(), audit)));
@@ -242,6 +254,7 @@ async fn serve(options: Options) -> anyhow::Result<std::process::ExitCode> {
         reloading: tokio::sync::Mutex::new(()),
         sink,
         metrics,
+        recorder,
         hosts: AllowedHost::of(address),
         options,
     });
@@ -806,6 +819,9 @@ async fn answer(server: &Arc<Server>, dialect: Dialect, body: &[u8]) -> Response
             "the event has no `session_id`: every event names its agent session",
         );
     };
+    if let Some(log) = &server.recorder {
+        log.record(&bridge::agent_event(dialect, &input));
+    }
     let Ok(Ok(_permit)) = tokio::time::timeout(QUEUE_WAIT, server.permits.acquire()).await else {
         return problem(
             StatusCode::SERVICE_UNAVAILABLE,
