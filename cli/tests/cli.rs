@@ -1032,10 +1032,39 @@ fn logs_filters_summarises_and_follows_an_audit_log() {
             Err(_) => continue,
         }
     }
-    let _ = follower.kill();
-    let _ = follower.wait();
     assert!(
         seen.iter().any(|l| l.contains(" s3 hook_denied ")),
         "{seen:#?}"
+    );
+    // Rotated: the old log moved away, a new one at its path is followed from its start,
+    // and nothing of the old one is printed again.
+    std::fs::rename(&log, work.path().join("audit.jsonl.1")).unwrap();
+    let out = palisade_with_input(
+        &["claude-code", "--audit-log", log_path, plugins],
+        &bash_event("s3", "git push --force origin main"),
+    );
+    assert!(out.status.success(), "{out:?}");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    let mut after = Vec::new();
+    while std::time::Instant::now() < deadline {
+        if let Ok(line) = receive.recv_timeout(std::time::Duration::from_millis(200)) {
+            let denied = line.contains("hook_denied");
+            after.push(line);
+            if denied {
+                break;
+            }
+        }
+    }
+    let _ = follower.kill();
+    let _ = follower.wait();
+    assert!(
+        after
+            .iter()
+            .any(|l| l.contains(" s3 hook_denied ") && l.contains("force-push")),
+        "{after:#?}"
+    );
+    assert!(
+        !after.iter().any(|l| l.contains("destructive-delete")),
+        "the old log was printed again: {after:#?}"
     );
 }

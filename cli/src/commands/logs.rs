@@ -84,13 +84,27 @@ impl LogsCommand {
                 if !self.follow {
                     break;
                 }
-                // A line being written: read it again once it is whole. A log that shrank
-                // was rotated or truncated: start again from its beginning.
+                // A line being written: read it again once it is whole.
                 let at = reader.stream_position()? - read as u64;
                 tokio::time::sleep(Duration::from_millis(200)).await;
-                let length = std::fs::metadata(&self.log).map(|m| m.len()).unwrap_or(0);
-                let at = if length < at { 0 } else { at };
-                reader.seek(SeekFrom::Start(at))?;
+                match std::fs::metadata(&self.log) {
+                    // Another file at the path: the log was rotated; read the new one from
+                    // its start.
+                    Ok(now) if !same_file(&now, reader.get_ref()) => {
+                        reader =
+                            BufReader::new(std::fs::File::open(&self.log).with_context(|| {
+                                format!("cannot open the audit log {}", self.log.display())
+                            })?);
+                    }
+                    // The same file, shorter: truncated; read it again from its start.
+                    Ok(now) if now.len() < at => {
+                        reader.seek(SeekFrom::Start(0))?;
+                    }
+                    // The same file, or none yet after a rotation: go on where it was.
+                    _ => {
+                        reader.seek(SeekFrom::Start(at))?;
+                    }
+                }
                 continue;
             }
             number += 1;
@@ -123,6 +137,13 @@ impl LogsCommand {
             ExitCode::SUCCESS
         })
     }
+}
+
+/// Whether `path_meta` (what the log's path names now) is the file `open` reads.
+fn same_file(path_meta: &std::fs::Metadata, open: &std::fs::File) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    open.metadata()
+        .is_ok_and(|m| m.dev() == path_meta.dev() && m.ino() == path_meta.ino())
 }
 
 fn now_ms() -> u64 {
