@@ -66,3 +66,56 @@ pub fn indented(text: &str) -> String {
         .collect();
     lines.join("\n    ")
 }
+
+/// What a hook (or a plugin) did over many invocations: the table `palisade replay` and
+/// `palisade logs --summary` print.
+#[derive(Default)]
+pub struct Tally {
+    /// Each invocation's wall time, in µs.
+    pub durations: Vec<u64>,
+    pub fuel: u64,
+    pub denied: usize,
+    pub failed: usize,
+    pub shadowed: usize,
+}
+
+impl Tally {
+    /// The `q` quantile (0 to 1) of the durations, nearest rank; 0 with none.
+    pub fn quantile(&self, q: f64) -> u64 {
+        let mut sorted = self.durations.clone();
+        sorted.sort_unstable();
+        if sorted.is_empty() {
+            return 0;
+        }
+        let rank = (q * sorted.len() as f64).ceil() as usize;
+        sorted[rank.clamp(1, sorted.len()) - 1]
+    }
+}
+
+/// The tallies as a table, one row per name (`first`: the first column's title): calls,
+/// p50, p95, p99 and max in µs, fuel, denials, failures, shadowed.
+pub fn tally_table(first: &str, tallies: &std::collections::BTreeMap<String, Tally>) -> String {
+    let mut rows = vec![
+        [
+            first, "CALLS", "P50 µs", "P95 µs", "P99 µs", "MAX µs", "FUEL", "DENIED", "FAILED",
+            "SHADOWED",
+        ]
+        .map(String::from)
+        .to_vec(),
+    ];
+    for (name, t) in tallies {
+        rows.push(vec![
+            name.clone(),
+            t.durations.len().to_string(),
+            t.quantile(0.5).to_string(),
+            t.quantile(0.95).to_string(),
+            t.quantile(0.99).to_string(),
+            t.durations.iter().max().copied().unwrap_or(0).to_string(),
+            t.fuel.to_string(),
+            t.denied.to_string(),
+            t.failed.to_string(),
+            t.shadowed.to_string(),
+        ]);
+    }
+    table(&rows)
+}

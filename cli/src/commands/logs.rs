@@ -4,7 +4,7 @@
 //! lifecycle event per line. This prints the events a filter keeps, one readable line each,
 //! or (`--summary`) a table per hook; `--follow` keeps reading what is appended.
 
-use crate::output::{clip, table};
+use crate::output::{Tally, clip, tally_table};
 use anyhow::Context as _;
 use serde_json::Value;
 use std::collections::BTreeMap;
@@ -40,7 +40,8 @@ pub struct LogsCommand {
     /// Keep reading what is appended to the log (until interrupted).
     #[arg(long, short)]
     follow: bool,
-    /// A table per hook instead of the events: calls, denials, failures, shadowed, p50, p99.
+    /// A table per hook instead of the events — calls, p50, p95, p99, max, fuel, denials,
+    /// failures, shadowed: the table `palisade replay` prints per plugin.
     #[arg(long, conflicts_with = "follow")]
     summary: bool,
 }
@@ -71,7 +72,7 @@ impl LogsCommand {
         let file = std::fs::File::open(&self.log)
             .with_context(|| format!("cannot open the audit log {}", self.log.display()))?;
         let mut reader = BufReader::new(file);
-        let mut stats: BTreeMap<String, HookStats> = BTreeMap::new();
+        let mut stats: BTreeMap<String, Tally> = BTreeMap::new();
         let mut line = String::new();
         let mut number = 0;
         let mut unreadable = 0;
@@ -120,16 +121,14 @@ impl LogsCommand {
                 continue;
             }
             if self.summary {
-                stats
-                    .entry(str_of(&event, "hook_id"))
-                    .or_default()
-                    .add(&event);
+                count(stats.entry(str_of(&event, "hook_id")).or_default(), &event);
             } else {
                 println!("{}", describe(&event));
             }
         }
         if self.summary {
-            print!("{}", summary_table(&stats));
+            stats.retain(|_, t| !t.durations.is_empty());
+            print!("{}", tally_table("HOOK", &stats));
         }
         Ok(if unreadable > 0 {
             ExitCode::from(1)
@@ -286,74 +285,27 @@ fn describe(event: &Value) -> String {
     clip(&format!("{head} {said}"), 400)
 }
 
-#[derive(Default)]
-struct HookStats {
-    calls: usize,
-    denied: usize,
-    failed: usize,
-    shadowed: usize,
-    durations: Vec<u64>,
-}
-
-impl HookStats {
-    fn add(&mut self, event: &Value) {
-        let kind = event["event"].as_str().unwrap_or_default();
-        if !matches!(
-            kind,
-            "hook_completed" | "hook_denied" | "hook_failed" | "hook_shadowed"
-        ) {
-            return;
-        }
-        self.calls += 1;
-        match kind {
-            "hook_denied" => self.denied += 1,
-            "hook_failed" => self.failed += 1,
-            "hook_shadowed" => self.shadowed += 1,
-            _ => {}
-        }
-        self.durations
-            .push(event["duration_us"].as_u64().unwrap_or(0));
+/// Counts one finished invocation (`hook_completed`, `hook_denied`, `hook_failed`,
+/// `hook_shadowed`) into `tally`; other events count nothing.
+fn count(tally: &mut Tally, event: &Value) {
+    let kind = event["event"].as_str().unwrap_or_default();
+    match kind {
+        "hook_denied" => tally.denied += 1,
+        "hook_failed" => tally.failed += 1,
+        "hook_shadowed" => tally.shadowed += 1,
+        "hook_completed" => {}
+        _ => return,
     }
-}
-
-fn percentile(sorted: &[u64], p: f64) -> u64 {
-    if sorted.is_empty() {
-        return 0;
-    }
-    let rank = ((p / 100.0) * sorted.len() as f64).ceil() as usize;
-    sorted[rank.clamp(1, sorted.len()) - 1]
-}
-
-fn summary_table(stats: &BTreeMap<String, HookStats>) -> String {
-    let mut rows = vec![
-        [
-            "HOOK", "CALLS", "DENIED", "FAILED", "SHADOWED", "P50 µs", "P99 µs",
-        ]
-        .map(String::from)
-        .to_vec(),
-    ];
-    for (hook, s) in stats {
-        if s.calls == 0 {
-            continue;
-        }
-        let mut sorted = s.durations.clone();
-        sorted.sort_unstable();
-        rows.push(vec![
-            hook.clone(),
-            s.calls.to_string(),
-            s.denied.to_string(),
-            s.failed.to_string(),
-            s.shadowed.to_string(),
-            percentile(&sorted, 50.0).to_string(),
-            percentile(&sorted, 99.0).to_string(),
-        ]);
-    }
-    table(&rows)
+    tally
+        .durations
+        .push(event["duration_us"].as_u64().unwrap_or(0));
+    tally.fuel += event["fuel_consumed"].as_u64().unwrap_or(0);
 }
 
 #[cfg(test)]
 mod tests {
-    use super::{percentile, time};
+    use super::time;
+    use crate::output::Tally;
 
     #[test]
     fn times_are_epoch_milliseconds_or_ages() {
@@ -368,11 +320,15 @@ mod tests {
     }
 
     #[test]
-    fn percentiles_are_nearest_rank() {
-        let sorted: Vec<u64> = (1..=100).collect();
-        assert_eq!(percentile(&sorted, 50.0), 50);
-        assert_eq!(percentile(&sorted, 99.0), 99);
-        assert_eq!(percentile(&[7], 99.0), 7);
-        assert_eq!(percentile(&[], 50.0), 0);
+    fn quantiles_are_nearest_rank() {
+        let tally = |durations: Vec<u64>| Tally {
+            durations,
+            ..Tally::default()
+        };
+        let hundred = tally((1..=100).rev().collect());
+        assert_eq!(hundred.quantile(0.5), 50);
+        assert_eq!(hundred.quantile(0.99), 99);
+        assert_eq!(tally(vec![7]).quantile(0.99), 7);
+        assert_eq!(tally(vec![]).quantile(0.5), 0);
     }
 }

@@ -158,10 +158,12 @@ struct PluginStats {
     invocations: usize,
     p50_us: u64,
     p95_us: u64,
+    p99_us: u64,
     max_us: u64,
     total_fuel: u64,
     denied: usize,
     failed: usize,
+    shadowed: usize,
 }
 
 async fn replay(
@@ -201,14 +203,14 @@ pub async fn replay_text(
     }
     let (session_id, recorded) = sessions.remove(0);
     let steps = steps(dir, &session_id, recorded, approve).await?;
-    let stats = plugin_stats(&steps);
+    let tallies = tallies(&steps);
 
     match format {
         Format::Json => {
-            let doc = serde_json::json!({ "timeline": steps, "plugins": stats });
+            let doc = serde_json::json!({ "timeline": steps, "plugins": plugin_stats(&tallies) });
             println!("{}", serde_json::to_string_pretty(&doc)?);
         }
-        Format::Text => print_text(name, &steps, &stats),
+        Format::Text => print_text(name, &steps, &tallies),
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -421,8 +423,9 @@ fn hook_runs(events: &[Event]) -> Vec<HookRun> {
 }
 
 /// Per plugin: invocations, fuel, denials, failures and latency percentiles.
-fn plugin_stats(steps: &[Step]) -> BTreeMap<String, PluginStats> {
-    let mut per_plugin: BTreeMap<String, (Vec<u64>, PluginStats)> = BTreeMap::new();
+/// What each plugin did over the replay.
+fn tallies(steps: &[Step]) -> BTreeMap<String, crate::output::Tally> {
+    let mut per_plugin: BTreeMap<String, crate::output::Tally> = BTreeMap::new();
     for run in steps.iter().flat_map(|s| &s.hooks) {
         let plugin = run
             .hook_id
@@ -430,27 +433,37 @@ fn plugin_stats(steps: &[Step]) -> BTreeMap<String, PluginStats> {
             .next()
             .unwrap_or_default()
             .to_string();
-        let (durations, stats) = per_plugin.entry(plugin).or_default();
-        durations.push(run.duration_us);
-        stats.invocations += 1;
-        stats.total_fuel += run.fuel;
-        stats.denied += usize::from(run.event == "denied");
-        stats.failed += usize::from(run.event == "failed");
+        let tally = per_plugin.entry(plugin).or_default();
+        tally.durations.push(run.duration_us);
+        tally.fuel += run.fuel;
+        tally.denied += usize::from(run.event == "denied");
+        tally.failed += usize::from(run.event == "failed");
+        tally.shadowed += usize::from(run.event == "shadowed");
     }
     per_plugin
-        .into_iter()
-        .map(|(plugin, (mut durations, mut stats))| {
-            durations.sort_unstable();
-            let at = |q: f64| durations[((durations.len() - 1) as f64 * q).round() as usize];
-            stats.p50_us = at(0.5);
-            stats.p95_us = at(0.95);
-            stats.max_us = *durations.last().unwrap_or(&0);
-            (plugin, stats)
+}
+
+fn plugin_stats(tallies: &BTreeMap<String, crate::output::Tally>) -> BTreeMap<String, PluginStats> {
+    tallies
+        .iter()
+        .map(|(plugin, t)| {
+            let stats = PluginStats {
+                invocations: t.durations.len(),
+                p50_us: t.quantile(0.5),
+                p95_us: t.quantile(0.95),
+                p99_us: t.quantile(0.99),
+                max_us: t.durations.iter().max().copied().unwrap_or(0),
+                total_fuel: t.fuel,
+                denied: t.denied,
+                failed: t.failed,
+                shadowed: t.shadowed,
+            };
+            (plugin.clone(), stats)
         })
         .collect()
 }
 
-fn print_text(name: &str, steps: &[Step], stats: &BTreeMap<String, PluginStats>) {
+fn print_text(name: &str, steps: &[Step], tallies: &BTreeMap<String, crate::output::Tally>) {
     println!("Replay of {name}: {} events\n", steps.len());
     let mut rows = vec![
         ["#", "EVENT", "SUBJECT", "OUTCOME", "BY", "REASON", "µs"]
@@ -484,26 +497,7 @@ fn print_text(name: &str, steps: &[Step], stats: &BTreeMap<String, PluginStats>)
         }
     }
     println!();
-    let mut rows = vec![
-        [
-            "PLUGIN", "CALLS", "P50 µs", "P95 µs", "MAX µs", "FUEL", "DENIED", "FAILED",
-        ]
-        .map(String::from)
-        .to_vec(),
-    ];
-    for (plugin, s) in stats {
-        rows.push(vec![
-            plugin.clone(),
-            s.invocations.to_string(),
-            s.p50_us.to_string(),
-            s.p95_us.to_string(),
-            s.max_us.to_string(),
-            s.total_fuel.to_string(),
-            s.denied.to_string(),
-            s.failed.to_string(),
-        ]);
-    }
-    print!("{}", table(&rows));
+    print!("{}", crate::output::tally_table("PLUGIN", tallies));
 }
 
 struct Replayer<'a> {
