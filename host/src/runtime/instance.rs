@@ -43,7 +43,9 @@ pub(crate) struct Instance {
 /// How an attempt to instantiate went.
 enum Attempt {
     Done(Result<(Instance, Cost), Failure>),
-    /// The pool had no slot: nothing ran, and here is the state back.
+    /// The pool had no slot for the component or one of its parts: here is the state back.
+    /// The parts instantiated before it (whose start functions may have run) went with the
+    /// failed attempt's store; the retry runs under the same deadline.
     PoolFull(Box<State>),
 }
 
@@ -74,7 +76,7 @@ impl Instance {
         let loaded = plugin
             .on_demand(host)
             .map_err(|why| Failure::new(FailureReason::Unavailable, why))?;
-        // Nothing was allocated that counts: the failed attempt's store is gone.
+        // What the failed attempt allocated went with its store: the caps count afresh.
         state.limiter = Default::default();
         match Self::instantiate(&loaded.pre, *state, limits).await {
             Attempt::Done(done) => done.map(|(mut instance, cost)| {
