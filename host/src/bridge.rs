@@ -253,9 +253,7 @@ impl Dialect {
 pub fn agent_event(dialect: Dialect, input: &Value) -> Value {
     json!({
         "event": "agent_event",
-        "at_ms": std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_millis() as u64),
+        "at_ms": crate::events::now_ms(),
         "dialect": dialect.name(),
         "session_id": input.get("session_id"),
         "input": input,
