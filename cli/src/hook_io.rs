@@ -43,5 +43,6 @@ pub fn write(reply: &Reply) {
 /// the agent's wait.
 pub fn answer(reply: Reply) -> ! {
     write(&reply);
+    crate::telemetry::shutdown();
     std::process::exit(reply.exit_code)
 }

@@ -106,6 +106,7 @@ pub fn exit(status: i32) -> ! {
     decide_exit(status);
     let exiting = EXITING.lock().unwrap_or_else(|e| e.into_inner());
     std::mem::forget(exiting);
+    crate::telemetry::shutdown();
     std::process::exit(EXIT_STATUS.load(std::sync::atomic::Ordering::SeqCst))
 }
 
@@ -137,10 +138,14 @@ pub async fn load_plugins(
 ) -> anyhow::Result<palisade::Plugins> {
     use anyhow::Context as _;
     let mut builder = crate::cache::quiet_host_builder();
+    let mut sink: Option<std::sync::Arc<dyn palisade::EventSink>> = None;
     if let Some(path) = audit_log {
-        let sink = palisade::JsonlSink::open(path)
+        let audit = palisade::JsonlSink::open(path)
             .with_context(|| format!("cannot open the audit log {}", path.display()))?;
-        builder = builder.event_sink(std::sync::Arc::new(sink));
+        sink = Some(std::sync::Arc::new(audit));
+    }
+    if let Some(sink) = crate::telemetry::with(sink) {
+        builder = builder.event_sink(sink);
     }
     let dir = dir.to_path_buf();
     tokio::task::spawn_blocking(move || Ok(builder.build()?.load_dir(&dir)?)).await?

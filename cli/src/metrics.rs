@@ -203,4 +203,11 @@ impl EventSink for Tee {
             second.emit(event);
         }
     }
+
+    fn dispatched(&self, dispatch: &palisade::Dispatch) {
+        self.0.dispatched(dispatch);
+        if let Some(second) = &self.1 {
+            second.dispatched(dispatch);
+        }
+    }
 }

@@ -18,6 +18,38 @@ use std::time::{SystemTime, UNIX_EPOCH};
 pub trait EventSink: Send + Sync {
     /// Handles one event.
     fn emit(&self, event: &Event);
+
+    /// Handles the report of one dispatch of a point that ran at least one hook, once it is
+    /// decided (after the events of its foreground hooks; its background hooks may still be
+    /// running). Ignored unless a sink wants it (OpenTelemetry's span per dispatch).
+    fn dispatched(&self, dispatch: &Dispatch) {
+        let _ = dispatch;
+    }
+}
+
+/// One dispatch of one point: the parent of its hooks' events (same `invocation_id`).
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub struct Dispatch {
+    /// The session.
+    pub session_id: String,
+    /// Shared with the events of the dispatch's hooks.
+    pub invocation_id: String,
+    /// The point.
+    pub point: Point,
+    /// When it began.
+    pub started: SystemTime,
+    /// Wall time until it was decided, in microseconds.
+    pub duration_us: u64,
+    /// How it ended: `continue` (every hook let it go on; the point's answer is composed from
+    /// theirs), `deny` (an honoured denial stopped it), `final` (a hook's answer ended it: a
+    /// tool-execute wrapper's outcome), `fail-closed` (a failure denied it), or `cancelled`
+    /// (whoever awaited it stopped waiting).
+    pub outcome: &'static str,
+    /// The hook whose answer or failure ended it (for `deny`, `final` and `fail-closed`).
+    pub decided_by: Option<String>,
+    /// The hooks it started: foreground and background.
+    pub hooks: u32,
 }
 
 /// One lifecycle event.

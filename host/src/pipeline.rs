@@ -437,6 +437,8 @@ impl Chain {
             Arc::new(move |timeout_ms| Chain::layer(inner.clone(), index + 1, timeout_ms));
         let request = Request::ToolExecute(self.shared_call.clone(), next);
         let inv = self.session.begin(Point::ToolExecute);
+        let mut report = self.session.report(inv);
+        report.hooks = 1;
         let judged = self
             .session
             .judge_one(hook, inv, &request, |_, spec, response| {
@@ -453,12 +455,22 @@ impl Chain {
             })
             .await;
         match judged {
-            Judged::Stop(outcome) => outcome,
-            Judged::FailedClosed(denial) => ToolOutcome::error(denial.message),
-            Judged::Continue => ToolOutcome::error(format!(
-                "the tool-execute wrapper `{}` failed, so {} has no outcome",
-                hook.id, self.call.name
-            )),
+            Judged::Stop(outcome) => {
+                report.end("final", Some(hook));
+                outcome
+            }
+            Judged::FailedClosed(denial) => {
+                report.end("fail-closed", Some(hook));
+                ToolOutcome::error(denial.message)
+            }
+            Judged::Continue => {
+                // Its failure does not fail closed, but nothing else runs the tool.
+                report.end("fail-closed", Some(hook));
+                ToolOutcome::error(format!(
+                    "the tool-execute wrapper `{}` failed, so {} has no outcome",
+                    hook.id, self.call.name
+                ))
+            }
         }
     }
 

@@ -6,7 +6,7 @@
 //! under `points/` says what its hooks may answer and how the answers combine. The rules are
 //! stated once, with the seed sentences they implement, in `docs/semantics.md`.
 
-use crate::events::{Event, EventKind, now_ms};
+use crate::events::{Dispatch, Event, EventKind, now_ms};
 use crate::failure::{Failure, FailureReason};
 use crate::hook::{self, Answer, BoxFuture, Request};
 use crate::manifest::HookSpec;
@@ -18,7 +18,7 @@ use crate::types::{Approval, AskRequest, Denial, ToolCall};
 use std::future::Future;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 use tokio::task::JoinSet;
 
 /// Default bound of a session's background queue: more in-flight background invocations
@@ -325,7 +325,9 @@ impl Session {
         fail_closed: impl Fn(Denial) -> T,
     ) -> Option<T> {
         let inv = self.begin(point);
+        let mut report = self.report(inv);
         for (hook, spec) in self.matching(point, tool) {
+            report.hooks += 1;
             if spec.mode == Mode::Background {
                 self.spawn_background(hook, inv, request(state));
                 continue;
@@ -338,11 +340,23 @@ impl Session {
                 .await;
             match judged {
                 Judged::Continue => {}
-                Judged::Stop(then) => return Some(then),
-                Judged::FailedClosed(denial) => return Some(fail_closed(denial)),
+                Judged::Stop(then) => {
+                    report.end("deny", Some(hook));
+                    return Some(then);
+                }
+                Judged::FailedClosed(denial) => {
+                    report.end("fail-closed", Some(hook));
+                    return Some(fail_closed(denial));
+                }
             }
         }
+        report.end("continue", None);
         None
+    }
+
+    /// The report of dispatch `inv`, sent to the sink when it ends (see [`DispatchReport`]).
+    pub(crate) fn report(&self, inv: Invocation) -> DispatchReport<'_> {
+        DispatchReport::new(&self.shared, inv)
     }
 
     /// Runs one foreground hook and judges its answer (see [`Session::waterfall`]).
@@ -438,26 +452,37 @@ impl Session {
     /// after another in one task, background hooks each in its own. Nothing is awaited.
     pub(crate) fn notify(&self, point: Point, tool: Option<&str>, request: Request) {
         let inv = self.begin(point);
+        let mut report = self.report(inv);
         let mut foreground = Vec::new();
         for (hook, spec) in self.matching(point, tool) {
+            report.hooks += 1;
             match spec.mode {
                 Mode::Background => self.spawn_background(hook, inv, request.clone()),
                 _ => foreground.push(hook.clone()),
             }
         }
         if foreground.is_empty() {
+            report.end("continue", None);
             return;
         }
+        let (started, hooks) = (report.started.take(), report.hooks);
+        drop(report);
         let shared = self.shared.clone();
         let reported = foreground.clone();
         let held = self.held.clone();
         self.spawn(&reported, inv, async move {
+            // Reported when the foreground hooks are done (or as cancelled, if the task is
+            // dropped first).
+            let mut report = DispatchReport::new(&shared, inv);
+            report.started = started;
+            report.hooks = hooks;
             for hook in &foreground {
                 let run = shared
                     .run(hook, inv, &request, held.contains(&hook.plugin))
                     .await;
                 shared.record(hook, inv, &run);
             }
+            report.end("continue", None);
         });
     }
 
@@ -551,6 +576,69 @@ impl Drop for Unfinished {
                 },
             );
         }
+    }
+}
+
+/// One dispatch's report to the sink ([`crate::EventSink::dispatched`]): sent when it is
+/// dropped, with the outcome [`DispatchReport::end`] gave it, or `cancelled` if the dispatch's
+/// future was dropped first; not sent when no hook ran, nor without a sink.
+pub(crate) struct DispatchReport<'a> {
+    shared: &'a SessionShared,
+    inv: Invocation,
+    /// When the dispatch began; `None` without a sink (nothing is reported).
+    started: Option<(SystemTime, Instant)>,
+    /// The hooks it started.
+    pub hooks: u32,
+    outcome: &'static str,
+    decided_by: Option<String>,
+}
+
+impl<'a> DispatchReport<'a> {
+    fn new(shared: &'a SessionShared, inv: Invocation) -> Self {
+        let started = shared
+            .plugins
+            .host
+            .inner
+            .sink
+            .is_some()
+            .then(|| (SystemTime::now(), Instant::now()));
+        DispatchReport {
+            shared,
+            inv,
+            started,
+            hooks: 0,
+            outcome: "cancelled",
+            decided_by: None,
+        }
+    }
+
+    /// The dispatch ended with `outcome`, decided by `hook` (see [`Dispatch::outcome`]).
+    pub fn end(mut self, outcome: &'static str, hook: Option<&HookRef>) {
+        self.outcome = outcome;
+        self.decided_by = hook.map(|hook| hook.id.to_string());
+    }
+}
+
+impl Drop for DispatchReport<'_> {
+    fn drop(&mut self) {
+        let (Some(sink), Some((at, started))) =
+            (&self.shared.plugins.host.inner.sink, self.started)
+        else {
+            return;
+        };
+        if self.hooks == 0 {
+            return;
+        }
+        sink.dispatched(&Dispatch {
+            session_id: self.shared.id.to_string(),
+            invocation_id: invocation_id(self.inv.id),
+            point: self.inv.point,
+            started: at,
+            duration_us: micros(started.elapsed()),
+            outcome: self.outcome,
+            decided_by: self.decided_by.take(),
+            hooks: self.hooks,
+        });
     }
 }
 

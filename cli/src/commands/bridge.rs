@@ -67,6 +67,12 @@ impl EventSink for Watch {
             inner.emit(event);
         }
     }
+
+    fn dispatched(&self, dispatch: &palisade::Dispatch) {
+        if let Some(inner) = &self.inner {
+            inner.dispatched(dispatch);
+        }
+    }
 }
 
 impl BridgeCommand {
@@ -104,6 +110,7 @@ async fn bridge_event(dialect: Dialect, options: BridgeCommand) -> anyhow::Resul
                 .session()
                 .drain_background_for(left.min(MAX_DRAIN))
                 .await;
+            crate::telemetry::shutdown();
             std::process::exit(reply.exit_code)
         }
         Ok(Err(early)) => answer(early),
@@ -174,7 +181,7 @@ async fn decide(
     }
     let watch = Arc::new(Watch {
         doing: doing.clone(),
-        inner: sink,
+        inner: crate::telemetry::with(sink),
     });
     doing.set(format!(
         "loading the plugins of {} (compiling any not in the cache)",

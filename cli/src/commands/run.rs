@@ -159,10 +159,13 @@ async fn run(
     };
     // A try-out of one event: state starts empty and is forgotten.
     let mut builder = crate::cache::host_builder().state(palisade::StateStore::memory());
-    match events {
-        EventFormat::Text => builder = builder.event_sink(Arc::new(TextSink)),
-        EventFormat::Jsonl => builder = builder.event_sink(Arc::new(StderrSink)),
-        EventFormat::None => {}
+    let sink: Option<Arc<dyn EventSink>> = match events {
+        EventFormat::Text => Some(Arc::new(TextSink)),
+        EventFormat::Jsonl => Some(Arc::new(StderrSink)),
+        EventFormat::None => None,
+    };
+    if let Some(sink) = crate::telemetry::with(sink) {
+        builder = builder.event_sink(sink);
     }
     let host = builder.build()?;
     let plugins = host.load_dir(dir)?;

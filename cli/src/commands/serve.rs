@@ -241,8 +241,10 @@ async fn serve(options: Options) -> anyhow::Result<std::process::ExitCode> {
     let recorder = audit_log.clone().filter(|_| options.record);
     let audit = audit_log.map(|log| log as Arc<dyn EventSink>);
     let metrics = Arc::new(crate::metrics::Metrics::default());
-    let sink: Option<Arc<dyn EventSink>> =
-        Some(Arc::new(crate::metrics::Tee(metrics.clone(), audit)));
+    let sink: Option<Arc<dyn EventSink>> = Some(Arc::new(crate::metrics::Tee(
+        metrics.clone(),
+        crate::telemetry::with(audit),
+    )));
     let plugins_dir = options.plugins.clone();
     let first_sink = sink.clone();
     let state = options.state.clone();

@@ -1,7 +1,7 @@
 //! The dispatch rules, run with hooks written in Rust ([`crate::runtime::fake`]): no
 //! component, process or socket, so each rule is seen on its own.
 
-use crate::events::{Event, EventKind, EventSink};
+use crate::events::{Dispatch, Event, EventKind, EventSink};
 use crate::failure::{Failure, FailureReason};
 use crate::hook::{self, Answer, Request};
 use crate::manifest;
@@ -20,11 +20,15 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 #[derive(Default)]
-struct Events(Mutex<Vec<Event>>);
+struct Events(Mutex<Vec<Event>>, Mutex<Vec<Dispatch>>);
 
 impl EventSink for Events {
     fn emit(&self, event: &Event) {
         self.0.lock().unwrap().push(event.clone());
+    }
+
+    fn dispatched(&self, dispatch: &Dispatch) {
+        self.1.lock().unwrap().push(dispatch.clone());
     }
 }
 
@@ -370,4 +374,57 @@ async fn a_cancelled_pre_step_cuts_off_the_hook_in_flight_and_runs_no_later_hook
         None
     );
     assert_eq!(after_calls.load(Ordering::SeqCst), 0);
+}
+
+/// Each dispatch that ran a hook is reported once, when decided: how it ended, by which hook,
+/// how many hooks it started, under the invocation id of its hooks' events; a dispatch
+/// whose future is dropped is reported `cancelled`; one that matched no hook is not reported.
+#[tokio::test]
+async fn each_dispatch_is_reported_once_with_its_outcome_and_decider() {
+    let report = |events: &Events| {
+        let reports = std::mem::take(&mut *events.1.lock().unwrap());
+        reports
+            .iter()
+            .map(|d| (d.outcome, d.decided_by.clone(), d.hooks))
+            .collect::<Vec<_>>()
+    };
+    let (allow, _) = counted(Answer::PreTool(hook::PreToolDecision::Allow));
+    let (no, _) = counted(deny("no"));
+    let (session, events) = open(vec![plugin("a", GUARD, allow), plugin("b", GUARD, no)]);
+    session.pre_tool(&call()).await;
+    assert_eq!(report(&events), [("deny", Some("b/pre-tool".into()), 2)]);
+    let dispatch_id = events.0.lock().unwrap()[0].invocation_id.clone();
+    assert!(
+        events
+            .0
+            .lock()
+            .unwrap()
+            .iter()
+            .all(|e| e.invocation_id == dispatch_id)
+    );
+
+    let (allow, _) = counted(Answer::PreTool(hook::PreToolDecision::Allow));
+    let (session, events) = open(vec![plugin("a", GUARD, allow)]);
+    session.pre_tool(&call()).await;
+    assert_eq!(report(&events), [("continue", None, 1)]);
+    // A point no hook subscribes to: nothing to report.
+    session.tool_result(&call(), &ToolOutcome::text("ok")).await;
+    assert_eq!(report(&events), []);
+
+    let failing = Fake::new(|_| Err(Failure::new(FailureReason::Trap, "boom")));
+    let (session, events) = open(vec![plugin("g", GUARD, failing)]);
+    session.pre_tool(&call()).await;
+    assert_eq!(
+        report(&events),
+        [("fail-closed", Some("g/pre-tool".into()), 1)]
+    );
+
+    let slow = Fake::new(|_| Ok(Answer::PreTool(hook::PreToolDecision::Allow)))
+        .slow(Duration::from_secs(3600));
+    let hook = format!("{GUARD}\n\n[limits]\ntimeout_ms = 600000");
+    let (session, events) = open(vec![plugin("g", &hook, slow)]);
+    let call = call();
+    let cut = tokio::time::timeout(Duration::from_millis(20), session.pre_tool(&call)).await;
+    assert!(cut.is_err());
+    assert_eq!(report(&events), [("cancelled", None, 1)]);
 }
