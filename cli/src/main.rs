@@ -98,7 +98,23 @@ impl Command {
     }
 }
 
+/// When the reader of standard output goes away (`palisade replay … | head`), the process stops
+/// quietly with the status of a process killed by SIGPIPE, as a Unix tool does, instead of
+/// panicking at the next line it prints (Rust ignores SIGPIPE, so a write fails instead).
+fn quiet_on_broken_pipe() {
+    let default = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        let message = info.payload_as_str().unwrap_or_default();
+        if message.starts_with("failed printing to stdout") && message.contains("Broken pipe") {
+            telemetry::shutdown();
+            std::process::exit(141);
+        }
+        default(info)
+    }));
+}
+
 fn main() -> ExitCode {
+    quiet_on_broken_pipe();
     let cli = Cli::parse();
     // The commands that serve an agent export their lifecycle when OTEL_* says so; the
     // others (replay, diff, test, …) rehearse, and export nothing.

@@ -1070,3 +1070,24 @@ fn logs_filters_summarises_and_follows_an_audit_log() {
         "the old log was printed again: {after:#?}"
     );
 }
+
+/// `palisade logs … | head`: a reader that goes away ends the process quietly, with the status
+/// of a process SIGPIPE killed (141), not a panic (101) at the next line it prints.
+#[test]
+fn a_reader_that_goes_away_ends_the_output_quietly() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("audit.jsonl");
+    let line = r#"{"event":"hook_completed","duration_us":12,"fuel_consumed":3,"decision":"allow","honoured":true,"at_ms":1,"session_id":"s","invocation_id":"inv-1","hook_id":"g/pre-tool","plugin":"g","point":"pre-tool"}"#;
+    std::fs::write(&log, format!("{line}\n")).unwrap();
+    let (reader, writer) = std::io::pipe().unwrap();
+    drop(reader);
+    let out = Command::new(env!("CARGO_BIN_EXE_palisade"))
+        .args(["logs", log.to_str().unwrap()])
+        .stdout(writer)
+        .stderr(std::process::Stdio::piped())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    assert_eq!(out.status.code(), Some(141), "{stderr}");
+}

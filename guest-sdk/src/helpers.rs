@@ -41,9 +41,13 @@ pub mod log {
 /// across hosts. [`session`] is this plugin's values in this agent session, [`global`] in
 /// every session; no other plugin sees them.
 ///
-/// ```ignore
+/// ```no_run
+/// # fn count() -> Result<(), palisade_sdk::state::Error> {
 /// // At most 50 shell commands per session, whatever happens to the instance.
 /// let n = palisade_sdk::state::session().increment("bash-calls", 1)?;
+/// # let _ = n;
+/// # Ok(())
+/// # }
 /// ```
 ///
 /// A store that fails stops the hook (the host reports `state-unavailable`, and a guard fails
