@@ -4,7 +4,7 @@
 # summary line: `tests: N passed, N failed`.
 #
 # The installs are mostly downloads: they run while the tests build. Arguments go to
-# `cargo test` (e.g. `scripts/test.sh -p palisade-cli --test mcp`).
+# `cargo test` (e.g. `scripts/test.sh -p palisade-cli --test all mcp::`).
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$root"

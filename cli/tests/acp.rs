@@ -4,10 +4,7 @@
 //! Claude Code) or Gemini CLI in its ACP mode (whose file reads go through the editor), each
 //! against the loopback mock of its model.
 
-// The mock's Codex API is not used here.
-#[allow(dead_code)]
-#[path = "mock_model/mod.rs"]
-mod mock_model;
+use crate::mock_model;
 
 use mock_model::{Api, MockModel};
 use palisade_tests::PluginDir;

@@ -6,9 +6,8 @@
 //! The CLIs are installed into the build tree by `scripts/tools.sh` (which `scripts/test.sh`
 //! runs); `PALISADE_CLAUDE` / `PALISADE_CODEX` / `PALISADE_GEMINI` point elsewhere.
 
-mod mock_model;
-#[path = "support/server.rs"]
-mod server;
+use crate::mock_model;
+use crate::server;
 
 use mock_model::{Api, MockModel};
 use serde_json::Value;

@@ -1,8 +1,7 @@
 //! `palisade claude-code` and `palisade codex` as the agents run them: one process per event,
 //! the event's JSON (recorded from the real CLIs, under `samples/`) on stdin.
 
-#[path = "support/server.rs"]
-mod server;
+use crate::server;
 
 use serde_json::{Value, json};
 use std::io::Write;

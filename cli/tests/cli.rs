@@ -1,7 +1,6 @@
 //! The `palisade` command line: check, run and demo, as a user runs them.
 
-#[path = "support/server.rs"]
-mod server;
+use crate::server;
 
 use std::path::Path;
 use std::process::{Command, Output};

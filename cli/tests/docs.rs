@@ -7,8 +7,7 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-#[path = "support/toolchain.rs"]
-mod toolchain;
+use crate::toolchain;
 
 /// One step of a doc.
 enum Step {

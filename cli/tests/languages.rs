@@ -5,8 +5,7 @@
 
 use std::process::Command;
 
-#[path = "support/toolchain.rs"]
-mod toolchain;
+use crate::toolchain;
 use toolchain::{toolchain, workspace};
 
 /// Builds the plugins of `lang` into a fresh plugin directory with the language's build.sh.

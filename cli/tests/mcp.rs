@@ -3,10 +3,7 @@
 //! TypeScript library behind it; in front, the official Rust SDK's client (`rmcp`) and the real
 //! Claude Code CLI (`--mcp-config`), whose model is the loopback mock.
 
-// Only the Anthropic API of the mock is used here.
-#[allow(dead_code)]
-#[path = "mock_model/mod.rs"]
-mod mock_model;
+use crate::mock_model;
 
 use mock_model::{Api, MockModel};
 use palisade_tests::PluginDir;

@@ -1,8 +1,7 @@
 //! `palisade serve`: per-session state across events, eviction, the token, bad requests,
 //! reload and graceful shutdown — each against the real binary over HTTP.
 
-#[path = "support/server.rs"]
-mod server;
+use crate::server;
 
 use serde_json::{Value, json};
 use server::{Server, request, scripted};

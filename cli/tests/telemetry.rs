@@ -3,8 +3,7 @@
 //! process per event, and of `palisade serve` while it runs; a receiver that never answers or
 //! a configuration palisade cannot honour changes no decision.
 
-#[path = "support/server.rs"]
-mod server;
+use crate::server;
 
 use opentelemetry_proto::tonic::collector::metrics::v1::ExportMetricsServiceRequest;
 use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;

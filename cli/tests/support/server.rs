@@ -1,6 +1,6 @@
 //! A `palisade serve` process for a test, and a minimal HTTP/1.1 client (so a test can send
 //! exactly the bytes it wants: malformed, oversized, wrong path).
-#![allow(dead_code)] // each test file that includes it uses a part
+#![allow(dead_code)] // each test module uses a part
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpStream};

@@ -1,6 +1,6 @@
 //! The tools the build scripts of the examples, the templates and the docs read from the
 //! environment: included by the test files that build guests.
-#![allow(dead_code)] // each test file that includes it uses a part
+#![allow(dead_code)] // each test module uses a part
 
 use std::path::{Path, PathBuf};
 
