@@ -83,7 +83,13 @@ fn c_examples_pass_the_shared_cases() {
 /// and `palisade test . cases.jsonl`, as its README says.
 fn scaffold_builds_and_passes(lang: &str) {
     let parent = tempfile::tempdir().unwrap();
-    let name = format!("my-{lang}-guard");
+    // The tutorials' name where a plugin is a file of its own folder: the same source makes
+    // the same component, compiled once. Rust plugins share a target directory (below), where
+    // two crates of one name would overwrite each other's component.
+    let name = match lang {
+        "rust" => "my-rust-guard",
+        _ => "my-guard",
+    };
     let palisade = env!("CARGO_BIN_EXE_palisade");
     let run = |cmd: &mut Command, what: &str| -> String {
         let output = cmd.output().unwrap_or_else(|e| panic!("{what}: {e}"));
@@ -97,17 +103,17 @@ fn scaffold_builds_and_passes(lang: &str) {
     };
     let said = run(
         Command::new(palisade)
-            .args(["new", &name, "--lang", lang])
+            .args(["new", name, "--lang", lang])
             .current_dir(parent.path()),
         "palisade new",
     );
     assert!(said.contains("./build.sh"), "{said}");
-    let folder = parent.path().join(&name);
+    let folder = parent.path().join(name);
     let mut build = Command::new(folder.join("build.sh"));
     build.envs(toolchain(lang));
     if lang == "rust" {
-        // The generated crate is its own workspace, with its own target directory.
-        build.env_remove("CARGO_TARGET_DIR");
+        // The generated crate is a workspace of its own; build.sh honours CARGO_TARGET_DIR.
+        build.env("CARGO_TARGET_DIR", toolchain::user_plugin_target());
     }
     run(build.current_dir(&folder), "build.sh");
     let snake = name.replace('-', "_");
