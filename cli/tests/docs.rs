@@ -128,6 +128,7 @@ fn run_doc(doc: &str) {
         .env("PATH", path_var)
         // The doc's plugin state, never the user's.
         .env("PALISADE_STATE_DIR", work.path().join(".state"))
+        .env("PALISADE_CACHE_DIR", toolchain::component_cache())
         // A Rust plugin that a doc generates builds where the tests' ones do.
         .env("CARGO_TARGET_DIR", toolchain::user_plugin_target());
     for lang in ["python", "js", "c"] {

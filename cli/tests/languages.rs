@@ -8,6 +8,13 @@ use std::process::Command;
 use crate::toolchain;
 use toolchain::{toolchain, workspace};
 
+/// The `palisade` just built, with the tests' component cache.
+fn palisade() -> Command {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_palisade"));
+    command.env("PALISADE_CACHE_DIR", toolchain::component_cache());
+    command
+}
+
 /// Builds the plugins of `lang` into a fresh plugin directory with the language's build.sh.
 fn build(lang: &str) -> tempfile::TempDir {
     let out = tempfile::tempdir().unwrap();
@@ -36,7 +43,7 @@ fn passes_the_shared_cases(lang: &str) {
         );
     }
     let cases = workspace().join("example-plugins/languages/cases.jsonl");
-    let output = Command::new(env!("CARGO_BIN_EXE_palisade"))
+    let output = palisade()
         .arg("test")
         .arg(dir.path())
         .arg(&cases)
@@ -90,7 +97,6 @@ fn scaffold_builds_and_passes(lang: &str) {
         "rust" => "my-rust-guard",
         _ => "my-guard",
     };
-    let palisade = env!("CARGO_BIN_EXE_palisade");
     let run = |cmd: &mut Command, what: &str| -> String {
         let output = cmd.output().unwrap_or_else(|e| panic!("{what}: {e}"));
         let said = format!(
@@ -102,7 +108,7 @@ fn scaffold_builds_and_passes(lang: &str) {
         said
     };
     let said = run(
-        Command::new(palisade)
+        palisade()
             .args(["new", name, "--lang", lang])
             .current_dir(parent.path()),
         "palisade new",
@@ -119,14 +125,12 @@ fn scaffold_builds_and_passes(lang: &str) {
     let snake = name.replace('-', "_");
     assert!(folder.join(format!("{snake}.wasm")).exists());
     let said = run(
-        Command::new(palisade)
-            .args(["check", "."])
-            .current_dir(&folder),
+        palisade().args(["check", "."]).current_dir(&folder),
         "palisade check .",
     );
     assert!(said.contains("ok: 1 plugin, 1 hook on 1 point"), "{said}");
     let said = run(
-        Command::new(palisade)
+        palisade()
             .args(["test", ".", "cases.jsonl"])
             .current_dir(&folder),
         "palisade test . cases.jsonl",
@@ -136,7 +140,7 @@ fn scaffold_builds_and_passes(lang: &str) {
     let manifest = folder.join("plugin.toml");
     let text = std::fs::read_to_string(&manifest).unwrap();
     std::fs::write(&manifest, text.replace("\"rm -rf /\", ", "")).unwrap();
-    let output = Command::new(palisade)
+    let output = palisade()
         .args(["test", ".", "cases.jsonl"])
         .current_dir(&folder)
         .output()

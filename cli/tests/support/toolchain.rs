@@ -21,6 +21,13 @@ pub fn user_plugin_target() -> PathBuf {
         .join("user-plugins")
 }
 
+/// The compiled-component cache of the plugins that the docs and the language tests build:
+/// one for both, so a component that two tests build alike is compiled once, and never the
+/// user's own cache.
+pub fn component_cache() -> PathBuf {
+    Path::new(env!("CARGO_TARGET_TMPDIR")).join("languages-cache")
+}
+
 /// A tool the build needs: `$var`, else the copy `scripts/tools.sh` installs at `installed`
 /// (relative to the workspace). Panics, saying how to install it, when neither exists.
 pub fn tool(var: &str, installed: &str, what: &str) -> PathBuf {
