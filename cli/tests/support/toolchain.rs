@@ -1,5 +1,5 @@
 //! The tools the build scripts of the examples, the templates and the docs read from the
-//! environment: included by the test files that build guests.
+//! environment: used by the test modules that build guests.
 #![allow(dead_code)] // each test module uses a part
 
 use std::path::{Path, PathBuf};
@@ -15,10 +15,7 @@ pub fn workspace() -> PathBuf {
 /// tutorials: one for all of them (each is a workspace of its own), so the SDK's dependencies
 /// are built once per checkout rather than once per test (50 s each on 2 cores).
 pub fn user_plugin_target() -> PathBuf {
-    std::env::var_os("CARGO_TARGET_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| workspace().join("target"))
-        .join("user-plugins")
+    Path::new(env!("CARGO_TARGET_TMPDIR")).join("user-plugins")
 }
 
 /// The compiled-component cache of the plugins that the docs and the language tests build:
