@@ -2,7 +2,9 @@
 //!
 //! - `warm`: a per-session instance, reused (the common case);
 //! - `fresh`: a per-call plugin, a new store and instance every call (maximum isolation);
-//! - each with the minimal scripted guard and with the real `shell-guard` example.
+//! - each with the minimal guard (the `allow` test guest: it allows, making no host call), the
+//!   scripted test guest (three `config` host calls per call, then allow) and the real
+//!   `shell-guard` example.
 //!
 //! Run: `cargo bench -p palisade --bench dispatch`.
 
@@ -11,19 +13,37 @@ use palisade::{Host, PreToolDecision, ToolCall};
 use serde_json::json;
 use std::path::Path;
 
-fn plugin_dir(instance: &str) -> tempfile::TempDir {
-    let dir = tempfile::tempdir().unwrap();
-    let scripted = dir.path().join("scripted");
-    std::fs::create_dir_all(&scripted).unwrap();
-    std::fs::copy(palisade_fixtures::SCRIPTED, scripted.join("plugin.wasm")).unwrap();
+/// Installs the test guest `wasm` as plugin `name`, guarding the tool `tool`.
+fn guest(dir: &Path, name: &str, wasm: &str, tool: &str, instance: &str) {
+    let plugin = dir.join(name);
+    std::fs::create_dir_all(&plugin).unwrap();
+    std::fs::copy(wasm, plugin.join("plugin.wasm")).unwrap();
     std::fs::write(
-        scripted.join("plugin.toml"),
+        plugin.join("plugin.toml"),
         format!(
-            "name = \"scripted\"\nwasm = \"plugin.wasm\"\ninstance = \"{instance}\"\n\
-             [[hooks]]\npoint = \"pre-tool\"\ncapability = \"guard\"\nmatcher = \"Scripted\"\n"
+            "name = \"{name}\"\nwasm = \"plugin.wasm\"\ninstance = \"{instance}\"\n\
+             [[hooks]]\npoint = \"pre-tool\"\ncapability = \"guard\"\nmatcher = \"{tool}\"\n"
         ),
     )
     .unwrap();
+}
+
+fn plugin_dir(instance: &str) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    guest(
+        dir.path(),
+        "allow",
+        palisade_fixtures::ALLOW,
+        "Minimal",
+        instance,
+    );
+    guest(
+        dir.path(),
+        "scripted",
+        palisade_fixtures::SCRIPTED,
+        "Scripted",
+        instance,
+    );
     let example = palisade_examples::get("shell-guard").unwrap();
     palisade_examples::install_one(example, dir.path()).unwrap();
     let manifest = dir.path().join("shell-guard/plugin.toml");
@@ -47,14 +67,19 @@ fn bench(c: &mut Criterion) {
         } else {
             "fresh"
         };
+        let minimal = ToolCall::new("t", "Minimal", json!({ "command": "ls" }));
         let scripted = ToolCall::new("t", "Scripted", json!({ "command": "ls" }));
         let shell = ToolCall::new("t", "Bash", json!({ "command": "ls -la /tmp" }));
         // Warm up (instantiate the per-session instances, compile the regexes).
         rt.block_on(async {
+            assert_eq!(session.pre_tool(&minimal).await, PreToolDecision::Allow);
             assert_eq!(session.pre_tool(&scripted).await, PreToolDecision::Allow);
             assert_eq!(session.pre_tool(&shell).await, PreToolDecision::Allow);
         });
         c.bench_function(&format!("pre-tool/{label}/minimal-guard"), |b| {
+            b.to_async(&rt).iter(|| session.pre_tool(&minimal));
+        });
+        c.bench_function(&format!("pre-tool/{label}/scripted-guard"), |b| {
             b.to_async(&rt).iter(|| session.pre_tool(&scripted));
         });
         c.bench_function(&format!("pre-tool/{label}/shell-guard"), |b| {

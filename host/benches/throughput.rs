@@ -1,7 +1,8 @@
 //! Guard decisions per second across both cores: `SESSIONS` sessions, each making `CALLS`
 //! `pre-tool` calls in a row on a task of its own, on the multi-thread runtime (one worker per
-//! core), with the minimal scripted guard in a per-session instance (warm after each
-//! session's first call).
+//! core), with a per-session instance (warm after each session's first call) of the minimal
+//! guard (the `allow` test guest, which makes no host call) and of the scripted test guest
+//! (three `config` host calls per call).
 //!
 //! Criterion reports the time of one batch of `SESSIONS` × `CALLS` decisions and, from it,
 //! decisions per second (`thrpt`).
@@ -17,15 +18,16 @@ use std::time::{Duration, Instant};
 const SESSIONS: usize = 64;
 const CALLS: usize = 1_000;
 
-fn plugin_dir() -> tempfile::TempDir {
+/// A folder with the test guest `wasm`, guarding every tool.
+fn plugin_dir(wasm: &str) -> tempfile::TempDir {
     let dir = tempfile::tempdir().unwrap();
-    let scripted = dir.path().join("scripted");
-    std::fs::create_dir_all(&scripted).unwrap();
-    std::fs::copy(palisade_fixtures::SCRIPTED, scripted.join("plugin.wasm")).unwrap();
+    let plugin = dir.path().join("guard");
+    std::fs::create_dir_all(&plugin).unwrap();
+    std::fs::copy(wasm, plugin.join("plugin.wasm")).unwrap();
     std::fs::write(
-        scripted.join("plugin.toml"),
-        "name = \"scripted\"\nwasm = \"plugin.wasm\"\ninstance = \"per-session\"\n\
-         [[hooks]]\npoint = \"pre-tool\"\ncapability = \"guard\"\nmatcher = \"Scripted\"\n",
+        plugin.join("plugin.toml"),
+        "name = \"guard\"\nwasm = \"plugin.wasm\"\ninstance = \"per-session\"\n\
+         [[hooks]]\npoint = \"pre-tool\"\ncapability = \"guard\"\n",
     )
     .unwrap();
     dir
@@ -38,42 +40,50 @@ fn bench(c: &mut Criterion) {
         .build()
         .unwrap();
     let host = Host::new().unwrap();
-    let dir = plugin_dir();
-    let plugins = host.load_dir(dir.path()).unwrap();
-    let call = Arc::new(ToolCall::new("t", "Scripted", json!({ "command": "ls" })));
+    let call = Arc::new(ToolCall::new("t", "Bash", json!({ "command": "ls" })));
     let mut group = c.benchmark_group("throughput");
     group.throughput(Throughput::Elements((SESSIONS * CALLS) as u64));
     group.sample_size(10);
-    group.bench_function(format!("{SESSIONS} sessions x {CALLS} calls"), |b| {
-        b.iter_custom(|iterations| {
-            let mut total = Duration::ZERO;
-            for _ in 0..iterations {
-                let sessions: Vec<_> = (0..SESSIONS)
-                    .map(|i| Arc::new(plugins.session(format!("s{i}"))))
-                    .collect();
-                total += rt.block_on(async {
-                    let started = Instant::now();
-                    let tasks: Vec<_> = sessions
-                        .iter()
-                        .map(|session| {
-                            let (session, call) = (session.clone(), call.clone());
-                            tokio::spawn(async move {
-                                for _ in 0..CALLS {
-                                    let decision = session.pre_tool(&call).await;
-                                    assert_eq!(decision, PreToolDecision::Allow);
-                                }
-                            })
-                        })
-                        .collect();
-                    for task in tasks {
-                        task.await.unwrap();
+    for (label, wasm) in [
+        ("minimal-guard", palisade_fixtures::ALLOW),
+        ("scripted-guard", palisade_fixtures::SCRIPTED),
+    ] {
+        let dir = plugin_dir(wasm);
+        let plugins = host.load_dir(dir.path()).unwrap();
+        group.bench_function(
+            format!("{label}/{SESSIONS} sessions x {CALLS} calls"),
+            |b| {
+                b.iter_custom(|iterations| {
+                    let mut total = Duration::ZERO;
+                    for _ in 0..iterations {
+                        let sessions: Vec<_> = (0..SESSIONS)
+                            .map(|i| Arc::new(plugins.session(format!("s{i}"))))
+                            .collect();
+                        total += rt.block_on(async {
+                            let started = Instant::now();
+                            let tasks: Vec<_> = sessions
+                                .iter()
+                                .map(|session| {
+                                    let (session, call) = (session.clone(), call.clone());
+                                    tokio::spawn(async move {
+                                        for _ in 0..CALLS {
+                                            let decision = session.pre_tool(&call).await;
+                                            assert_eq!(decision, PreToolDecision::Allow);
+                                        }
+                                    })
+                                })
+                                .collect();
+                            for task in tasks {
+                                task.await.unwrap();
+                            }
+                            started.elapsed()
+                        });
                     }
-                    started.elapsed()
+                    total
                 });
-            }
-            total
-        });
-    });
+            },
+        );
+    }
     group.finish();
 }
 

@@ -6,7 +6,9 @@
 //!
 //! Instances come from wasmtime's pooling allocator: slots reserved once and reused, with
 //! each memory's initial image mapped copy-on-write, so a fresh instance costs microseconds
-//! and an idle one only the pages it wrote. When the pool is full (or its reservation cannot
+//! and an idle one only the pages it wrote. Where Linux reports written pages (6.7+), a freed
+//! slot keeps up to 1 MiB of them mapped, rewritten to the image, so the
+//! next instance in it takes no page faults. When the pool is full (or its reservation cannot
 //! be made, or a component does not fit its slots) an instance comes from a second engine,
 //! configured identically but allocating on demand, built at the first need: a full pool
 //! costs time, never a failure.
@@ -19,7 +21,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 use wasmtime::component::{HasSelf, Linker};
-use wasmtime::{Config, Engine, InstanceAllocationStrategy, PoolingAllocationConfig};
+use wasmtime::{Config, Enabled, Engine, InstanceAllocationStrategy, PoolingAllocationConfig};
 
 /// How often the epoch advances: the granularity of every deadline.
 pub const EPOCH_TICK: Duration = Duration::from_millis(1);
@@ -115,6 +117,13 @@ impl HostInner {
 /// further instances come from the on-demand engine).
 pub const DEFAULT_INSTANCE_POOL: u32 = 1_000;
 
+/// Most bytes of a freed slot's linear memory kept mapped and reset in place: all a Rust
+/// guard writes, the first MiB of what an interpreter writes. A freed slot holds at most this
+/// much until an instance reuses it.
+const KEEP_RESIDENT_MEMORY: usize = 1 << 20;
+/// Likewise for a freed slot's tables.
+const KEEP_RESIDENT_TABLE: usize = 256 << 10;
+
 /// The pool for `slots` component instances. Each slot admits what the sandbox admits (its
 /// caps are enforced per plugin by the resource limiter, below these): a memory of up to
 /// [`MAX_MEMORY_MB`](crate::manifest::MAX_MEMORY_MB) (only reserved, never committed, until
@@ -142,6 +151,16 @@ fn pool(slots: u32) -> PoolingAllocationConfig {
         // An interpreter's core instance has thousands of functions and globals.
         .max_core_instance_size(16 << 20)
         .max_component_instance_size(16 << 20);
+    // Where the kernel can say which pages an instance wrote (Linux 6.7+), a freed slot is
+    // reset by rewriting those pages only, up to a bound, and they stay mapped: the next
+    // instance in the slot takes no page faults and the process no TLB shootdowns (a fresh
+    // minimal guard 39 -> 13 µs). Without it, the bound would be spent rewriting the
+    // lowest bytes whether written or not, which costs more than it saves.
+    if PoolingAllocationConfig::is_pagemap_scan_available() {
+        pool.pagemap_scan(Enabled::Yes)
+            .linear_memory_keep_resident(KEEP_RESIDENT_MEMORY)
+            .table_keep_resident(KEEP_RESIDENT_TABLE);
+    }
     pool
 }
 

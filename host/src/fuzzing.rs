@@ -32,6 +32,13 @@ pub fn manifest(data: &[u8]) {
                 if let Some(re) = &hook.matcher_re {
                     // Whole names only: any match of a name spans all of it.
                     for name in ["Bash", "Bashful_tool", "Read", "x", ""] {
+                        // The names fast path answers as the regex does.
+                        assert_eq!(
+                            hook.matches_tool(name),
+                            re.is_match(name),
+                            "{:?} on {name:?}",
+                            hook.matcher
+                        );
                         if let Some(m) = re.find(name) {
                             assert!(
                                 m.start() == 0 && m.end() == name.len(),

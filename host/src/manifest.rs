@@ -325,6 +325,9 @@ pub struct HookSpec {
     /// The tool-name pattern, as written.
     pub matcher: Option<String>,
     pub(crate) matcher_re: Option<Regex>,
+    /// The names the matcher takes, when it is only names separated by `|` (`Bash`,
+    /// `Edit|Write`): compared as strings, without running the regex.
+    pub(crate) matcher_names: Option<Box<[String]>>,
     /// What a runtime failure means.
     pub on_failure: OnFailure,
     /// The invocation limits.
@@ -359,6 +362,9 @@ impl HookSpec {
 
     /// Whether the hook runs for a tool of this name (always, without a matcher).
     pub fn matches_tool(&self, name: &str) -> bool {
+        if let Some(names) = &self.matcher_names {
+            return names.iter().any(|n| n == name);
+        }
         self.matcher_re.as_ref().is_none_or(|re| re.is_match(name))
     }
 }
@@ -633,11 +639,22 @@ fn hook_spec(
         mode: hook.mode,
         priority: hook.priority,
         matcher: matcher_re.as_ref().map(|m| m.pattern.clone()),
+        matcher_names: matcher_re.as_ref().and_then(|m| literal_names(&m.pattern)),
         matcher_re: matcher_re.map(|m| m.re),
         on_failure: hook.on_failure,
         limits,
         enforce: hook.enforce,
     })
+}
+
+/// The names a matcher pattern takes, when it has no regex syntax but `|`: ASCII letters,
+/// digits, `_` and `-` only, each of which a regex matches as itself.
+fn literal_names(pattern: &str) -> Option<Box<[String]>> {
+    let literal = |c: char| c.is_ascii_alphanumeric() || c == '_' || c == '-' || c == '|';
+    pattern
+        .chars()
+        .all(literal)
+        .then(|| pattern.split('|').map(str::to_owned).collect())
 }
 
 fn enforced() -> bool {
@@ -995,4 +1012,54 @@ fn toml_message(text: &str, err: &toml::de::Error) -> String {
 fn names_of(capabilities: &[Capability]) -> String {
     let names: Vec<_> = capabilities.iter().map(|c| c.as_str()).collect();
     names.join(", ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A pattern of plain names is matched by string comparison, and answers exactly as its
+    /// regex does; any other pattern goes to the regex.
+    #[test]
+    fn the_names_fast_path_answers_as_the_regex() {
+        let names = [
+            "Bash",
+            "bash",
+            "Bashful",
+            "Edit",
+            "Write",
+            "mcp__gh__x",
+            "a-b",
+            "",
+            "B",
+        ];
+        for (pattern, literal) in [
+            ("Bash", true),
+            ("Edit|Write", true),
+            ("Bash|", true),
+            ("a-b|mcp__gh__x", true),
+            ("Bash.*", false),
+            ("mcp__.*", false),
+            ("B(ash)?", false),
+            ("[Bb]ash", false),
+        ] {
+            let text = format!(
+                "name = \"m\"\nwasm = \"m.wasm\"\n[[hooks]]\npoint = \"pre-tool\"\n\
+                 capability = \"guard\"\nmatcher = \"{pattern}\"\n"
+            );
+            let mut problems = Vec::new();
+            let manifest = parse(Path::new("m/plugin.toml"), &text, &mut problems)
+                .unwrap_or_else(|| panic!("{problems:?}"));
+            let hook = &manifest.hooks[0];
+            assert_eq!(hook.matcher_names.is_some(), literal, "{pattern}");
+            let re = hook.matcher_re.as_ref().unwrap();
+            for name in names {
+                assert_eq!(
+                    hook.matches_tool(name),
+                    re.is_match(name),
+                    "{pattern} on {name:?}"
+                );
+            }
+        }
+    }
 }

@@ -380,7 +380,13 @@ impl Session {
         };
         let run = self
             .shared
-            .run(hook, inv, request, self.holds(hook.plugin))
+            .run(
+                hook,
+                inv,
+                request,
+                self.holds(hook.plugin),
+                in_flight.started,
+            )
             .await;
         in_flight.done = true;
         let meter = run.meter;
@@ -403,7 +409,7 @@ impl Session {
         match judge(hook, spec, response) {
             Verdict::Completed { honoured } => {
                 self.shared
-                    .emit(hook, inv, completed(meter, decision, honoured));
+                    .emit_with(hook, inv, || completed(meter, decision, honoured));
             }
             Verdict::Denied {
                 reason_code,
@@ -441,7 +447,7 @@ impl Session {
             }
             Verdict::Final(then) => {
                 self.shared
-                    .emit(hook, inv, completed(meter, decision, true));
+                    .emit_with(hook, inv, || completed(meter, decision, true));
                 return Judged::Stop(then);
             }
         }
@@ -478,7 +484,13 @@ impl Session {
             report.hooks = hooks;
             for hook in &foreground {
                 let run = shared
-                    .run(hook, inv, &request, held.contains(&hook.plugin))
+                    .run(
+                        hook,
+                        inv,
+                        &request,
+                        held.contains(&hook.plugin),
+                        Instant::now(),
+                    )
                     .await;
                 shared.record(hook, inv, &run);
             }
@@ -491,7 +503,9 @@ impl Session {
         let owned = hook.clone();
         let reentrant = self.holds(hook.plugin);
         self.spawn(std::slice::from_ref(hook), inv, async move {
-            let run = shared.run(&owned, inv, &request, reentrant).await;
+            let run = shared
+                .run(&owned, inv, &request, reentrant, Instant::now())
+                .await;
             shared.record(&owned, inv, &run);
         });
     }
@@ -704,6 +718,13 @@ impl PluginsInner {
 }
 
 impl SessionShared {
+    /// [`SessionShared::emit`], the event made only when there is a sink to send it to.
+    fn emit_with(&self, hook: &HookRef, inv: Invocation, kind: impl FnOnce() -> EventKind) {
+        if self.plugins.host.inner.sink.is_some() {
+            self.emit(hook, inv, kind());
+        }
+    }
+
     fn emit(&self, hook: &HookRef, inv: Invocation, kind: EventKind) {
         let Some(sink) = &self.plugins.host.inner.sink else {
             return;
@@ -758,7 +779,9 @@ impl SessionShared {
     /// Records a run whose answer is not judged (an observe-only point, a background hook).
     fn record(&self, hook: &HookRef, inv: Invocation, run: &Run) {
         match &run.result {
-            Ok(response) => self.emit(hook, inv, completed(run.meter, response.name(), false)),
+            Ok(response) => {
+                self.emit_with(hook, inv, || completed(run.meter, response.name(), false))
+            }
             Err(failure) => self.emit(hook, inv, failed(run.meter, failure, false)),
         }
     }
@@ -774,13 +797,14 @@ impl SessionShared {
 
     /// Runs one hook: emits `hook_started`, then runs it in its runtime (`reentrant`: an
     /// invocation up this call chain holds the plugin's per-session instance, see
-    /// [`crate::runtime::wasm::run`]).
+    /// [`crate::runtime::wasm::run`]), its time counted from `started`.
     async fn run(
         &self,
         hook: &HookRef,
         inv: Invocation,
         request: &Request,
         reentrant: bool,
+        started: Instant,
     ) -> Run {
         self.emit(hook, inv, EventKind::HookStarted);
         let plugin = &self.plugins.plugins[hook.plugin];
@@ -796,6 +820,7 @@ impl SessionShared {
             host: &self.plugins.host.inner,
             sink: &self.plugins.host.inner.sink,
             slot: (!reentrant).then(|| &self.instances[hook.plugin]),
+            started,
         };
         let mut run = plugin.runtime.call(site, request).await;
         for (level, message) in std::mem::take(&mut run.logs) {

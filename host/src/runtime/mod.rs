@@ -60,6 +60,8 @@ pub(crate) struct Site<'a> {
     /// The plugin's per-session instance slot in this session; `None` when an invocation up
     /// this call chain holds it (see [`wasm::run`]).
     pub slot: Option<&'a Slot>,
+    /// When the invocation began: its duration, and its deadline, count from here.
+    pub started: Instant,
 }
 
 /// The outcome of one hook invocation.
@@ -90,7 +92,7 @@ impl Runtime {
         match self {
             Runtime::Wasm(wasm) => wasm::run(wasm, site, request).await,
             Runtime::External(external) => {
-                let started = Instant::now();
+                let started = site.started;
                 let invocation = invocation_id(site.invocation);
                 let caller = Caller {
                     session_id: site.session_id,

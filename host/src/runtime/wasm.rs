@@ -13,7 +13,6 @@ use crate::point::{InstanceLifetime, Interface, Point};
 use std::path::PathBuf;
 use std::sync::OnceLock;
 use std::sync::atomic::{AtomicU8, Ordering};
-use std::time::Instant;
 use wasmtime::component::{Component, InstancePre};
 
 /// A loaded component.
@@ -136,7 +135,7 @@ const PHASE_CALL: u8 = 2;
 /// and waiting for it would deadlock — runs in a fresh instance of its own.
 pub(crate) async fn run(plugin: &Wasm, site: Site<'_>, request: &Request) -> Run {
     let limits = &site.spec.limits;
-    let started = Instant::now();
+    let started = site.started;
     let call = CallContext {
         session_id: site.session_id.clone(),
         invocation_id: site.invocation,
@@ -153,7 +152,11 @@ pub(crate) async fn run(plugin: &Wasm, site: Site<'_>, request: &Request) -> Run
 
     let work = async {
         let mut slot = match (site.lifetime, site.slot) {
-            (InstanceLifetime::PerSession, Some(slot)) => Some(slot.lock().await),
+            // Free but for a contended slot: no waiter made.
+            (InstanceLifetime::PerSession, Some(slot)) => Some(match slot.try_lock() {
+                Ok(held) => held,
+                Err(_) => slot.lock().await,
+            }),
             _ => None,
         };
         let mut fresh_cost = Cost::default();
