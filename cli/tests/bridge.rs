@@ -636,6 +636,50 @@ fn a_stateful_guard_keeps_its_count_across_bridge_processes() {
     );
 }
 
+/// The embedded state store is a SQLite file in WAL mode. A bridge process that exits
+/// without closing it leaves its write-ahead log behind; the next process cannot trust the
+/// log's index and rebuilds it by reading the whole log, and its checkpoint progress is lost
+/// with it, so the log only grew: every event of a stateful guard appended to it and then
+/// read all of it (6 MB, 5 ms per event, after a few hundred events). Each process now
+/// closes the store, which checkpoints the log into the database and removes it.
+#[test]
+fn the_state_stores_log_does_not_grow_with_every_bridged_event() {
+    let dir = tempfile::tempdir().unwrap();
+    let state = tempfile::tempdir().unwrap();
+    palisade_examples::install_one(palisade_examples::get("bash-budget").unwrap(), dir.path())
+        .unwrap();
+    let mut event: Value = serde_json::from_str(&sample("claude", "PreToolUse")).unwrap();
+    event["tool_name"] = "Bash".into();
+    event["tool_input"] = json!({ "command": "ls" });
+    let wal = state.path().join("state.sqlite3-wal");
+    let mut sizes = Vec::new();
+    for n in 0..12 {
+        event["session_id"] = format!("wal-{n}").into();
+        let mut child = Command::new(env!("CARGO_BIN_EXE_palisade"))
+            .args(["claude-code", dir.path().to_str().unwrap()])
+            .env("PALISADE_CACHE_DIR", cache_dir())
+            .env("PALISADE_STATE_DIR", state.path())
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut stdin = child.stdin.take().unwrap();
+        stdin.write_all(event.to_string().as_bytes()).unwrap();
+        drop(stdin);
+        let out = child.wait_with_output().unwrap();
+        assert!(out.status.success() && out.stdout.is_empty(), "{out:?}");
+        sizes.push(std::fs::metadata(&wal).map_or(0, |m| m.len()));
+    }
+    // The count is kept: the store was written.
+    assert!(state.path().join("state.sqlite3").is_file());
+    // Before: 8 KiB more after every event (two pages and their frame headers).
+    assert!(
+        sizes.iter().all(|&size| size < 16 * 1024),
+        "the log's size after each event: {sizes:?}"
+    );
+}
+
 /// Shadow hooks through the bridges: a guard that denies and one that crashes, both with
 /// `enforce = false`, leave Claude Code's and Codex's `PreToolUse` and Gemini CLI's
 /// `BeforeTool` with no objection (the agent's own rules decide), and the audit log records
