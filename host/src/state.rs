@@ -340,6 +340,7 @@ impl Sqlite {
                 )
             })
             .map_err(|e| e.to_string())?;
+        truncate_log(&connection, path);
         Ok(Sqlite {
             connection: Arc::new(Mutex::new(connection)),
         })
@@ -400,6 +401,30 @@ impl Sqlite {
         }
         tx.commit()?;
         Ok(Ok(done))
+    }
+}
+
+/// The size of write-ahead log past which opening the store checkpoints it and truncates it.
+///
+/// A process that exits without closing the store (a bridge serves one event and exits)
+/// leaves the log behind. The next process rebuilds the log's index by reading all of it, and
+/// cannot know how much of it was already copied into the database, so no writer ever starts
+/// the log over: it grew by every write of every process, each of which read all of it.
+/// Closing the store in every process would checkpoint every time (two `fsync`s, 7 ms per
+/// event here); truncating once the log passes this size bounds what a process reads.
+pub(crate) const WAL_TRUNCATE_BYTES: u64 = 256 * 1024;
+
+/// Checkpoints and truncates the log of the store at `path` when it is over
+/// [`WAL_TRUNCATE_BYTES`], unless another process is using it right now (then a later open
+/// does it): never waits, so that a hook never does.
+fn truncate_log(connection: &rusqlite::Connection, path: &Path) {
+    let mut wal = path.as_os_str().to_owned();
+    wal.push("-wal");
+    if std::fs::metadata(&wal).is_ok_and(|m| m.len() > WAL_TRUNCATE_BYTES) {
+        let _ = connection
+            .busy_timeout(Duration::ZERO)
+            .and_then(|()| connection.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(())));
+        let _ = connection.busy_timeout(BUSY_TIMEOUT);
     }
 }
 

@@ -110,10 +110,6 @@ async fn bridge_event(dialect: Dialect, options: BridgeCommand) -> anyhow::Resul
                 .session()
                 .drain_background_for(left.min(MAX_DRAIN))
                 .await;
-            // Dropped, not left to the exit: the plugins' state store closes, which
-            // checkpoints its write-ahead log into the database. A store left open leaves its
-            // log to the next process, which must read all of it; the log then only grows.
-            drop(lifecycle);
             crate::telemetry::shutdown();
             std::process::exit(reply.exit_code)
         }
