@@ -47,7 +47,9 @@ fn palisade(dir: &Path, cache: &Path, pool: bool) -> Command {
     command
         .arg("claude-code")
         .arg(dir)
-        .env("PALISADE_CACHE_DIR", cache);
+        .env("PALISADE_CACHE_DIR", cache)
+        // The bench's own plugin state (bash-budget's counts), never the user's.
+        .env("PALISADE_STATE_DIR", cache.with_file_name("state"));
     if pool {
         command.env("PALISADE_INSTANCE_POOL", "1000");
     }

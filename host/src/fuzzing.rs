@@ -29,7 +29,15 @@ pub fn manifest(data: &[u8]) {
                 assert!(limits.timeout.as_millis() <= u128::from(MAX_TIMEOUT_MS));
                 assert!(limits.memory_bytes as u64 <= MAX_MEMORY_MB * 1024 * 1024);
                 assert!(limits.memory_bytes >= 1024 * 1024);
-                if let Some(re) = &hook.matcher_re {
+                // A names-only matcher has no regex of its own: its regex, to compare.
+                let names_re = hook
+                    .matcher_names
+                    .as_ref()
+                    .and(hook.matcher.as_ref())
+                    .map(|p| {
+                        regex::Regex::new(&format!("^(?:{p})$")).expect("plain names are a regex")
+                    });
+                if let Some(re) = hook.matcher_re.as_ref().or(names_re.as_ref()) {
                     // Whole names only: any match of a name spans all of it.
                     for name in ["Bash", "Bashful_tool", "Read", "x", ""] {
                         // The names fast path answers as the regex does.

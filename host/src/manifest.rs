@@ -324,9 +324,10 @@ pub struct HookSpec {
     pub priority: i32,
     /// The tool-name pattern, as written.
     pub matcher: Option<String>,
+    /// The compiled matcher; `None` without one, or when `matcher_names` has it.
     pub(crate) matcher_re: Option<Regex>,
     /// The names the matcher takes, when it is only names separated by `|` (`Bash`,
-    /// `Edit|Write`): compared as strings, without running the regex.
+    /// `Edit|Write`): compared as strings, no regex compiled or run.
     pub(crate) matcher_names: Option<Box<[String]>>,
     /// What a runtime failure means.
     pub on_failure: OnFailure,
@@ -639,22 +640,14 @@ fn hook_spec(
         mode: hook.mode,
         priority: hook.priority,
         matcher: matcher_re.as_ref().map(|m| m.pattern.clone()),
-        matcher_names: matcher_re.as_ref().and_then(|m| literal_names(&m.pattern)),
-        matcher_re: matcher_re.map(|m| m.re),
+        matcher_names: matcher_re
+            .as_ref()
+            .and_then(|m| checked::literal_names(&m.pattern)),
+        matcher_re: matcher_re.and_then(|m| m.re),
         on_failure: hook.on_failure,
         limits,
         enforce: hook.enforce,
     })
-}
-
-/// The names a matcher pattern takes, when it has no regex syntax but `|`: ASCII letters,
-/// digits, `_` and `-` only, each of which a regex matches as itself.
-fn literal_names(pattern: &str) -> Option<Box<[String]>> {
-    let literal = |c: char| c.is_ascii_alphanumeric() || c == '_' || c == '-' || c == '|';
-    pattern
-        .chars()
-        .all(literal)
-        .then(|| pattern.split('|').map(str::to_owned).collect())
 }
 
 fn enforced() -> bool {
@@ -1052,7 +1045,8 @@ mod tests {
                 .unwrap_or_else(|| panic!("{problems:?}"));
             let hook = &manifest.hooks[0];
             assert_eq!(hook.matcher_names.is_some(), literal, "{pattern}");
-            let re = hook.matcher_re.as_ref().unwrap();
+            assert_eq!(hook.matcher_re.is_none(), literal, "{pattern}");
+            let re = Regex::new(&format!("^(?:{pattern})$")).unwrap();
             for name in names {
                 assert_eq!(
                     hook.matches_tool(name),

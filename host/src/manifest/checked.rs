@@ -212,20 +212,39 @@ impl Rule for EnvName {
 #[derive(Debug, Clone)]
 pub(super) struct ToolMatcher {
     pub pattern: String,
-    pub re: Regex,
+    /// `None` for a pattern of plain names ([`literal_names`]), matched without a regex.
+    pub re: Option<Regex>,
 }
 
 impl Rule for ToolMatcher {
     type Raw = String;
     fn check(pattern: String) -> Result<Self, Invalid> {
+        // Plain names are a valid regex, matched by name: nothing to compile (every event
+        // of a bridge reads every manifest).
+        if literal_names(&pattern).is_some() {
+            return Ok(ToolMatcher { pattern, re: None });
+        }
         match matcher(&pattern) {
-            Ok(re) => Ok(ToolMatcher { pattern, re }),
+            Ok(re) => Ok(ToolMatcher {
+                pattern,
+                re: Some(re),
+            }),
             Err(err) => Err(invalid(
                 format!("invalid tool-name pattern: {err}"),
                 "a regular expression such as `Bash|shell` or `mcp__github__.*`",
             )),
         }
     }
+}
+
+/// The names a matcher pattern takes, when it has no regex syntax but `|`: ASCII letters,
+/// digits, `_` and `-` only, each of which a regex matches as itself.
+pub(super) fn literal_names(pattern: &str) -> Option<Box<[String]>> {
+    let literal = |c: char| c.is_ascii_alphanumeric() || c == '_' || c == '-' || c == '|';
+    pattern
+        .chars()
+        .all(literal)
+        .then(|| pattern.split('|').map(str::to_owned).collect())
 }
 
 /// Compiles a tool-name matcher. The pattern is checked alone first, so that it cannot close
