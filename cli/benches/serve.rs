@@ -1,8 +1,9 @@
 //! Cost of one Claude Code hook event through `palisade serve` on loopback, as an http hook
 //! pays it: POST the event, get the answer, over a kept-alive connection; the session's
 //! instances are warm after the first event. Then throughput: 16 clients at once, each with
-//! its own session. And what an agent pays through `install --serve`: a `palisade forward`
-//! process per event, spawn to exit.
+//! its own session, and (printed after it) their events per second and the latency
+//! percentiles of single requests. And what an agent pays through `install --serve`: a
+//! `palisade forward` process per event, spawn to exit.
 //!
 //! The plugin sets are the bridge bench's (`support/plugin_sets.rs`), so the two compare.
 //!
@@ -123,8 +124,55 @@ fn bench(c: &mut Criterion) {
                 }
             })
         });
+        report_latency(&runtime, &served, &clients, name);
     }
     group.finish();
+}
+
+/// The 16 clients again, each sending `LATENCY_REQUESTS` events in a row: events per second
+/// and the latency percentiles of single requests, which criterion's mean of a batch of 16
+/// does not show. Printed, not asserted (a bench, not a test).
+fn report_latency(
+    runtime: &tokio::runtime::Runtime,
+    served: &Served,
+    clients: &[(reqwest::Client, String)],
+    name: &str,
+) {
+    const LATENCY_REQUESTS: usize = 500;
+    let started = std::time::Instant::now();
+    let mut latencies: Vec<std::time::Duration> = runtime.block_on(async {
+        let tasks: Vec<_> = clients
+            .iter()
+            .map(|(client, event)| {
+                let (client, url, event) = (client.clone(), served.url.clone(), event.clone());
+                tokio::spawn(async move {
+                    let mut took = Vec::with_capacity(LATENCY_REQUESTS);
+                    for _ in 0..LATENCY_REQUESTS {
+                        let sent = std::time::Instant::now();
+                        post(client.clone(), url.clone(), event.clone()).await;
+                        took.push(sent.elapsed());
+                    }
+                    took
+                })
+            })
+            .collect();
+        let mut all = Vec::new();
+        for task in tasks {
+            all.extend(task.await.unwrap());
+        }
+        all
+    });
+    let elapsed = started.elapsed();
+    latencies.sort();
+    let at = |q: f64| latencies[((latencies.len() - 1) as f64 * q) as usize];
+    println!(
+        "serve/16 clients x {LATENCY_REQUESTS} events, {name}: {:.0} events/s, latency p50 \
+         {:.2} ms, p99 {:.2} ms, max {:.2} ms",
+        latencies.len() as f64 / elapsed.as_secs_f64(),
+        at(0.50).as_secs_f64() * 1e3,
+        at(0.99).as_secs_f64() * 1e3,
+        at(1.0).as_secs_f64() * 1e3,
+    );
 }
 
 criterion_group!(benches, bench);
