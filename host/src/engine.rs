@@ -7,9 +7,9 @@
 //! Instances come from wasmtime's pooling allocator: slots reserved once and reused, with
 //! each memory's initial image mapped copy-on-write, so a fresh instance costs microseconds
 //! and an idle one only the pages it wrote. Where Linux reports written pages (6.7+), a freed
-//! slot keeps up to 1 MiB of them mapped, rewritten to the image, so the
-//! next instance in it takes no page faults. When the pool is full (or its reservation cannot
-//! be made, or a component does not fit its slots) an instance comes from a second engine,
+//! slot keeps up to 1 MiB of them mapped, rewritten to the image, so the next instance in it
+//! takes no page faults. When the pool is full (or its reservation cannot be made, or a
+//! component does not fit its slots) an instance comes from a second engine,
 //! configured identically but allocating on demand, built at the first need: a full pool
 //! costs time, never a failure.
 
