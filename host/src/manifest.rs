@@ -47,11 +47,11 @@ mod checked;
 
 use crate::error::Problem;
 use crate::point::{Capability, InstanceLifetime, Mode, OnFailure, Point};
+pub(crate) use checked::Matcher;
 use checked::{
     Checked, EnvName, Fuel, HttpOrigin, HttpUrl, MemoryCap, PayloadBound, PluginName, Sha256,
     StateBytes, StateKeys, Timeout, ToolMatcher, take,
 };
-use regex::Regex;
 use serde::Deserialize;
 use std::path::Path;
 use std::time::Duration;
@@ -324,11 +324,7 @@ pub struct HookSpec {
     pub priority: i32,
     /// The tool-name pattern, as written.
     pub matcher: Option<String>,
-    /// The compiled matcher; `None` without one, or when `matcher_names` has it.
-    pub(crate) matcher_re: Option<Regex>,
-    /// The names the matcher takes, when it is only names separated by `|` (`Bash`,
-    /// `Edit|Write`): compared as strings, no regex compiled or run.
-    pub(crate) matcher_names: Option<Box<[String]>>,
+    pub(crate) compiled_matcher: Option<Matcher>,
     /// What a runtime failure means.
     pub on_failure: OnFailure,
     /// The invocation limits.
@@ -363,10 +359,9 @@ impl HookSpec {
 
     /// Whether the hook runs for a tool of this name (always, without a matcher).
     pub fn matches_tool(&self, name: &str) -> bool {
-        if let Some(names) = &self.matcher_names {
-            return names.iter().any(|n| n == name);
-        }
-        self.matcher_re.as_ref().is_none_or(|re| re.is_match(name))
+        self.compiled_matcher
+            .as_ref()
+            .is_none_or(|matcher| matcher.matches(name))
     }
 }
 
@@ -615,7 +610,7 @@ fn hook_spec(
                 .fix("set `capability = \"observe\"`, or `mode = \"foreground\"`"),
         );
     }
-    let matcher_re = match &hook.matcher {
+    let matcher = match &hook.matcher {
         None => None,
         Some(_) if !point.has_tool() => {
             problems.push(
@@ -639,11 +634,8 @@ fn hook_spec(
         capabilities,
         mode: hook.mode,
         priority: hook.priority,
-        matcher: matcher_re.as_ref().map(|m| m.pattern.clone()),
-        matcher_names: matcher_re
-            .as_ref()
-            .and_then(|m| checked::literal_names(&m.pattern)),
-        matcher_re: matcher_re.and_then(|m| m.re),
+        matcher: matcher.as_ref().map(|m| m.pattern.clone()),
+        compiled_matcher: matcher.map(|m| m.compiled),
         on_failure: hook.on_failure,
         limits,
         enforce: hook.enforce,
@@ -1044,9 +1036,9 @@ mod tests {
             let manifest = parse(Path::new("m/plugin.toml"), &text, &mut problems)
                 .unwrap_or_else(|| panic!("{problems:?}"));
             let hook = &manifest.hooks[0];
-            assert_eq!(hook.matcher_names.is_some(), literal, "{pattern}");
-            assert_eq!(hook.matcher_re.is_none(), literal, "{pattern}");
-            let re = Regex::new(&format!("^(?:{pattern})$")).unwrap();
+            let by_name = matches!(hook.compiled_matcher, Some(Matcher::Names(_)));
+            assert_eq!(by_name, literal, "{pattern}");
+            let re = regex::Regex::new(&format!("^(?:{pattern})$")).unwrap();
             for name in names {
                 assert_eq!(
                     hook.matches_tool(name),

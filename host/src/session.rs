@@ -718,19 +718,17 @@ impl PluginsInner {
 }
 
 impl SessionShared {
-    /// [`SessionShared::emit`], the event made only when there is a sink to send it to.
-    fn emit_with(&self, hook: &HookRef, inv: Invocation, kind: impl FnOnce() -> EventKind) {
-        if self.plugins.host.inner.sink.is_some() {
-            self.emit(hook, inv, kind());
-        }
+    fn emit(&self, hook: &HookRef, inv: Invocation, kind: EventKind) {
+        self.emit_with(hook, inv, || kind);
     }
 
-    fn emit(&self, hook: &HookRef, inv: Invocation, kind: EventKind) {
+    /// Sends the event `kind` makes, made only when there is a sink to send it to.
+    fn emit_with(&self, hook: &HookRef, inv: Invocation, kind: impl FnOnce() -> EventKind) {
         let Some(sink) = &self.plugins.host.inner.sink else {
             return;
         };
         sink.emit(&Event {
-            kind,
+            kind: kind(),
             at_ms: now_ms(),
             session_id: self.id.to_string(),
             invocation_id: invocation_id(inv.id),

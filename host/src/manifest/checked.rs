@@ -212,22 +212,45 @@ impl Rule for EnvName {
 #[derive(Debug, Clone)]
 pub(super) struct ToolMatcher {
     pub pattern: String,
-    /// `None` for a pattern of plain names ([`literal_names`]), matched without a regex.
-    pub re: Option<Regex>,
+    pub compiled: Matcher,
+}
+
+/// A tool-name matcher, ready to match.
+#[derive(Debug, Clone)]
+pub(crate) enum Matcher {
+    /// A pattern of plain names separated by `|` (`Bash`, `Edit|Write`): ASCII letters,
+    /// digits, `_` and `-`, each of which a regex matches as itself. Compared as strings: no
+    /// regex compiled (a bridge reads every manifest on every event) or run.
+    Names(Box<[String]>),
+    /// Any other pattern, anchored to the whole name.
+    Regex(Regex),
+}
+
+impl Matcher {
+    /// Whether the tool `name` matches.
+    pub fn matches(&self, name: &str) -> bool {
+        match self {
+            Matcher::Names(names) => names.iter().any(|n| n == name),
+            Matcher::Regex(re) => re.is_match(name),
+        }
+    }
 }
 
 impl Rule for ToolMatcher {
     type Raw = String;
     fn check(pattern: String) -> Result<Self, Invalid> {
-        // Plain names are a valid regex, matched by name: nothing to compile (every event
-        // of a bridge reads every manifest).
-        if literal_names(&pattern).is_some() {
-            return Ok(ToolMatcher { pattern, re: None });
+        let literal = |c: char| c.is_ascii_alphanumeric() || c == '_' || c == '-' || c == '|';
+        if pattern.chars().all(literal) {
+            let names = pattern.split('|').map(str::to_owned).collect();
+            return Ok(ToolMatcher {
+                pattern,
+                compiled: Matcher::Names(names),
+            });
         }
         match matcher(&pattern) {
             Ok(re) => Ok(ToolMatcher {
                 pattern,
-                re: Some(re),
+                compiled: Matcher::Regex(re),
             }),
             Err(err) => Err(invalid(
                 format!("invalid tool-name pattern: {err}"),
@@ -235,16 +258,6 @@ impl Rule for ToolMatcher {
             )),
         }
     }
-}
-
-/// The names a matcher pattern takes, when it has no regex syntax but `|`: ASCII letters,
-/// digits, `_` and `-` only, each of which a regex matches as itself.
-pub(super) fn literal_names(pattern: &str) -> Option<Box<[String]>> {
-    let literal = |c: char| c.is_ascii_alphanumeric() || c == '_' || c == '-' || c == '|';
-    pattern
-        .chars()
-        .all(literal)
-        .then(|| pattern.split('|').map(str::to_owned).collect())
 }
 
 /// Compiles a tool-name matcher. The pattern is checked alone first, so that it cannot close
