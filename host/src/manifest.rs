@@ -324,6 +324,7 @@ pub struct HookSpec {
     pub priority: i32,
     /// The tool-name pattern, as written.
     pub matcher: Option<String>,
+    /// `matcher`, compiled: the names it lists, or an anchored regex.
     pub(crate) compiled_matcher: Option<Matcher>,
     /// What a runtime failure means.
     pub on_failure: OnFailure,
