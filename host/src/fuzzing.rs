@@ -272,7 +272,7 @@ fn native_answer_text(u: &mut Unstructured<'_>) -> arbitrary::Result<Vec<u8>> {
     Ok(serde_json::to_vec(&top).unwrap_or_default())
 }
 
-fn request_for(point: Point) -> Request {
+fn request_for(point: Point) -> Request<'static> {
     use crate::types::{
         CommittedFact, Observation, PreStep, SessionSource, StopEvent, ToolCall, ToolOutcome,
     };
@@ -285,8 +285,8 @@ fn request_for(point: Point) -> Request {
             turn: 1,
             step: 1,
         })),
-        Point::PreTool => Request::PreTool(call),
-        Point::ToolGuard | Point::ToolExecute => Request::ToolGuard(call),
+        Point::PreTool => Request::PreTool(call.into()),
+        Point::ToolGuard | Point::ToolExecute => Request::ToolGuard(call.into()),
         Point::PostTool => Request::PostTool(call, outcome),
         Point::ToolResult => Request::ToolResult(call, outcome),
         Point::TurnStopping => Request::TurnStopping(Shared::new(StopEvent {

@@ -40,10 +40,15 @@ pub(crate) struct Shared<T> {
 
 impl<T> Shared<T> {
     pub fn new(value: T) -> Arc<Shared<T>> {
-        Arc::new(Shared {
+        Arc::new(Shared::of(value))
+    }
+
+    /// A payload for one dispatch, kept where the dispatch runs ([`Payload::Borrowed`]).
+    pub fn of(value: T) -> Shared<T> {
+        Shared {
             value,
             projection: OnceLock::new(),
-        })
+        }
     }
 
     /// The payload as `make` projects it, made at the first call. One runtime projects a
@@ -64,18 +69,92 @@ impl<T> Deref for Shared<T> {
     }
 }
 
-/// What a hook is asked, per point. Shared data, so a background invocation can take it along.
+/// A tool call as a dispatch hands it to its hooks: the caller's own (borrowed for the
+/// dispatch, as `pre-tool` and `tool-guard` take it: no copy on the hot path) or shared.
+pub(crate) enum Payload<'a, T> {
+    Borrowed(&'a Shared<&'a T>),
+    Owned(Arc<Shared<T>>),
+}
+
+impl<'a, T> Payload<'a, T> {
+    /// The payload as `make` projects it (see [`Shared::projected`]).
+    pub fn projected<P: Any + Send + Sync>(&self, make: impl FnOnce(&T) -> P) -> &P {
+        match self {
+            Payload::Borrowed(shared) => shared.projected(|value| make(value)),
+            Payload::Owned(shared) => shared.projected(make),
+        }
+    }
+}
+
+impl<T: Clone> Payload<'_, T> {
+    /// The payload as a task that outlives the dispatch (a background hook) takes it: a copy
+    /// of a borrowed one.
+    pub fn to_owned(&self) -> Payload<'static, T> {
+        match self {
+            Payload::Borrowed(shared) => Payload::Owned(Shared::new(shared.value.clone())),
+            Payload::Owned(shared) => Payload::Owned(shared.clone()),
+        }
+    }
+}
+
+impl<T> Clone for Payload<'_, T> {
+    fn clone(&self) -> Self {
+        match self {
+            Payload::Borrowed(shared) => Payload::Borrowed(shared),
+            Payload::Owned(shared) => Payload::Owned(shared.clone()),
+        }
+    }
+}
+
+impl<T> Deref for Payload<'_, T> {
+    type Target = T;
+
+    fn deref(&self) -> &T {
+        match self {
+            Payload::Borrowed(shared) => shared.value,
+            Payload::Owned(shared) => &shared.value,
+        }
+    }
+}
+
+impl<T> From<Arc<Shared<T>>> for Payload<'static, T> {
+    fn from(shared: Arc<Shared<T>>) -> Self {
+        Payload::Owned(shared)
+    }
+}
+
+/// What a hook is asked, per point. Shared data, so a background invocation can take it along
+/// ([`Request::to_owned`]).
 #[derive(Clone)]
-pub(crate) enum Request {
+pub(crate) enum Request<'a> {
     SessionStart(SessionSource),
     PromptSubmit(Arc<Shared<PreStep>>),
-    PreTool(Arc<Shared<ToolCall>>),
-    ToolGuard(Arc<Shared<ToolCall>>),
+    PreTool(Payload<'a, ToolCall>),
+    ToolGuard(Payload<'a, ToolCall>),
     PostTool(Arc<Shared<ToolCall>>, Arc<Shared<ToolOutcome>>),
     ToolResult(Arc<Shared<ToolCall>>, Arc<Shared<ToolOutcome>>),
     TurnStopping(Arc<Shared<StopEvent>>),
     Committed(Arc<Shared<Observation>>),
-    ToolExecute(Arc<Shared<ToolCall>>, NextLayer),
+    ToolExecute(Payload<'a, ToolCall>, NextLayer),
+}
+
+impl Request<'_> {
+    /// The request as a task that outlives the dispatch (a background hook) takes it.
+    pub fn to_owned(&self) -> Request<'static> {
+        match self {
+            Request::SessionStart(source) => Request::SessionStart(*source),
+            Request::PromptSubmit(step) => Request::PromptSubmit(step.clone()),
+            Request::PreTool(call) => Request::PreTool(call.to_owned()),
+            Request::ToolGuard(call) => Request::ToolGuard(call.to_owned()),
+            Request::PostTool(call, outcome) => Request::PostTool(call.clone(), outcome.clone()),
+            Request::ToolResult(call, outcome) => {
+                Request::ToolResult(call.clone(), outcome.clone())
+            }
+            Request::TurnStopping(event) => Request::TurnStopping(event.clone()),
+            Request::Committed(observation) => Request::Committed(observation.clone()),
+            Request::ToolExecute(call, next) => Request::ToolExecute(call.to_owned(), next.clone()),
+        }
+    }
 }
 
 /// A hook's refusal, as it wrote it (`payload`: JSON text).

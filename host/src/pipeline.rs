@@ -435,7 +435,7 @@ impl Chain {
         let inner = chain.clone();
         let next: NextLayer =
             Arc::new(move |timeout_ms| Chain::layer(inner.clone(), index + 1, timeout_ms));
-        let request = Request::ToolExecute(self.shared_call.clone(), next);
+        let request = Request::ToolExecute(self.shared_call.clone().into(), next);
         let inv = self.session.begin(Point::ToolExecute);
         let mut report = self.session.report(inv);
         report.hooks = 1;

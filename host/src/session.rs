@@ -315,12 +315,12 @@ impl Session {
     /// waterfall (remaining foreground and background hooks do not run) and is returned; a
     /// foreground failure of a hook that could have denied fails closed through
     /// `fail_closed`, unless its `on_failure` is `allow`.
-    pub(crate) async fn waterfall<S, T>(
+    pub(crate) async fn waterfall<'r, S, T>(
         &self,
         point: Point,
         tool: Option<&str>,
         state: &mut S,
-        request: impl Fn(&S) -> Request,
+        request: impl Fn(&S) -> Request<'r>,
         mut judge: impl FnMut(&mut S, &HookRef, &HookSpec, Answer) -> Verdict<T>,
         fail_closed: impl Fn(Denial) -> T,
     ) -> Option<T> {
@@ -329,7 +329,7 @@ impl Session {
         for (hook, spec) in self.matching(point, tool) {
             report.hooks += 1;
             if spec.mode == Mode::Background {
-                self.spawn_background(hook, inv, request(state));
+                self.spawn_background(hook, inv, request(state).to_owned());
                 continue;
             }
             let request = request(state);
@@ -364,7 +364,7 @@ impl Session {
         &self,
         hook: &HookRef,
         inv: Invocation,
-        request: &Request,
+        request: &Request<'_>,
         judge: impl FnOnce(&HookRef, &HookSpec, Answer) -> Verdict<T>,
     ) -> Judged<T> {
         let spec = self.shared.plugins.spec(hook);
@@ -456,7 +456,7 @@ impl Session {
 
     /// Runs every hook of an observe-only point off the critical path: foreground hooks one
     /// after another in one task, background hooks each in its own. Nothing is awaited.
-    pub(crate) fn notify(&self, point: Point, tool: Option<&str>, request: Request) {
+    pub(crate) fn notify(&self, point: Point, tool: Option<&str>, request: Request<'static>) {
         let inv = self.begin(point);
         let mut report = self.report(inv);
         let mut foreground = Vec::new();
@@ -498,7 +498,7 @@ impl Session {
         });
     }
 
-    fn spawn_background(&self, hook: &HookRef, inv: Invocation, request: Request) {
+    fn spawn_background(&self, hook: &HookRef, inv: Invocation, request: Request<'static>) {
         let shared = self.shared.clone();
         let owned = hook.clone();
         let reentrant = self.holds(hook.plugin);
@@ -800,7 +800,7 @@ impl SessionShared {
         &self,
         hook: &HookRef,
         inv: Invocation,
-        request: &Request,
+        request: &Request<'_>,
         reentrant: bool,
         started: Instant,
     ) -> Run {

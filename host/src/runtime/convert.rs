@@ -9,11 +9,18 @@ use crate::types::{
 };
 use serde_json::Value;
 
+/// A JSON value as text: written straight into a buffer (`Value`'s `Display` goes through
+/// the formatter, a call per token: the larger part of a small call's conversion).
+fn json_text(value: &Value) -> String {
+    // A `Value` always serializes: its keys are strings.
+    serde_json::to_string(value).unwrap_or_default()
+}
+
 pub(crate) fn to_wit_call(call: &ToolCall) -> wit::ToolCall {
     wit::ToolCall {
         tool_use_id: call.tool_use_id.clone(),
         name: call.name.clone(),
-        arguments: call.arguments.to_string(),
+        arguments: json_text(&call.arguments),
         provenance: call.provenance.as_ref().map(|p| match p {
             Provenance::Builtin => wit::Provenance::Builtin,
             Provenance::Mcp { server, tool } => wit::Provenance::Mcp(wit::McpTool {
@@ -29,14 +36,14 @@ pub(crate) fn to_wit_outcome(outcome: &ToolOutcome) -> wit::ToolOutcome {
     wit::ToolOutcome {
         content_blocks: outcome.content_blocks.iter().map(to_wit_block).collect(),
         is_error: outcome.is_error,
-        value: outcome.value.as_ref().map(|v| v.to_string()),
+        value: outcome.value.as_ref().map(json_text),
     }
 }
 
 fn to_wit_block(block: &ContentBlock) -> wit::ContentBlock {
     match block {
         ContentBlock::Text { text } => wit::ContentBlock::Text(text.clone()),
-        ContentBlock::Json { value } => wit::ContentBlock::Json(value.to_string()),
+        ContentBlock::Json { value } => wit::ContentBlock::Json(json_text(value)),
         ContentBlock::Image { media_type, data } => wit::ContentBlock::Image(wit::Image {
             media_type: media_type.clone(),
             data: data.clone(),
@@ -129,7 +136,7 @@ fn to_wit_response(response: &LlmResponse) -> wit::LlmResponse {
                     })
                 }
                 ServerToolContent::Other { value } => {
-                    wit::ServerToolContent::Other(value.to_string())
+                    wit::ServerToolContent::Other(json_text(value))
                 }
             })
             .collect(),

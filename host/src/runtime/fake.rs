@@ -34,7 +34,7 @@ impl Fake {
         self
     }
 
-    pub async fn call(&self, site: Site<'_>, request: &Request) -> Run {
+    pub async fn call(&self, site: Site<'_>, request: &Request<'_>) -> Run {
         let started = Instant::now();
         let timeout = site.spec.limits.timeout;
         let answer = async {

@@ -136,7 +136,7 @@ impl Instance {
     pub async fn call(
         &mut self,
         plugin: &Wasm,
-        request: &Request,
+        request: &Request<'_>,
         limits: &Limits,
     ) -> (Result<Answer, Failure>, Cost) {
         let Instance {

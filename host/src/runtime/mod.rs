@@ -88,7 +88,7 @@ pub(crate) struct Cost {
 
 impl Runtime {
     /// Runs one hook of this runtime: `request` in, its answer out.
-    pub async fn call(&self, site: Site<'_>, request: &Request) -> Run {
+    pub async fn call(&self, site: Site<'_>, request: &Request<'_>) -> Run {
         match self {
             Runtime::Wasm(wasm) => wasm::run(wasm, site, request).await,
             Runtime::External(external) => {
@@ -102,7 +102,9 @@ impl Runtime {
                     config: site.config,
                     guarding: site.spec.has(Capability::Guard),
                 };
-                let called = external.call(&caller, request, &site.spec.limits).await;
+                // Boxed: a command's or an HTTP client's future is tens of KiB, which every
+                // wasm call would otherwise set up and move through.
+                let called = Box::pin(external.call(&caller, request, &site.spec.limits)).await;
                 Run {
                     result: called.result,
                     meter: Meter {

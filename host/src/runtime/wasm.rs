@@ -133,7 +133,7 @@ const PHASE_CALL: u8 = 2;
 /// A per-session plugin whose `site.slot` is `None` — its session instance is held by an
 /// invocation up this call chain (a `tool-execute` wrapper whose tool makes a nested call),
 /// and waiting for it would deadlock — runs in a fresh instance of its own.
-pub(crate) async fn run(plugin: &Wasm, site: Site<'_>, request: &Request) -> Run {
+pub(crate) async fn run(plugin: &Wasm, site: Site<'_>, request: &Request<'_>) -> Run {
     let limits = &site.spec.limits;
     let started = site.started;
     let call = CallContext {
@@ -176,7 +176,8 @@ pub(crate) async fn run(plugin: &Wasm, site: Site<'_>, request: &Request) -> Run
                         );
                     }
                 };
-                match Instance::new(site.host, plugin, state, limits).await {
+                // Boxed: instantiating is the rarer path, and its future the larger.
+                match Box::pin(Instance::new(site.host, plugin, state, limits)).await {
                     Ok((instance, cost)) => {
                         fresh_cost = cost;
                         instance

@@ -55,7 +55,12 @@ pub(crate) struct Called {
 
 impl External {
     /// Sends `request` to the hook and reads its answer.
-    pub async fn call(&self, caller: &Caller<'_>, request: &Request, limits: &Limits) -> Called {
+    pub async fn call(
+        &self,
+        caller: &Caller<'_>,
+        request: &Request<'_>,
+        limits: &Limits,
+    ) -> Called {
         let mut logs = Vec::new();
         let result = self.exchange(caller, request, limits, &mut logs).await;
         Called { result, logs }
@@ -64,7 +69,7 @@ impl External {
     async fn exchange(
         &self,
         caller: &Caller<'_>,
-        request: &Request,
+        request: &Request<'_>,
         limits: &Limits,
         logs: &mut Vec<(&'static str, String)>,
     ) -> Result<Answer, Failure> {

@@ -308,7 +308,7 @@ mod tests {
     fn a_deny_carries_its_reason_code_and_payload() {
         let answer = br#"{"decision": {"deny": {"reason_code": "rm-rf", "message": "no", "payload": {"rule": 7}}}}"#;
         let Answer::PreTool(hook::PreToolDecision::Deny(deny)) =
-            decode(Point::PreTool, &Request::PreTool(call()), answer).unwrap()
+            decode(Point::PreTool, &Request::PreTool(call().into()), answer).unwrap()
         else {
             panic!("not a deny")
         };
@@ -321,13 +321,21 @@ mod tests {
     fn every_point_decodes_its_own_answer() {
         let post = Request::PostTool(call(), outcome());
         let cases: Vec<(Point, Request, &str)> = vec![
-            (Point::PreTool, Request::PreTool(call()), r#""allow""#),
             (
                 Point::PreTool,
-                Request::PreTool(call()),
+                Request::PreTool(call().into()),
+                r#""allow""#,
+            ),
+            (
+                Point::PreTool,
+                Request::PreTool(call().into()),
                 r#"{"ask": {"reason": "sure?"}}"#,
             ),
-            (Point::ToolGuard, Request::ToolGuard(call()), r#""abstain""#),
+            (
+                Point::ToolGuard,
+                Request::ToolGuard(call().into()),
+                r#""abstain""#,
+            ),
             (
                 Point::SessionStart,
                 Request::SessionStart(SessionSource::Startup),
@@ -348,7 +356,7 @@ mod tests {
 
     #[test]
     fn anything_but_a_decision_is_invalid() {
-        let request = Request::PreTool(call());
+        let request = Request::PreTool(call().into());
         for answer in [
             r#"{"patches": [{"op": "replace"}]}"#,
             r#"{"decision": "allow", "extra": 1}"#,
@@ -376,7 +384,12 @@ mod tests {
     fn nothing_said_is_the_points_neutral_answer() {
         for answer in ["", "  ", "{}", r#"{"decision": null}"#] {
             assert!(matches!(
-                decode(Point::PreTool, &Request::PreTool(call()), answer.as_bytes()).unwrap(),
+                decode(
+                    Point::PreTool,
+                    &Request::PreTool(call().into()),
+                    answer.as_bytes()
+                )
+                .unwrap(),
                 Answer::PreTool(hook::PreToolDecision::Allow)
             ));
         }

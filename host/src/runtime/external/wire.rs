@@ -509,12 +509,15 @@ fn blocking(request: &Request, message: String, code: &str) -> Answer {
 mod tests {
     use super::*;
 
-    fn pre_tool() -> Request {
-        Request::PreTool(Shared::new(ToolCall::new(
-            "t1",
-            "Bash",
-            serde_json::json!({ "command": "ls" }),
-        )))
+    fn pre_tool() -> Request<'static> {
+        Request::PreTool(
+            Shared::new(ToolCall::new(
+                "t1",
+                "Bash",
+                serde_json::json!({ "command": "ls" }),
+            ))
+            .into(),
+        )
     }
 
     fn decode_pre_tool(answer: &str) -> Result<Answer, Failure> {
@@ -576,11 +579,9 @@ mod guarding_tests {
 
     #[test]
     fn a_guards_output_is_one_json_object_or_nothing() {
-        let request = Request::PreTool(Shared::new(ToolCall::new(
-            "t1",
-            "Bash",
-            serde_json::json!({}),
-        )));
+        let request = Request::PreTool(
+            Shared::new(ToolCall::new("t1", "Bash", serde_json::json!({}))).into(),
+        );
         let deny = r#"{"hookSpecificOutput":{"hookEventName":"PreToolUse","permissionDecision":"deny","permissionDecisionReason":"no"}}"#;
         let decode_as = |output: &str, guarding| {
             decode(
