@@ -43,8 +43,7 @@ impl<T> Shared<T> {
         Arc::new(Shared::of(value))
     }
 
-    /// A payload for one dispatch, kept where the dispatch runs ([`Payload::Borrowed`]).
-    pub fn of(value: T) -> Shared<T> {
+    fn of(value: T) -> Shared<T> {
         Shared {
             value,
             projection: OnceLock::new(),
@@ -72,26 +71,46 @@ impl<T> Deref for Shared<T> {
 /// A tool call as a dispatch hands it to its hooks: the caller's own (borrowed for the
 /// dispatch, as `pre-tool` and `tool-guard` take it: no copy on the hot path) or shared.
 pub(crate) enum Payload<'a, T> {
-    Borrowed(&'a Shared<&'a T>),
+    Borrowed(&'a Lent<'a, T>),
     Owned(Arc<Shared<T>>),
+}
+
+/// A caller's value lent to one dispatch ([`Payload::Borrowed`]). The first background hook
+/// that needs a copy of its own makes it; the others share that copy.
+pub(crate) struct Lent<'a, T> {
+    shared: Shared<&'a T>,
+    copy: OnceLock<Arc<Shared<T>>>,
+}
+
+impl<'a, T> Lent<'a, T> {
+    pub fn new(value: &'a T) -> Self {
+        Lent {
+            shared: Shared::of(value),
+            copy: OnceLock::new(),
+        }
+    }
 }
 
 impl<'a, T> Payload<'a, T> {
     /// The payload as `make` projects it (see [`Shared::projected`]).
     pub fn projected<P: Any + Send + Sync>(&self, make: impl FnOnce(&T) -> P) -> &P {
         match self {
-            Payload::Borrowed(shared) => shared.projected(|value| make(value)),
+            Payload::Borrowed(lent) => lent.shared.projected(|value| make(value)),
             Payload::Owned(shared) => shared.projected(make),
         }
     }
 }
 
 impl<T: Clone> Payload<'_, T> {
-    /// The payload as a task that outlives the dispatch (a background hook) takes it: a copy
-    /// of a borrowed one.
+    /// The payload as a task that outlives the dispatch (a background hook) takes it: a
+    /// borrowed one is copied, once per dispatch.
     pub fn to_owned(&self) -> Payload<'static, T> {
         match self {
-            Payload::Borrowed(shared) => Payload::Owned(Shared::new(shared.value.clone())),
+            Payload::Borrowed(lent) => Payload::Owned(
+                lent.copy
+                    .get_or_init(|| Shared::new(lent.shared.value.clone()))
+                    .clone(),
+            ),
             Payload::Owned(shared) => Payload::Owned(shared.clone()),
         }
     }
@@ -100,7 +119,7 @@ impl<T: Clone> Payload<'_, T> {
 impl<T> Clone for Payload<'_, T> {
     fn clone(&self) -> Self {
         match self {
-            Payload::Borrowed(shared) => Payload::Borrowed(shared),
+            Payload::Borrowed(lent) => Payload::Borrowed(lent),
             Payload::Owned(shared) => Payload::Owned(shared.clone()),
         }
     }
@@ -111,7 +130,7 @@ impl<T> Deref for Payload<'_, T> {
 
     fn deref(&self) -> &T {
         match self {
-            Payload::Borrowed(shared) => shared.value,
+            Payload::Borrowed(lent) => lent.shared.value,
             Payload::Owned(shared) => &shared.value,
         }
     }
@@ -419,5 +438,27 @@ impl Outcome {
                 Some(text) => Some(parse_json("the outcome's value", text)?),
             },
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_lent_payload_is_copied_once_per_dispatch() {
+        let call = ToolCall::new("t1", "Bash", serde_json::json!({"command": "ls"}));
+        let lent = Lent::new(&call);
+        let payload = Payload::Borrowed(&lent);
+        let (Payload::Owned(first), Payload::Owned(second)) =
+            (payload.to_owned(), payload.clone().to_owned())
+        else {
+            panic!("a background hook's copy is owned")
+        };
+        assert!(
+            Arc::ptr_eq(&first, &second),
+            "each background hook copied the call again"
+        );
+        assert_eq!(first.value, call);
     }
 }

@@ -5,7 +5,7 @@
 //!   background). An ask does not short-circuit: a later guard may still deny.
 //! - With no deny, the first ask wins over allow; [`Session::authorize`] resolves it.
 
-use crate::hook::{self, Answer, Payload, Request, Shared};
+use crate::hook::{self, Answer, Lent, Payload, Request};
 use crate::point::{Capability, Point};
 use crate::session::{Session, Verdict, deny_verdict};
 use crate::types::{AskRequest, PreToolDecision, ToolCall};
@@ -14,8 +14,8 @@ impl Session {
     /// Runs the `pre-tool` hooks that match `call`'s tool and returns their combined
     /// decision. [`Session::authorize`] goes on to resolve an ask and run `tool-guard`.
     pub async fn pre_tool(&self, call: &ToolCall) -> PreToolDecision {
-        let shared = Shared::of(call);
-        let request = Request::PreTool(Payload::Borrowed(&shared));
+        let lent = Lent::new(call);
+        let request = Request::PreTool(Payload::Borrowed(&lent));
         let mut ask: Option<AskRequest> = None;
         let denial = self
             .waterfall(

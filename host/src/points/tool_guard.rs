@@ -7,7 +7,7 @@
 //! a rejection, a cancellation, an unavailable channel or no approver at all is a denial),
 //! then `tool-guard`.
 
-use crate::hook::{self, Answer, Payload, Request, Shared};
+use crate::hook::{self, Answer, Lent, Payload, Request};
 use crate::point::{Capability, Point};
 use crate::session::{Session, Verdict, deny_verdict};
 use crate::types::{
@@ -17,8 +17,8 @@ use crate::types::{
 impl Session {
     /// Runs the `tool-guard` hooks that match `call`'s tool: the first deny vetoes the call.
     pub async fn tool_guard(&self, call: &ToolCall) -> GuardDecision {
-        let shared = Shared::of(call);
-        let request = Request::ToolGuard(Payload::Borrowed(&shared));
+        let lent = Lent::new(call);
+        let request = Request::ToolGuard(Payload::Borrowed(&lent));
         let denial = self
             .waterfall(
                 Point::ToolGuard,
