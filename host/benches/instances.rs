@@ -64,10 +64,16 @@ fn bench(c: &mut Criterion) {
         "Bash",
         json!({ "command": "curl -s https://docs.rs/serde > /tmp/page.html" }),
     );
+    // Each component compiles once (the Python one takes seconds), whatever the filter.
+    let cache = tempfile::tempdir().unwrap();
     let mut group = c.benchmark_group("instances");
     group.sample_size(20);
     for (pool, slots) in [("pool", palisade::DEFAULT_INSTANCE_POOL), ("no pool", 0)] {
-        let host = Host::builder().instance_pool(slots).build().unwrap();
+        let host = Host::builder()
+            .instance_pool(slots)
+            .cache_dir(cache.path())
+            .build()
+            .unwrap();
         for (language, path) in [
             ("rust", "shell-guard"),
             ("python", "url-guard"),

@@ -196,18 +196,62 @@ impl Host {
         Ok(Plugins::new(self.clone(), plugins, skipped))
     }
 
-    /// Loads the pending plugins in parallel, on rayon's pool (the one wasmtime's parallel
-    /// compilation already runs on); the results keep the order of `pending`.
+    /// Loads the pending plugins in parallel, one thread per core at most (this one among
+    /// them), each taking the next pending plugin until none is left; the results keep the
+    /// order of `pending`. Plain threads rather than rayon's pool: a process that handles one
+    /// hook event loads a few components from the cache in about a millisecond, and rayon's
+    /// idle workers, spinning before they sleep, would take the cores it loads on. (A compile
+    /// still runs its functions on rayon's pool, through wasmtime's parallel compilation.)
     fn load_parallel(&self, pending: Vec<Pending>) -> Vec<(Option<Plugin>, Vec<Problem>)> {
-        use rayon::prelude::*;
-        pending
-            .into_par_iter()
-            .map(|pending| {
+        let count = pending.len();
+        let threads = match count {
+            0 | 1 => 1,
+            _ => std::thread::available_parallelism().map_or(1, |n| n.get().min(count)),
+        };
+        let slots: Vec<std::sync::Mutex<Option<Pending>>> = pending
+            .into_iter()
+            .map(|p| std::sync::Mutex::new(Some(p)))
+            .collect();
+        let next = std::sync::atomic::AtomicUsize::new(0);
+        let work = || {
+            let mut done = Vec::new();
+            loop {
+                let index = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                let Some(slot) = slots.get(index) else {
+                    return done;
+                };
+                let pending = slot
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .take()
+                    .expect("each pending plugin is taken once");
                 let mut problems = Vec::new();
                 let plugin = self.load_plugin(pending, &mut problems);
-                (plugin, problems)
-            })
-            .collect()
+                done.push((index, (plugin, problems)));
+            }
+        };
+        let mut loaded: Vec<(usize, (Option<Plugin>, Vec<Problem>))> =
+            std::thread::scope(|scope| {
+                let helpers: Vec<_> = (1..threads)
+                    .filter_map(|_| {
+                        std::thread::Builder::new()
+                            .name("palisade-load".into())
+                            .spawn_scoped(scope, work)
+                            .ok()
+                    })
+                    .collect();
+                // This thread loads too, and alone when no helper could start.
+                let mut all = work();
+                for helper in helpers {
+                    match helper.join() {
+                        Ok(done) => all.extend(done),
+                        Err(panic) => std::panic::resume_unwind(panic),
+                    }
+                }
+                all
+            });
+        loaded.sort_by_key(|(index, _)| *index);
+        loaded.into_iter().map(|(_, result)| result).collect()
     }
 
     fn load_plugin(&self, pending: Pending, problems: &mut Vec<Problem>) -> Option<Plugin> {

@@ -17,13 +17,13 @@
 //! and the system's store, which honours `SSL_CERT_FILE` and `SSL_CERT_DIR`).
 
 use crate::manifest::{HttpGrant, HttpHost, Network};
-use crate::runtime::sandbox::Clock;
+use crate::runtime::sandbox::{Clock, Spool};
 use bytes::Bytes;
 use http_body::{Body, Frame};
 use http_body_util::BodyExt;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::pin::Pin;
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, OnceLock};
 use std::task::{Context, Poll};
 use std::time::Duration;
 use tokio::io::{AsyncRead, AsyncWrite};
@@ -42,7 +42,7 @@ pub const MAX_HTTP_REQUEST_BODY_BYTES: u64 = 1024 * 1024;
 pub const MAX_HTTP_RESPONSE_BODY_BYTES: u64 = 4 * 1024 * 1024;
 
 /// The lines an instance's requests leave for the event log, reported with its output.
-pub(crate) type Records = Arc<Mutex<Vec<String>>>;
+pub(crate) type Records = Arc<Spool<String>>;
 
 /// The `wasi:http` policy of one instance: its grants, the deadline of the invocation it
 /// serves, and what that invocation may still send.
@@ -114,7 +114,7 @@ impl Outbound {
 }
 
 fn record(records: &Records, line: String) {
-    records.lock().unwrap_or_else(|e| e.into_inner()).push(line);
+    records.add(|lines| lines.push(line));
 }
 
 type Sent = Result<

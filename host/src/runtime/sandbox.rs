@@ -236,13 +236,7 @@ impl State {
     /// Reports what the guest wrote to stdout and stderr during the call, one event per line,
     /// and the HTTP requests it sent or was refused.
     pub fn report_output(&mut self) {
-        let requests = std::mem::take(
-            &mut *self
-                .outbound
-                .records
-                .lock()
-                .unwrap_or_else(|e| e.into_inner()),
-        );
+        let requests = self.outbound.records.take();
         for line in requests {
             self.emit_log("http", line);
         }
@@ -297,12 +291,47 @@ impl WasiView for State {
 /// A guest output stream: kept up to [`MAX_OUTPUT_BYTES_PER_CALL`] per call, the rest
 /// dropped (the guest is never told: a chatty plugin must not fail because of it).
 #[derive(Clone, Default)]
-pub(crate) struct Captured(Arc<std::sync::Mutex<Vec<u8>>>);
+pub(crate) struct Captured(Arc<Spool<u8>>);
 
 impl Captured {
     /// What was written since the last take.
     pub fn take(&self) -> Vec<u8> {
-        std::mem::take(&mut *self.0.lock().unwrap_or_else(|e| e.into_inner()))
+        self.0.take()
+    }
+}
+
+/// What an instance leaves for the event log between two reports (its output, its requests'
+/// lines). A flag says whether anything was left, so that the report after a call that left
+/// nothing (nearly every call) takes no lock.
+pub(crate) struct Spool<T> {
+    items: std::sync::Mutex<Vec<T>>,
+    any: std::sync::atomic::AtomicBool,
+}
+
+impl<T> Default for Spool<T> {
+    fn default() -> Self {
+        Spool {
+            items: std::sync::Mutex::new(Vec::new()),
+            any: std::sync::atomic::AtomicBool::new(false),
+        }
+    }
+}
+
+impl<T> Spool<T> {
+    /// Adds to the spool through `add`.
+    pub fn add<R>(&self, add: impl FnOnce(&mut Vec<T>) -> R) -> R {
+        let added = add(&mut self.items.lock().unwrap_or_else(|e| e.into_inner()));
+        // Set after the items are in: a take that sees the flag finds them.
+        self.any.store(true, std::sync::atomic::Ordering::Release);
+        added
+    }
+
+    /// Everything added since the last take.
+    pub fn take(&self) -> Vec<T> {
+        if !self.any.swap(false, std::sync::atomic::Ordering::Acquire) {
+            return Vec::new();
+        }
+        std::mem::take(&mut *self.items.lock().unwrap_or_else(|e| e.into_inner()))
     }
 }
 
@@ -324,9 +353,10 @@ impl tokio::io::AsyncWrite for Captured {
         _cx: &mut std::task::Context<'_>,
         buf: &[u8],
     ) -> std::task::Poll<std::io::Result<usize>> {
-        let mut kept = self.0.lock().unwrap_or_else(|e| e.into_inner());
-        let room = MAX_OUTPUT_BYTES_PER_CALL.saturating_sub(kept.len());
-        kept.extend_from_slice(&buf[..buf.len().min(room)]);
+        self.0.add(|kept| {
+            let room = MAX_OUTPUT_BYTES_PER_CALL.saturating_sub(kept.len());
+            kept.extend_from_slice(&buf[..buf.len().min(room)]);
+        });
         std::task::Poll::Ready(Ok(buf.len()))
     }
 
