@@ -202,7 +202,7 @@ impl Host {
     /// hook event loads a few components from the cache in about a millisecond, and rayon's
     /// idle workers, spinning before they sleep, would take the cores it loads on. (A compile
     /// still runs its functions on rayon's pool, through wasmtime's parallel compilation.)
-    fn load_parallel(&self, pending: Vec<Pending>) -> Vec<(Option<Plugin>, Vec<Problem>)> {
+    fn load_parallel(&self, pending: Vec<Pending>) -> Vec<Loaded> {
         let count = pending.len();
         let threads = match count {
             0 | 1 => 1,
@@ -230,26 +230,25 @@ impl Host {
                 done.push((index, (plugin, problems)));
             }
         };
-        let mut loaded: Vec<(usize, (Option<Plugin>, Vec<Problem>))> =
-            std::thread::scope(|scope| {
-                let helpers: Vec<_> = (1..threads)
-                    .filter_map(|_| {
-                        std::thread::Builder::new()
-                            .name("palisade-load".into())
-                            .spawn_scoped(scope, work)
-                            .ok()
-                    })
-                    .collect();
-                // This thread loads too, and alone when no helper could start.
-                let mut all = work();
-                for helper in helpers {
-                    match helper.join() {
-                        Ok(done) => all.extend(done),
-                        Err(panic) => std::panic::resume_unwind(panic),
-                    }
+        let mut loaded: Vec<(usize, Loaded)> = std::thread::scope(|scope| {
+            let helpers: Vec<_> = (1..threads)
+                .filter_map(|_| {
+                    std::thread::Builder::new()
+                        .name("palisade-load".into())
+                        .spawn_scoped(scope, work)
+                        .ok()
+                })
+                .collect();
+            // This thread loads too, and alone when no helper could start.
+            let mut all = work();
+            for helper in helpers {
+                match helper.join() {
+                    Ok(done) => all.extend(done),
+                    Err(panic) => std::panic::resume_unwind(panic),
                 }
-                all
-            });
+            }
+            all
+        });
         loaded.sort_by_key(|(index, _)| *index);
         loaded.into_iter().map(|(_, result)| result).collect()
     }
@@ -906,3 +905,6 @@ fn granted(
     }
     (problems.len() == before).then_some((vars, folders))
 }
+
+/// A plugin as loading it ended: the plugin, unless a problem stopped it, and its problems.
+type Loaded = (Option<Plugin>, Vec<Problem>);
