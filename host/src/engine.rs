@@ -55,7 +55,7 @@ pub(crate) struct HostInner {
     /// The engine components are compiled for and instantiated in first (pooled, unless the
     /// pool is off or could not be reserved).
     pub engine: Engine,
-    pub linker: Linker<State>,
+    pub linker: Linking,
     /// Whether `engine` allocates from a pool.
     pub pooled: bool,
     /// The on-demand engine, for instances the pool has no slot for: built at the first need
@@ -89,7 +89,7 @@ pub(crate) struct LoadLimits {
 /// An engine and the linker of Palisade's imports for it.
 pub(crate) struct Runtime {
     pub engine: Engine,
-    pub linker: Linker<State>,
+    pub linker: Linking,
 }
 
 impl HostInner {
@@ -97,7 +97,7 @@ impl HostInner {
     /// is not pooled.
     pub(crate) fn on_demand(&self) -> Result<(&Engine, &Linker<State>), String> {
         if !self.pooled {
-            return Ok((&self.engine, &self.linker));
+            return Ok((&self.engine, self.linker.get()?));
         }
         self.on_demand
             .get_or_init(|| {
@@ -107,8 +107,8 @@ impl HostInner {
                 Ok(runtime)
             })
             .as_ref()
-            .map(|r| (&r.engine, &r.linker))
             .map_err(Clone::clone)
+            .and_then(|r| Ok((&r.engine, r.linker.get()?)))
     }
 }
 
@@ -184,16 +184,69 @@ fn config(pool: Option<PoolingAllocationConfig>) -> Config {
     config
 }
 
-/// An engine and its linker.
+/// An engine and its linker (being built, see [`Linking`]).
 fn runtime(pool: Option<PoolingAllocationConfig>) -> wasmtime::Result<Runtime> {
     let engine = Engine::new(&config(pool))?;
-    let mut linker = Linker::<State>::new(&engine);
+    let linker = Linking::start(&engine);
+    Ok(Runtime { engine, linker })
+}
+
+/// The linker of Palisade's imports for `engine`.
+fn linker(engine: &Engine) -> wasmtime::Result<Linker<State>> {
+    let mut linker = Linker::<State>::new(engine);
     wasmtime_wasi::p2::add_to_linker_async(&mut linker)?;
     // Linked for every component; a request is refused unless its manifest grants the
     // origin.
     wasmtime_wasi_http::p2::add_only_http_to_linker_async(&mut linker)?;
     bindings::AllHooks::add_to_linker::<State, HasSelf<State>>(&mut linker, |s| s)?;
-    Ok(Runtime { engine, linker })
+    Ok(linker)
+}
+
+/// An engine's linker, built on a thread of its own from the host's start and waited for at
+/// its first use (linking the first component): a process that handles one hook event
+/// reads the plugins' manifests meanwhile, instead of waiting the linker's 0.4 ms first.
+pub(crate) struct Linking {
+    engine: Engine,
+    building: std::sync::Mutex<Option<std::thread::JoinHandle<wasmtime::Result<Linker<State>>>>>,
+    built: OnceLock<Result<Linker<State>, String>>,
+}
+
+impl Linking {
+    fn start(engine: &Engine) -> Linking {
+        let for_thread = engine.clone();
+        // No thread (the process is at its limit): built at the first use instead.
+        let building = std::thread::Builder::new()
+            .name("palisade-link".into())
+            .spawn(move || linker(&for_thread))
+            .ok();
+        Linking {
+            engine: engine.clone(),
+            building: std::sync::Mutex::new(building),
+            built: OnceLock::new(),
+        }
+    }
+
+    /// The linker, once built (`Err`: it could not be, which fails every component linked
+    /// with it).
+    pub fn get(&self) -> Result<&Linker<State>, String> {
+        self.built
+            .get_or_init(|| {
+                let building = self
+                    .building
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .take();
+                let built = match building {
+                    Some(thread) => thread
+                        .join()
+                        .unwrap_or_else(|panic| std::panic::resume_unwind(panic)),
+                    None => linker(&self.engine),
+                };
+                built.map_err(|e| format!("cannot build the linker: {e:#}"))
+            })
+            .as_ref()
+            .map_err(Clone::clone)
+    }
 }
 
 impl Drop for HostInner {

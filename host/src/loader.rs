@@ -389,19 +389,24 @@ impl Host {
                 return None;
             }
         }
-        let compiled = self
-            .compile(
-                &self.inner.engine,
-                &manifest.name,
-                size,
-                &sha256,
-                bytes,
-                &file,
-            )
-            .map(|c| (c, &self.inner.linker));
+        let compiled = self.compile(
+            &self.inner.engine,
+            &manifest.name,
+            size,
+            &sha256,
+            bytes,
+            &file,
+        );
         // A component the pool's slots do not admit loads into the on-demand engine (the
         // error, if that fails too, is its: the pool's is no fault of the component's).
         let compiled = match compiled {
+            Ok(component) => match self.inner.linker.get() {
+                Ok(linker) => Ok((component, linker)),
+                Err(err) => {
+                    problems.push(Problem::new(&wasm_path, err));
+                    return None;
+                }
+            },
             Err(_) if self.inner.pooled => self
                 .inner
                 .on_demand()
@@ -410,7 +415,7 @@ impl Host {
                     self.compile(engine, &manifest.name, size, &sha256, None, &file)
                         .map(|c| (c, linker))
                 }),
-            compiled => compiled,
+            Err(err) => Err(err),
         };
         let (component, linker) = match compiled {
             Ok(c) => c,
