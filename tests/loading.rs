@@ -829,17 +829,11 @@ fn the_bytes_compiled_are_the_bytes_pinned_even_if_the_file_is_swapped_meanwhile
         .build()
         .unwrap();
     let plugins = host.load_dir(dir.path()).unwrap();
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
     // The scripted guest denies every call; shell-guard would allow `ls`.
-    let call = palisade::ToolCall::new("t", "Bash", serde_json::json!({ "command": "ls" }));
-    let decision = runtime.block_on(plugins.session("s").pre_tool(&call));
     assert_eq!(
-        decision.denial().map(|d| d.reason_code.as_str()),
+        denial_of_ls(&plugins).as_deref(),
         Some("scripted-deny"),
-        "other code ran under the pinned digest: {decision:?}"
+        "other code ran under the pinned digest"
     );
     // And what the cache keeps under the pinned digest is the pinned code: with the pinned
     // file back in place, a new host loads it from the cache, and it still denies.
@@ -848,11 +842,88 @@ fn the_bytes_compiled_are_the_bytes_pinned_even_if_the_file_is_swapped_meanwhile
     std::fs::rename(&tmp, folder.join("plugin.wasm")).unwrap();
     let host = Host::builder().cache_dir(cache.path()).build().unwrap();
     let plugins = host.load_dir(dir.path()).unwrap();
-    let decision = runtime.block_on(plugins.session("s").pre_tool(&call));
     assert_eq!(
-        decision.denial().map(|d| d.reason_code.as_str()),
+        denial_of_ls(&plugins).as_deref(),
         Some("scripted-deny"),
-        "the cache holds other code under the pinned digest: {decision:?}"
+        "the cache holds other code under the pinned digest"
+    );
+}
+
+/// The reason code of the plugins' denial of `ls` in a new session (`None`: not denied).
+fn denial_of_ls(plugins: &palisade::Plugins) -> Option<String> {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let call = palisade::ToolCall::new("t", "Bash", serde_json::json!({ "command": "ls" }));
+    let decision = runtime.block_on(plugins.session("s").pre_tool(&call));
+    decision.denial().map(|d| d.reason_code.clone())
+}
+
+/// The packs of the compiled-function cache under `cache`: path and size.
+fn function_packs(cache: &std::path::Path) -> Vec<(std::path::PathBuf, u64)> {
+    let mut packs: Vec<_> = walk(cache)
+        .into_iter()
+        .filter(|p| p.extension().is_some_and(|e| e == "pack"))
+        .map(|p| {
+            let len = std::fs::metadata(&p).unwrap().len();
+            (p, len)
+        })
+        .collect();
+    packs.sort();
+    packs
+}
+
+#[test]
+fn a_component_rebuilt_with_the_same_code_compiles_from_the_function_cache() {
+    let dir = PluginDir::new();
+    let folder = dir.scripted(
+        "p",
+        "[[hooks]]\npoint = \"pre-tool\"\ncapability = \"guard\"\n[config]\npre_tool = \"deny\"\n",
+    );
+    let cache = tempfile::tempdir().unwrap();
+    let load = || {
+        let host = Host::builder().cache_dir(cache.path()).build().unwrap();
+        let plugins = host.load_dir(dir.path()).unwrap();
+        assert_eq!(denial_of_ls(&plugins).as_deref(), Some("scripted-deny"));
+    };
+    load();
+    let first = function_packs(cache.path());
+    assert_eq!(first.len(), 1, "one compile, one pack: {first:?}");
+
+    // Rebuilt: the same code with other bytes (a custom section appended, as a snapshot's
+    // data would differ), so another digest and a compile, which finds its functions in the
+    // pack. (Not quite all: wasmtime's translation of a few functions varies from one compile
+    // to the next, and those are compiled again.)
+    let wasm = folder.join("plugin.wasm");
+    let mut bytes = std::fs::read(&wasm).unwrap();
+    bytes.extend_from_slice(&[0, 6, 5, b'b', b'u', b'i', b'l', b'd']);
+    std::fs::write(&wasm, &bytes).unwrap();
+    load();
+    let (pack, len) = first[0].clone();
+    let added: u64 = function_packs(cache.path())
+        .iter()
+        .filter(|(p, _)| *p != pack)
+        .map(|(_, len)| len)
+        .sum();
+    assert!(
+        added < len / 4,
+        "the rebuilt component compiled {added} bytes of functions anew, of {len}"
+    );
+
+    // A pack that does not verify is never used: deleted, its functions compiled again.
+    let mut forged = std::fs::read(&pack).unwrap();
+    let middle = forged.len() / 2;
+    forged[middle] ^= 0x55;
+    std::fs::write(&pack, &forged).unwrap();
+    bytes.extend_from_slice(&[0, 6, 5, b'a', b'g', b'a', b'i', b'n']);
+    std::fs::write(&wasm, &bytes).unwrap();
+    load();
+    let again = function_packs(cache.path());
+    assert!(!pack.exists(), "the forged pack is still there: {again:?}");
+    assert!(
+        again.iter().any(|(_, new)| *new > len / 2),
+        "the functions of the forged pack were not compiled again: {again:?}"
     );
 }
 

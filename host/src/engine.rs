@@ -15,6 +15,7 @@
 
 use crate::error::Error;
 use crate::events::EventSink;
+use crate::runtime::functions::Functions;
 use crate::runtime::sandbox::{MAX_CORE_INSTANCES, MAX_MEMORIES, MAX_TABLE_ELEMENTS, MAX_TABLES};
 use crate::runtime::sandbox::{State, bindings};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -101,7 +102,7 @@ impl HostInner {
         }
         self.on_demand
             .get_or_init(|| {
-                let runtime = runtime(None).map_err(|e| format!("{e:#}"))?;
+                let runtime = runtime(None, None).map_err(|e| format!("{e:#}"))?;
                 spawn_ticker(runtime.engine.weak(), self.stop_ticker.clone())
                     .map_err(|e| format!("cannot start the epoch ticker thread: {e}"))?;
                 Ok(runtime)
@@ -164,8 +165,9 @@ fn pool(slots: u32) -> PoolingAllocationConfig {
     pool
 }
 
-/// The engine's configuration: `pool` when instances come from a pool, else on demand.
-fn config(pool: Option<PoolingAllocationConfig>) -> Config {
+/// The engine's configuration: `pool` when instances come from a pool, else on demand;
+/// compiling through `functions` when there is a cache.
+fn config(pool: Option<PoolingAllocationConfig>, functions: Option<Arc<Functions>>) -> Config {
     let mut config = Config::new();
     config
         .wasm_component_model(true)
@@ -181,12 +183,19 @@ fn config(pool: Option<PoolingAllocationConfig>) -> Config {
     if let Some(pool) = pool {
         config.allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
     }
+    if let Some(functions) = functions {
+        // Infallible: it only records the store.
+        let _ = config.enable_incremental_compilation(functions);
+    }
     config
 }
 
 /// An engine and its linker (being built, see [`Linking`]).
-fn runtime(pool: Option<PoolingAllocationConfig>) -> wasmtime::Result<Runtime> {
-    let engine = Engine::new(&config(pool))?;
+fn runtime(
+    pool: Option<PoolingAllocationConfig>,
+    functions: Option<Arc<Functions>>,
+) -> wasmtime::Result<Runtime> {
+    let engine = Engine::new(&config(pool, functions))?;
     let linker = Linking::start(&engine);
     Ok(Runtime { engine, linker })
 }
@@ -383,23 +392,33 @@ impl HostBuilder {
         let engine_error = |e: wasmtime::Error| Error::Engine {
             message: format!("{e:#}"),
         };
+        // Compiled functions are kept in the cache, when there is one.
+        let functions = self
+            .cache_dir
+            .as_ref()
+            .map(|_| Arc::new(Functions::default()));
         // A pool whose reservation the machine refuses (a low `ulimit -v`) is no pool.
         let pooled = match self.instance_pool {
             0 => None,
-            slots => runtime(Some(pool(slots))).ok(),
+            slots => runtime(Some(pool(slots)), functions.clone()).ok(),
         };
         let (Runtime { engine, linker }, pooled) = match pooled {
             Some(runtime) => (runtime, true),
-            None => (runtime(None).map_err(engine_error)?, false),
+            None => (
+                runtime(None, functions.clone()).map_err(engine_error)?,
+                false,
+            ),
         };
 
-        let cache = match &self.cache_dir {
-            None => None,
-            Some(dir) => Some(
-                crate::runtime::cache::Cache::open(dir, &engine).map_err(|e| Error::Engine {
-                    message: format!("cannot open the component cache {}: {e}", dir.display()),
+        let cache = match (&self.cache_dir, functions) {
+            (Some(dir), Some(functions)) => Some(
+                crate::runtime::cache::Cache::open(dir, &engine, functions).map_err(|e| {
+                    Error::Engine {
+                        message: format!("cannot open the component cache {}: {e}", dir.display()),
+                    }
                 })?,
             ),
+            _ => None,
         };
         let stop_ticker = Arc::new(AtomicBool::new(false));
         spawn_ticker(engine.weak(), stop_ticker.clone()).map_err(|e| Error::Engine {

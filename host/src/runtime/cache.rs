@@ -14,9 +14,11 @@
 //! moves ctime on every write and no one can set it back — so it is not hashed again. A
 //! component's sha256 is remembered the same way (`digests/`), keyed by its file's identity.
 
+use super::functions::Functions;
 use std::hash::{Hash, Hasher};
 use std::io::Write;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use wasmtime::Engine;
 use wasmtime::component::Component;
 
@@ -27,14 +29,17 @@ const KEY_FILE: &str = "key";
 pub(crate) struct Cache {
     dir: PathBuf,
     key: [u8; 32],
+    /// The compiled-function cache in `<dir>/functions`, which the engine compiles through.
+    functions: Arc<Functions>,
 }
 
 impl Cache {
-    /// Opens (creating) the cache at `dir` for `engine`'s configuration.
+    /// Opens (creating) the cache at `dir` for `engine`'s configuration, and places
+    /// `functions`, the store `engine` compiles through, in it.
     ///
     /// The directory must be the user's own: one that others can write to could have an
     /// entry swapped between its verification and its mapping, so it is refused.
-    pub fn open(dir: &Path, engine: &Engine) -> std::io::Result<Cache> {
+    pub fn open(dir: &Path, engine: &Engine, functions: Arc<Functions>) -> std::io::Result<Cache> {
         let mut hasher = std::collections::hash_map::DefaultHasher::new();
         engine.precompile_compatibility_hash().hash(&mut hasher);
         // `b3-`: the seal's format, so entries sealed another way are never even read.
@@ -42,7 +47,12 @@ impl Cache {
         private_dir(dir)?;
         private_dir(&entries)?;
         let key = key(dir)?;
-        Ok(Cache { dir: entries, key })
+        functions.place(entries.join("functions"), key)?;
+        Ok(Cache {
+            dir: entries,
+            key,
+            functions,
+        })
     }
 
     /// The sha256 remembered for the file whose metadata is `meta`, when the file is
@@ -89,7 +99,10 @@ impl Cache {
         {
             return Ok(component);
         }
-        let component = Component::from_binary(engine, &bytes()?)?;
+        let component = {
+            let _compiling = self.functions.compiling();
+            Component::from_binary(engine, &bytes()?)?
+        };
         if let Ok(code) = component.serialize() {
             // A cache that cannot be written only costs time.
             let _ = self.store(&code_path, &seal_path, &code);
@@ -241,7 +254,7 @@ fn fingerprint(_meta: &std::fs::Metadata) -> Option<Fingerprint> {
 }
 
 /// Writes `bytes` to `path` through a temporary file (mode 0600) and a rename.
-fn write_private(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+pub(super) fn write_private(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     let tmp = path.with_extension(format!("tmp{}", std::process::id()));
     let mut options = std::fs::OpenOptions::new();
     options.write(true).create(true).truncate(true);
@@ -255,7 +268,7 @@ fn write_private(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
 
 /// Creates `dir` (mode 0700) if needed, and checks that no one but its owner — this user —
 /// can write to it.
-fn private_dir(dir: &Path) -> std::io::Result<()> {
+pub(super) fn private_dir(dir: &Path) -> std::io::Result<()> {
     let mut builder = std::fs::DirBuilder::new();
     builder.recursive(true);
     #[cfg(unix)]
@@ -358,7 +371,7 @@ fn read_key(path: &Path) -> std::io::Result<[u8; 32]> {
 }
 
 /// The MAC of `code` under `key`.
-fn seal(key: &[u8; 32], code: &[u8]) -> blake3::Hash {
+pub(super) fn seal(key: &[u8; 32], code: &[u8]) -> blake3::Hash {
     blake3::keyed_hash(key, code)
 }
 

@@ -16,6 +16,7 @@ pub(crate) mod convert;
 pub(crate) mod external;
 #[cfg(test)]
 pub(crate) mod fake;
+pub(crate) mod functions;
 pub(crate) mod instance;
 pub(crate) mod outbound;
 pub(crate) mod sandbox;
