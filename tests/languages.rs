@@ -82,9 +82,11 @@ fn bash(command: &str) -> ToolCall {
 async fn python_guard_allows_listed_hosts_and_asks_or_denies_others() {
     let dir = PluginDir::new();
     build_url_guard(&dir, "");
-    // The second build is the same component: the compiled-component cache serves it.
-    let cache = tempfile::tempdir().unwrap();
-    let host = Host::builder().cache_dir(cache.path()).build().unwrap();
+    // The cache the cli tests compile their Python and JavaScript plugins through: a
+    // componentize-py build is never the same file twice, but most of its functions are
+    // those of every other build, compiled once.
+    let cache = Path::new(env!("CARGO_TARGET_TMPDIR")).join("languages-cache");
+    let host = Host::builder().cache_dir(&cache).build().unwrap();
     let plugins = host.load_dir(dir.path()).unwrap();
     assert_eq!(plugins.iter().next().unwrap().manifest().name, "url-guard");
     let session = plugins.session("s");
