@@ -1,5 +1,6 @@
 //! The example plugins, built from source by this crate's build script and embedded, so
-//! `palisade demo` runs with no plugin directory and tests load the real examples.
+//! `palisade demo` runs with no plugin directory and tests load the real examples. Without
+//! the `all` feature, only the demo's set (those [`install`] writes) is built.
 #![deny(missing_docs)]
 
 use std::io;
