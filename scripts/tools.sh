@@ -82,8 +82,8 @@ if ! "$cargo_tools/bin/wasm-tools" --version 2>/dev/null | grep -q "$WASM_TOOLS_
 fi
 if ! "$cargo_tools/bin/wit-bindgen" --version 2>/dev/null | grep -q "$WIT_BINDGEN_VERSION"; then
     echo "installing wit-bindgen-cli $WIT_BINDGEN_VERSION into $cargo_tools (a minute, once)" >&2
-    # A debug build too: 89 CPU-seconds, against 375 for a release build, and it writes a world's bindings in
-    # a few milliseconds.
+    # A debug build too: 89 CPU-seconds, against 375 for a release build, and it writes a
+    # world's bindings in a few milliseconds.
     cargo install --quiet --debug --locked --root "$cargo_tools" --no-default-features \
         --features c,markdown "wit-bindgen-cli@$WIT_BINDGEN_VERSION" >&2
 fi

@@ -34,6 +34,9 @@ pub(crate) const MAX_BYTES: u64 = 512 << 20;
 /// What a pack starts with: its format.
 const MAGIC: &[u8] = b"palisade functions 1\n";
 
+/// The longest function key kept (Cranelift's are 32-byte hashes).
+const MAX_KEY_LEN: usize = 64;
+
 /// The length of a pack's seal, at its end.
 const SEAL_LEN: usize = blake3::OUT_LEN;
 
@@ -136,7 +139,7 @@ impl wasmtime::CacheStore for Functions {
     }
 
     fn insert(&self, key: &[u8], value: Vec<u8>) -> bool {
-        if self.place.get().is_none() {
+        if self.place.get().is_none() || key.len() > MAX_KEY_LEN {
             return false;
         }
         let Ok(mut state) = self.state.lock() else {
@@ -196,7 +199,8 @@ impl Place {
         }
         let mut index = Vec::new();
         while reader.at < body_len {
-            let mut key = vec![0; reader.len()?];
+            // A key is a hash: a longer one is not a pack of ours (and is not allocated).
+            let mut key = vec![0; reader.len().filter(|&len| len <= MAX_KEY_LEN)?];
             reader.read(&mut key)?;
             let len = reader.len()?;
             index.push((key, reader.at, len));
@@ -366,6 +370,24 @@ mod tests {
             .unwrap();
         let _compiling = stranger.compiling();
         assert_eq!(stranger.get(b"f"), None);
+    }
+
+    #[test]
+    fn a_truncated_pack_is_deleted_unread() {
+        let dir = tempfile::tempdir().unwrap();
+        let functions = placed(dir.path());
+        {
+            let _compiling = functions.compiling();
+            functions.insert(b"f", vec![7; 1000]);
+            functions.insert(b"g", vec![8; 1000]);
+        }
+        let (pack, len, _) = packs(&dir.path().join("functions")).pop().unwrap();
+        let bytes = std::fs::read(&pack).unwrap();
+        std::fs::write(&pack, &bytes[..(len / 2) as usize]).unwrap();
+        let other = placed(dir.path());
+        let _compiling = other.compiling();
+        assert_eq!(other.get(b"f"), None);
+        assert!(!pack.exists());
     }
 
     #[test]
