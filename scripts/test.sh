@@ -38,11 +38,11 @@ cargo test --workspace --no-fail-fast "$@" 2>&1 | tee "$log"
 stamp "the tests"
 # The four-language examples are built and tested by cli/tests/languages.rs.
 scripts/build-examples.sh --no-languages
-# The binary the tests just built: `cargo run` would unify features differently and rebuild
-# wasmtime for nothing.
 # Through the tests' component cache: url-guard's functions are mostly those of the Python
 # plugins the tests compiled.
 export PALISADE_CACHE_DIR="${CARGO_TARGET_DIR:-$root/target}/tmp/languages-cache"
+# The binary the tests just built: `cargo run` would unify features differently and rebuild
+# wasmtime for nothing.
 "${CARGO_TARGET_DIR:-$root/target}/debug/palisade" check example-plugins
 "${CARGO_TARGET_DIR:-$root/target}/debug/palisade" test example-plugins example-plugins/cases.jsonl
 stamp "everything"

@@ -410,15 +410,15 @@ impl HostBuilder {
             ),
         };
 
-        let cache = match (&self.cache_dir, functions) {
-            (Some(dir), Some(functions)) => Some(
+        let cache = match self.cache_dir.as_ref().zip(functions) {
+            Some((dir, functions)) => Some(
                 crate::runtime::cache::Cache::open(dir, &engine, functions).map_err(|e| {
                     Error::Engine {
                         message: format!("cannot open the component cache {}: {e}", dir.display()),
                     }
                 })?,
             ),
-            _ => None,
+            None => None,
         };
         let stop_ticker = Arc::new(AtomicBool::new(false));
         spawn_ticker(engine.weak(), stop_ticker.clone()).map_err(|e| Error::Engine {

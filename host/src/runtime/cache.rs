@@ -47,7 +47,7 @@ impl Cache {
         private_dir(dir)?;
         private_dir(&entries)?;
         let key = key(dir)?;
-        functions.place(entries.join("functions"), key)?;
+        functions.place(entries.join("functions"), key);
         Ok(Cache {
             dir: entries,
             key,

@@ -81,12 +81,11 @@ impl std::fmt::Debug for Functions {
 }
 
 impl Functions {
-    /// Keeps the packs in `dir` (created, private, if needed), sealed with `key`. Only the
-    /// first call places the store.
-    pub fn place(&self, dir: PathBuf, key: [u8; 32]) -> std::io::Result<()> {
-        super::cache::private_dir(&dir)?;
+    /// Keeps the packs in `dir`, sealed with `key`. Only the first call places the store.
+    /// Nothing is touched on disk until a pack is written (then `dir` is created, private):
+    /// a process that compiles nothing, such as a bridged hook event, pays nothing for it.
+    pub fn place(&self, dir: PathBuf, key: [u8; 32]) {
         let _ = self.place.set(Place { dir, key });
-        Ok(())
     }
 
     /// Marks a compile in flight until the guard drops, when the functions it compiled are
@@ -238,6 +237,7 @@ impl Place {
                 total -= old;
             }
         }
+        super::cache::private_dir(&self.dir)?;
         let name = blake3::hash(&body).to_hex();
         let mac = seal(&self.key, &body);
         body.extend_from_slice(mac.as_bytes());
@@ -322,8 +322,30 @@ mod tests {
 
     fn placed(dir: &Path) -> Functions {
         let functions = Functions::default();
-        functions.place(dir.join("functions"), [3; 32]).unwrap();
+        functions.place(dir.join("functions"), [3; 32]);
         functions
+    }
+
+    /// Compiles `entries` through `functions`: the pack written, and its bytes.
+    fn compiled(functions: &Functions, entries: &[(&[u8], Vec<u8>)]) -> (PathBuf, Vec<u8>) {
+        {
+            let _compiling = functions.compiling();
+            for (key, code) in entries {
+                assert!(functions.insert(key, code.clone()));
+            }
+        }
+        let dir = &functions.place.get().unwrap().dir;
+        let (pack, _, _) = packs(dir).pop().unwrap();
+        let bytes = std::fs::read(&pack).unwrap();
+        (pack, bytes)
+    }
+
+    /// Asserts that a new store on `dir` finds no `f` in the pack, and deletes the pack.
+    fn refused(dir: &Path, pack: &Path) {
+        let other = placed(dir);
+        let _compiling = other.compiling();
+        assert_eq!(other.get(b"f"), None);
+        assert!(!pack.exists());
     }
 
     #[test]
@@ -346,29 +368,15 @@ mod tests {
     fn a_pack_whose_seal_fails_is_deleted_unread() {
         let dir = tempfile::tempdir().unwrap();
         let functions = placed(dir.path());
-        {
-            let _compiling = functions.compiling();
-            functions.insert(b"f", b"code of f".to_vec());
-        }
-        let (pack, _, _) = packs(&dir.path().join("functions")).pop().unwrap();
-        let mut bytes = std::fs::read(&pack).unwrap();
+        let (pack, mut bytes) = compiled(&functions, &[(b"f", b"code of f".to_vec())]);
         let at = bytes.len() - SEAL_LEN - 1;
         bytes[at] ^= 1;
         std::fs::write(&pack, bytes).unwrap();
-        let other = placed(dir.path());
-        let _compiling = other.compiling();
-        assert_eq!(other.get(b"f"), None);
-        assert!(!pack.exists());
+        refused(dir.path(), &pack);
         // A store under another key cannot read them either.
-        drop(_compiling);
-        {
-            let _compiling = functions.compiling();
-            functions.insert(b"f", b"code of f".to_vec());
-        }
+        compiled(&functions, &[(b"f", b"code of f".to_vec())]);
         let stranger = Functions::default();
-        stranger
-            .place(dir.path().join("functions"), [4; 32])
-            .unwrap();
+        stranger.place(dir.path().join("functions"), [4; 32]);
         let _compiling = stranger.compiling();
         assert_eq!(stranger.get(b"f"), None);
     }
@@ -377,18 +385,9 @@ mod tests {
     fn a_truncated_pack_is_deleted_unread() {
         let dir = tempfile::tempdir().unwrap();
         let functions = placed(dir.path());
-        {
-            let _compiling = functions.compiling();
-            functions.insert(b"f", vec![7; 1000]);
-            functions.insert(b"g", vec![8; 1000]);
-        }
-        let (pack, len, _) = packs(&dir.path().join("functions")).pop().unwrap();
-        let bytes = std::fs::read(&pack).unwrap();
-        std::fs::write(&pack, &bytes[..(len / 2) as usize]).unwrap();
-        let other = placed(dir.path());
-        let _compiling = other.compiling();
-        assert_eq!(other.get(b"f"), None);
-        assert!(!pack.exists());
+        let (pack, bytes) = compiled(&functions, &[(b"f", vec![7; 1000]), (b"g", vec![8; 1000])]);
+        std::fs::write(&pack, &bytes[..bytes.len() / 2]).unwrap();
+        refused(dir.path(), &pack);
     }
 
     #[test]
