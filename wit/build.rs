@@ -7,6 +7,11 @@ use std::path::PathBuf;
 
 fn main() {
     let dir = PathBuf::from(std::env::var_os("CARGO_MANIFEST_DIR").expect("set by cargo"));
+    // The path written into the macros, watched as such: a build of another checkout that
+    // shares the target directory (a worktree; cargo hashes path packages by their relative
+    // path, so they share this script's output) runs the script again when that folder is
+    // gone or changed, rather than keep macros that name a folder no longer there.
+    println!("cargo:rerun-if-changed={}", dir.display());
     let out = PathBuf::from(std::env::var_os("OUT_DIR").expect("set by cargo"));
     // `{:?}` of a str is a valid Rust string literal (quotes and backslashes escaped).
     let dir = format!("{:?}", dir.to_str().expect("the package path is UTF-8"));
