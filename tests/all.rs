@@ -3,6 +3,7 @@
 //! `… --test all sandbox::` one file's.
 
 mod agent_loop;
+mod direct;
 mod grants;
 mod interception;
 mod languages;

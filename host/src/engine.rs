@@ -96,7 +96,7 @@ pub(crate) struct Runtime {
 impl HostInner {
     /// The engine that allocates instances on demand, and its linker: `engine` itself when it
     /// is not pooled.
-    pub(crate) fn on_demand(&self) -> Result<(&Engine, &Linker<State>), String> {
+    pub(crate) fn on_demand(&self) -> Result<(&Engine, &Linkers), String> {
         if !self.pooled {
             return Ok((&self.engine, self.linker.get()?));
         }
@@ -200,15 +200,41 @@ fn runtime(
     Ok(Runtime { engine, linker })
 }
 
-/// The linker of Palisade's imports for `engine`.
-fn linker(engine: &Engine) -> wasmtime::Result<Linker<State>> {
+/// The linkers of Palisade's imports for `engine`.
+fn linker(engine: &Engine) -> wasmtime::Result<Linkers> {
     let mut linker = Linker::<State>::new(engine);
     wasmtime_wasi::p2::add_to_linker_async(&mut linker)?;
     // Linked for every component; a request is refused unless its manifest grants the
     // origin.
     wasmtime_wasi_http::p2::add_only_http_to_linker_async(&mut linker)?;
     bindings::AllHooks::add_to_linker::<State, HasSelf<State>>(&mut linker, |s| s)?;
-    Ok(linker)
+    Ok(Linkers {
+        full: linker,
+        direct: crate::runtime::direct::linker(engine)?,
+    })
+}
+
+/// An engine's two linkers.
+pub(crate) struct Linkers {
+    /// Every import Palisade offers.
+    full: Linker<State>,
+    /// The imports of an instance called directly, on the caller's thread
+    /// ([`crate::runtime::direct`]).
+    direct: Linker<State>,
+}
+
+impl Linkers {
+    /// Links `component`: to the direct linker when it has all its imports (`true`: its
+    /// instances are called directly), else to the full one.
+    pub fn link(
+        &self,
+        component: &wasmtime::component::Component,
+    ) -> wasmtime::Result<(wasmtime::component::InstancePre<State>, bool)> {
+        if let Ok(pre) = self.direct.instantiate_pre(component) {
+            return Ok((pre, true));
+        }
+        self.full.instantiate_pre(component).map(|pre| (pre, false))
+    }
 }
 
 /// An engine's linker, built on a thread of its own from the host's start and waited for at
@@ -216,8 +242,8 @@ fn linker(engine: &Engine) -> wasmtime::Result<Linker<State>> {
 /// reads the plugins' manifests meanwhile, instead of waiting the linker's 0.4 ms first.
 pub(crate) struct Linking {
     engine: Engine,
-    building: std::sync::Mutex<Option<std::thread::JoinHandle<wasmtime::Result<Linker<State>>>>>,
-    built: OnceLock<Result<Linker<State>, String>>,
+    building: std::sync::Mutex<Option<std::thread::JoinHandle<wasmtime::Result<Linkers>>>>,
+    built: OnceLock<Result<Linkers, String>>,
 }
 
 impl Linking {
@@ -237,7 +263,7 @@ impl Linking {
 
     /// The linker, once built (`Err`: it could not be, which fails every component linked
     /// with it).
-    pub fn get(&self) -> Result<&Linker<State>, String> {
+    pub fn get(&self) -> Result<&Linkers, String> {
         self.built
             .get_or_init(|| {
                 let building = self

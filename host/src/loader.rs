@@ -432,8 +432,8 @@ impl Host {
             return None;
         }
         let engine = component.engine();
-        let pre = match linker.instantiate_pre(&component) {
-            Ok(pre) => pre,
+        let (pre, direct) = match linker.link(&component) {
+            Ok(linked) => linked,
             Err(err) => {
                 problems.push(
                     Problem::new(&wasm_path, format!("cannot be linked: {err:#}"))
@@ -462,6 +462,8 @@ impl Host {
             component,
             pre,
             exports,
+            direct,
+            ran_long: std::sync::atomic::AtomicBool::new(false),
             on_demand: std::sync::OnceLock::new(),
         })
     }

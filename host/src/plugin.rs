@@ -108,6 +108,18 @@ impl Plugin {
         self.wasm().map(|w| w.size)
     }
 
+    /// Whether its hooks are called directly, on the caller's thread, rather than on a fiber.
+    /// A component is called directly when it imports nothing that may wait — no plugin
+    /// state, files, HTTP, clock subscription or `next()` — which makes a warm call a fraction
+    /// of a microsecond. It turns false for good once one of its calls (or instantiations)
+    /// runs for an epoch tick or more ([`EPOCH_TICK`](crate::EPOCH_TICK), 1 ms): a long call
+    /// on a fiber yields the thread at every tick, where a direct call holds it to the end.
+    /// `false` for a command or HTTP plugin.
+    pub fn direct_calls(&self) -> bool {
+        self.wasm()
+            .is_some_and(|w| w.direct && !w.ran_long.load(std::sync::atomic::Ordering::Relaxed))
+    }
+
     /// Its validated manifest.
     pub fn manifest(&self) -> &Manifest {
         &self.manifest

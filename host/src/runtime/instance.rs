@@ -11,6 +11,7 @@ use super::{Cost, Wasm};
 use crate::failure::{Failure, FailureReason};
 use crate::hook::{Answer, Request};
 use crate::manifest::Limits;
+use std::sync::atomic::{AtomicBool, Ordering};
 use wasmtime::component::{Instance as ComponentInstance, InstancePre};
 use wasmtime::{PoolConcurrencyLimitError, Store, Trap, UpdateDeadline};
 
@@ -38,6 +39,8 @@ pub(crate) struct Instance {
     guests: Guests,
     /// Whether it came from the on-demand engine (the pool was full).
     on_demand: bool,
+    /// Whether it was linked for direct calls ([`super::direct`]).
+    direct: bool,
 }
 
 /// How an attempt to instantiate went.
@@ -69,16 +72,18 @@ impl Instance {
         state: State,
         limits: &Limits,
     ) -> Result<(Instance, Cost), Failure> {
-        let mut state = match Self::instantiate(&plugin.pre, state, limits).await {
-            Attempt::Done(done) => return done,
-            Attempt::PoolFull(state) => state,
-        };
+        let ran_long = &plugin.ran_long;
+        let mut state =
+            match Self::instantiate(&plugin.pre, state, limits, plugin.direct, ran_long).await {
+                Attempt::Done(done) => return done,
+                Attempt::PoolFull(state) => state,
+            };
         let loaded = plugin
             .on_demand(host)
             .map_err(|why| Failure::new(FailureReason::Unavailable, why))?;
         // What the failed attempt allocated went with its store: the caps count afresh.
         state.limiter = Default::default();
-        match Self::instantiate(&loaded.pre, *state, limits).await {
+        match Self::instantiate(&loaded.pre, *state, limits, loaded.direct, ran_long).await {
             Attempt::Done(done) => done.map(|(mut instance, cost)| {
                 instance.on_demand = true;
                 (instance, cost)
@@ -90,19 +95,42 @@ impl Instance {
         }
     }
 
-    async fn instantiate(pre: &InstancePre<State>, state: State, limits: &Limits) -> Attempt {
+    /// Instantiates `pre` into a new store: directly when `pre` was linked for direct calls
+    /// (`linked`) and its plugin never ran long (`ran_long`, set here if it does), else on a
+    /// fiber.
+    async fn instantiate(
+        pre: &InstancePre<State>,
+        state: State,
+        limits: &Limits,
+        linked: bool,
+        ran_long: &AtomicBool,
+    ) -> Attempt {
         let mut store = Store::new(pre.engine(), state);
         store.limiter(|s| &mut s.limiter);
-        store.epoch_deadline_callback(|ctx| {
-            if ctx.data().call.clock.expired() {
+        store.epoch_deadline_callback(|mut ctx| {
+            let data = ctx.data_mut();
+            if data.call.clock.expired() {
                 Ok(UpdateDeadline::Interrupt)
+            } else if data.direct_tick().is_some() {
+                // On the caller's thread, which it cannot yield (if it runs long, its
+                // plugin's next calls go on a fiber).
+                Ok(UpdateDeadline::Continue(1))
             } else {
                 // Let the executor run other tasks while a long hook computes.
                 Ok(UpdateDeadline::Yield(1))
             }
         });
         arm(&mut store, limits);
-        let result = pre.instantiate_async(&mut store).await;
+        let result = if linked && !ran_long.load(Ordering::Relaxed) {
+            store.data_mut().enter_direct();
+            let result = pre.instantiate(&mut store);
+            if store.data_mut().leave_direct() {
+                ran_long.store(true, Ordering::Relaxed);
+            }
+            result
+        } else {
+            pre.instantiate_async(&mut store).await
+        };
         let cost = spent(&store, limits);
         Attempt::Done(match result {
             Ok(instance) => Ok((
@@ -111,6 +139,7 @@ impl Instance {
                     instance,
                     guests: Guests::default(),
                     on_demand: false,
+                    direct: linked,
                 },
                 cost,
             )),
@@ -144,13 +173,15 @@ impl Instance {
             instance,
             guests,
             on_demand,
+            direct,
         } = self;
         let exports = plugin.exports(*on_demand);
-        // Looks the export's functions up (once per instance), then calls it; a component
-        // without the export (which loading already refuses) or whose export fails to load is
-        // `unavailable`.
+        let direct = *direct && !plugin.ran_long.load(Ordering::Relaxed);
+        // Looks the export's functions up (once per instance), then calls it, directly or on
+        // a fiber; a component without the export (which loading already refuses) or whose
+        // export fails to load is `unavailable`.
         macro_rules! call {
-            ($exports:ident, $method:ident ( $($arg:expr),* ) => $response:expr) => {{
+            ($exports:ident, $method:ident / $func:ident ( $($arg:expr),* ) => $response:expr) => {{
                 if guests.$exports.is_none() {
                     let Some(indices) = &exports.$exports else {
                         return (Err(missing()), Cost::default());
@@ -161,26 +192,35 @@ impl Instance {
                     }
                 }
                 let guest = guests.$exports.as_ref().expect("looked up above");
-                guest.$method(&mut *store, $($arg),*).await.map($response)
+                if direct {
+                    store.data_mut().enter_direct();
+                    let result = guest.$func().call(&mut *store, ($($arg,)*));
+                    if store.data_mut().leave_direct() {
+                        plugin.ran_long.store(true, Ordering::Relaxed);
+                    }
+                    result.map(Returned::value).map($response)
+                } else {
+                    guest.$method(&mut *store, $($arg),*).await.map($response)
+                }
             }};
         }
         let mut given = 0;
         let result: wasmtime::Result<Answer> = match request {
             Request::SessionStart(source) => call!(
                 session_start,
-                call_on_session_start(to_wit_source(*source)) => Answer::SessionStart
+                call_on_session_start / func_on_session_start(to_wit_source(*source)) => Answer::SessionStart
             ),
             Request::PromptSubmit(step) => call!(
                 prompt_submit,
-                call_on_prompt_submit(step.projected(to_wit_step)) => |d| Answer::PromptSubmit(from_wit::step_decision(d))
+                call_on_prompt_submit / func_on_prompt_submit(step.projected(to_wit_step)) => |d| Answer::PromptSubmit(from_wit::step_decision(d))
             ),
             Request::PreTool(call) => call!(
                 pre_tool,
-                call_on_pre_tool(call.projected(to_wit_call)) => |d| Answer::PreTool(from_wit::pre_tool(d))
+                call_on_pre_tool / func_on_pre_tool(call.projected(to_wit_call)) => |d| Answer::PreTool(from_wit::pre_tool(d))
             ),
             Request::ToolGuard(call) => call!(
                 tool_guard,
-                call_on_tool_guard(call.projected(to_wit_call)) => |d| Answer::ToolGuard(from_wit::guard(d))
+                call_on_tool_guard / func_on_tool_guard(call.projected(to_wit_call)) => |d| Answer::ToolGuard(from_wit::guard(d))
             ),
             Request::PostTool(call, outcome) => {
                 let outcome = outcome.projected(to_wit_outcome);
@@ -189,29 +229,29 @@ impl Instance {
                 given = outcome_bytes(outcome);
                 call!(
                     post_tool,
-                    call_on_post_tool(call.projected(to_wit_call), outcome) => |d| Answer::PostTool(from_wit::post_tool(d))
+                    call_on_post_tool / func_on_post_tool(call.projected(to_wit_call), outcome) => |d| Answer::PostTool(from_wit::post_tool(d))
                 )
             }
             Request::ToolResult(call, outcome) => call!(
                 tool_result,
-                call_on_tool_result(
+                call_on_tool_result / func_on_tool_result(
                     call.projected(to_wit_call),
                     outcome.projected(to_wit_outcome)
                 ) => |()| Answer::Observed
             ),
             Request::TurnStopping(event) => call!(
                 turn_stopping,
-                call_on_turn_stopping(event.projected(to_wit_stop)) => Answer::TurnStopping
+                call_on_turn_stopping / func_on_turn_stopping(event.projected(to_wit_stop)) => Answer::TurnStopping
             ),
             Request::Committed(observation) => call!(
                 committed,
-                call_on_committed(observation.projected(to_wit_observation)) => |()| Answer::Observed
+                call_on_committed / func_on_committed(observation.projected(to_wit_observation)) => |()| Answer::Observed
             ),
             Request::ToolExecute(call, next) => {
                 store.data_mut().next = Some(next.clone());
                 let result = call!(
                     tool_execute,
-                    call_on_tool_execute(call.projected(to_wit_call)) => |o| Answer::ToolExecute(from_wit::outcome(o))
+                    call_on_tool_execute / func_on_tool_execute(call.projected(to_wit_call)) => |o| Answer::ToolExecute(from_wit::outcome(o))
                 );
                 store.data_mut().next = None;
                 // A wrapper may pass on what `next()` returned.
@@ -224,6 +264,24 @@ impl Instance {
             .and_then(|answer| within_bound(answer, limits.payload_max_bytes.max(given)));
         store.data_mut().report_output();
         (result, spent(store, limits))
+    }
+}
+
+/// What a typed function returns, as the generated `call_*` methods return it.
+trait Returned {
+    type Value;
+    fn value(self) -> Self::Value;
+}
+
+impl Returned for () {
+    type Value = ();
+    fn value(self) {}
+}
+
+impl<R> Returned for (R,) {
+    type Value = R;
+    fn value(self) -> R {
+        self.0
     }
 }
 

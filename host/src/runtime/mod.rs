@@ -13,6 +13,7 @@
 
 pub(crate) mod cache;
 pub(crate) mod convert;
+pub(crate) mod direct;
 pub(crate) mod external;
 #[cfg(test)]
 pub(crate) mod fake;

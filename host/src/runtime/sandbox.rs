@@ -66,6 +66,10 @@ pub const MAX_CORE_INSTANCES: usize = 128;
 pub const MAX_WASI_RESOURCES: usize = 4096;
 /// Most state calls one invocation may make; further calls are refused (`too-many-calls`).
 pub const MAX_STATE_CALLS_PER_CALL: u32 = 256;
+/// The epoch ticks a direct call may see before its plugin's calls go on a fiber: the first
+/// may come at once after the call starts, the second a tick later, so it ran at least one
+/// tick ([`crate::EPOCH_TICK`], 1 ms).
+pub const DIRECT_TICKS: u32 = 2;
 /// Most `next()` calls one `tool-execute` invocation may make; further calls return an
 /// error outcome without running the tool.
 pub const MAX_NEXT_CALLS: u32 = 16;
@@ -167,6 +171,9 @@ pub(crate) struct State {
     pub call: CallContext,
     /// Set while a `tool-execute` hook runs.
     pub next: Option<NextLayer>,
+    /// While the instance runs directly, on the caller's thread, where it cannot yield: the
+    /// epoch ticks it has seen so far ([`State::direct_tick`]).
+    direct: Option<u32>,
     http: WasiHttpCtx,
     /// What its `wasi:http` requests may reach.
     outbound: Outbound,
@@ -194,9 +201,29 @@ impl State {
             sink,
             call,
             next: None,
+            direct: None,
             http: WasiHttpCtx::new(),
             outbound,
         })
+    }
+
+    /// Marks the start of a direct call (or instantiation).
+    pub fn enter_direct(&mut self) {
+        self.direct = Some(0);
+    }
+
+    /// Marks its end; `true` when it ran long, past [`DIRECT_TICKS`] epoch ticks.
+    pub fn leave_direct(&mut self) -> bool {
+        self.direct
+            .take()
+            .is_some_and(|ticks| ticks >= DIRECT_TICKS)
+    }
+
+    /// Counts an epoch tick; `None` when the instance is not running directly.
+    pub fn direct_tick(&mut self) -> Option<u32> {
+        let ticks = self.direct.as_mut()?;
+        *ticks += 1;
+        Some(*ticks)
     }
 
     /// Prepares a reused instance's state for a new invocation.
@@ -345,6 +372,42 @@ impl wasmtime_wasi::cli::StdoutStream for Captured {
     fn async_stream(&self) -> Box<dyn tokio::io::AsyncWrite + Send + Sync> {
         Box::new(self.clone())
     }
+
+    /// Written synchronously, always ready: no task behind it (WASI's default adapter spawns
+    /// one per stream), and a directly called instance ([`super::direct`]) never waits on it.
+    fn p2_stream(&self) -> Box<dyn wasmtime_wasi::p2::OutputStream> {
+        Box::new(self.clone())
+    }
+}
+
+impl Captured {
+    fn keep(&self, buf: &[u8]) {
+        self.0.add(|kept| {
+            let room = MAX_OUTPUT_BYTES_PER_CALL.saturating_sub(kept.len());
+            kept.extend_from_slice(&buf[..buf.len().min(room)]);
+        });
+    }
+}
+
+impl wasmtime_wasi::p2::OutputStream for Captured {
+    fn write(&mut self, bytes: bytes::Bytes) -> wasmtime_wasi::p2::StreamResult<()> {
+        self.keep(&bytes);
+        Ok(())
+    }
+
+    fn flush(&mut self) -> wasmtime_wasi::p2::StreamResult<()> {
+        Ok(())
+    }
+
+    fn check_write(&mut self) -> wasmtime_wasi::p2::StreamResult<usize> {
+        // What is past the cap is dropped, so any size is accepted.
+        Ok(64 * 1024)
+    }
+}
+
+#[wasmtime_wasi::async_trait]
+impl wasmtime_wasi::p2::Pollable for Captured {
+    async fn ready(&mut self) {}
 }
 
 impl tokio::io::AsyncWrite for Captured {
@@ -353,10 +416,7 @@ impl tokio::io::AsyncWrite for Captured {
         _cx: &mut std::task::Context<'_>,
         buf: &[u8],
     ) -> std::task::Poll<std::io::Result<usize>> {
-        self.0.add(|kept| {
-            let room = MAX_OUTPUT_BYTES_PER_CALL.saturating_sub(kept.len());
-            kept.extend_from_slice(&buf[..buf.len().min(room)]);
-        });
+        self.keep(buf);
         std::task::Poll::Ready(Ok(buf.len()))
     }
 

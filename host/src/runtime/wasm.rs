@@ -24,6 +24,12 @@ pub(crate) struct Wasm {
     pub component: Component,
     pub pre: InstancePre<State>,
     pub exports: Exports,
+    /// Whether its instances are called directly, on the caller's thread: its imports are all
+    /// in the direct linker ([`super::direct`]).
+    pub direct: bool,
+    /// Set when one of its direct calls ran long ([`super::sandbox::DIRECT_TICKS`]): its calls
+    /// go on a fiber from then on, where a long call yields to the executor at every tick.
+    pub ran_long: std::sync::atomic::AtomicBool,
     /// The component loaded into the on-demand engine, for the instances the pool has no
     /// slot for: at the first such instance.
     pub on_demand: OnceLock<Result<Loaded, String>>,
@@ -33,6 +39,8 @@ pub(crate) struct Wasm {
 pub(crate) struct Loaded {
     pub pre: InstancePre<State>,
     pub exports: Exports,
+    /// Whether it was linked for direct calls (as [`Wasm::direct`]).
+    pub direct: bool,
 }
 
 impl Wasm {
@@ -53,12 +61,13 @@ impl Wasm {
                 )]
                 let component = unsafe { Component::deserialize(engine, &code) }
                     .map_err(|e| format!("cannot load into the on-demand engine: {e:#}"))?;
-                let pre = linker
-                    .instantiate_pre(&component)
+                let (pre, direct) = linker
+                    .link(&component)
                     .map_err(|e| format!("cannot link in the on-demand engine: {e:#}"))?;
                 Ok(Loaded {
                     exports: Exports::probe(&pre),
                     pre,
+                    direct,
                 })
             })
             .as_ref()

@@ -1,0 +1,171 @@
+//! Direct calls: a plugin whose imports include nothing that may wait is called on the
+//! caller's thread, without a fiber, under the same deadline, fuel and output capture; one
+//! that ran past an epoch tick is called on a fiber from then on, where it yields the thread.
+
+use palisade::{EventKind, FailureReason, PreToolDecision, ToolCall};
+use palisade_tests::{PluginDir, Recorder, load, load_recorded};
+use serde_json::json;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+fn command(command: &str) -> ToolCall {
+    ToolCall::new("toolu_1", "Bash", json!({ "command": command }))
+}
+
+fn guard(dir: &PluginDir, name: &str, wasm: &str, limits: &str) {
+    dir.plugin(
+        name,
+        wasm,
+        &format!(
+            "name = \"{name}\"\nwasm = \"plugin.wasm\"\n{limits}\n\
+             [[hooks]]\npoint = \"pre-tool\"\ncapability = \"guard\"\n"
+        ),
+    );
+}
+
+fn direct_calls(plugins: &palisade::Plugins, name: &str) -> bool {
+    plugins
+        .iter()
+        .find(|p| p.name() == name)
+        .unwrap_or_else(|| panic!("{name} is not loaded"))
+        .direct_calls()
+}
+
+fn failure(decision: &PreToolDecision) -> Option<FailureReason> {
+    decision.denial().and_then(|d| d.failure)
+}
+
+fn output(recorder: &Recorder) -> Vec<(&'static str, String)> {
+    recorder
+        .events()
+        .into_iter()
+        .filter_map(|e| match e.kind {
+            EventKind::PluginLog { level, message } if level == "stdout" || level == "stderr" => {
+                Some((level, message))
+            }
+            _ => None,
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn only_a_plugin_that_imports_nothing_that_may_wait_is_called_directly() {
+    let dir = PluginDir::new();
+    guard(&dir, "allow", palisade_fixtures::ALLOW, "");
+    guard(&dir, "direct", palisade_fixtures::DIRECT, "");
+    // A clock subscription: its sleep waits.
+    guard(&dir, "napper", palisade_fixtures::NAPPER, "");
+    // Plugin state, `next()` and HTTP.
+    dir.scripted(
+        "scripted",
+        "[[hooks]]\npoint = \"pre-tool\"\ncapability = \"guard\"\n[config]\npre_tool = \"allow\"\n",
+    );
+    let plugins = load(&dir);
+    assert!(direct_calls(&plugins, "allow"));
+    assert!(direct_calls(&plugins, "direct"));
+    assert!(!direct_calls(&plugins, "napper"));
+    assert!(!direct_calls(&plugins, "scripted"));
+    // Each is served: the napper's sleep on its fiber, the others directly.
+    let session = plugins.session("s");
+    for _ in 0..2 {
+        assert_eq!(
+            session.pre_tool(&command("ls")).await,
+            PreToolDecision::Allow
+        );
+    }
+    assert!(
+        direct_calls(&plugins, "direct"),
+        "a short call keeps it direct"
+    );
+}
+
+#[tokio::test]
+async fn a_direct_call_writes_stdout_and_stderr_reads_stdin_and_the_clock() {
+    let dir = PluginDir::new();
+    guard(&dir, "direct", palisade_fixtures::DIRECT, "");
+    let (plugins, recorder) = load_recorded(&dir);
+    let session = plugins.session("s");
+    assert_eq!(
+        session.pre_tool(&command("print stdin now")).await,
+        PreToolDecision::Allow,
+        "{:?}",
+        recorder.first_failure_detail()
+    );
+    assert_eq!(
+        output(&recorder),
+        [
+            ("stdout", "to stdout".to_string()),
+            ("stderr", "to stderr".to_string())
+        ]
+    );
+    assert!(direct_calls(&plugins, "direct"));
+}
+
+#[tokio::test]
+async fn a_direct_call_that_spins_is_stopped_at_its_deadline_and_its_plugin_goes_on_a_fiber() {
+    let dir = PluginDir::new();
+    guard(
+        &dir,
+        "direct",
+        palisade_fixtures::DIRECT,
+        "[limits]\ntimeout_ms = 50\nfuel = 1_000_000_000_000",
+    );
+    let plugins = load(&dir);
+    let session = plugins.session("s");
+    assert!(direct_calls(&plugins, "direct"));
+    let spun = session.pre_tool(&command("spin")).await;
+    assert_eq!(failure(&spun), Some(FailureReason::Timeout), "{spun:?}");
+    assert!(!direct_calls(&plugins, "direct"));
+    // On its fiber it is served, and stopped, as before.
+    assert_eq!(
+        session.pre_tool(&command("ls")).await,
+        PreToolDecision::Allow
+    );
+    let spun = session.pre_tool(&command("spin")).await;
+    assert_eq!(failure(&spun), Some(FailureReason::Timeout), "{spun:?}");
+}
+
+/// A direct call holds its thread until it returns; once its plugin ran long, its calls go
+/// on a fiber that yields at every epoch tick, so the other tasks of a single-threaded
+/// runtime (another session's hooks, a server's connections) run meanwhile.
+#[tokio::test(flavor = "current_thread")]
+async fn after_a_long_direct_call_a_long_call_yields_the_thread() {
+    let dir = PluginDir::new();
+    guard(
+        &dir,
+        "direct",
+        palisade_fixtures::DIRECT,
+        "[limits]\ntimeout_ms = 100\nfuel = 1_000_000_000_000",
+    );
+    let plugins = load(&dir);
+    let session = plugins.session("s");
+    let ticks = Arc::new(AtomicU64::new(0));
+    let ticker = tokio::spawn({
+        let ticks = ticks.clone();
+        async move {
+            loop {
+                tokio::time::sleep(Duration::from_millis(1)).await;
+                ticks.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+    });
+    // Let the ticker start.
+    tokio::time::sleep(Duration::from_millis(5)).await;
+
+    let before = ticks.load(Ordering::Relaxed);
+    let spun = session.pre_tool(&command("spin")).await;
+    let during_direct = ticks.load(Ordering::Relaxed) - before;
+    assert_eq!(failure(&spun), Some(FailureReason::Timeout), "{spun:?}");
+
+    let before = ticks.load(Ordering::Relaxed);
+    let spun = session.pre_tool(&command("spin")).await;
+    let during_fiber = ticks.load(Ordering::Relaxed) - before;
+    assert_eq!(failure(&spun), Some(FailureReason::Timeout), "{spun:?}");
+    ticker.abort();
+
+    // The direct call never let the ticker run; the one on a fiber let it run at its ticks
+    // (about a hundred in its 100 ms; ten is the bound that no scheduling noise crosses).
+    assert_eq!(during_direct, 0, "the direct call yielded");
+    assert!(during_fiber >= 10, "the ticker ran {during_fiber} times");
+}
