@@ -1,6 +1,7 @@
 //! What a process that handles one hook event pays before it dispatches (the bridges start
 //! one per event): building the host (the engine and its linker), with and without the
-//! instance pool, and loading the five bundled Rust examples from a warm component cache.
+//! instance pool, loading the five bundled Rust examples from a warm component cache, and
+//! both together (the linkers' build, on a thread of its own, included).
 //!
 //! Run: `cargo bench -p palisade --bench startup`.
 
@@ -35,6 +36,22 @@ fn bench(c: &mut Criterion) {
     group.bench_function("load the five examples, warm cache", |b| {
         b.iter(|| host.load_dir(&plugins).unwrap())
     });
+    // What a bridged event pays in all: the linkers are built on a thread of their own
+    // while the manifests are read, and waited for at the first component.
+    group.bench_function(
+        "build the host and load the five examples, warm cache",
+        |b| {
+            b.iter(|| {
+                Host::builder()
+                    .instance_pool(0)
+                    .cache_dir(&cache)
+                    .build()
+                    .unwrap()
+                    .load_dir(&plugins)
+                    .unwrap()
+            })
+        },
+    );
     group.finish();
 }
 
