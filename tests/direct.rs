@@ -169,3 +169,21 @@ async fn after_a_long_direct_call_a_long_call_yields_the_thread() {
     assert_eq!(during_direct, 0, "the direct call yielded");
     assert!(during_fiber >= 10, "the ticker ran {during_fiber} times");
 }
+
+#[tokio::test]
+async fn a_host_built_without_direct_calls_calls_every_plugin_on_a_fiber() {
+    let dir = PluginDir::new();
+    guard(&dir, "direct", palisade_fixtures::DIRECT, "");
+    let plugins = palisade::Host::builder()
+        .direct_calls(false)
+        .state(palisade::StateStore::memory())
+        .build()
+        .unwrap()
+        .load_dir(dir.path())
+        .unwrap();
+    assert!(!direct_calls(&plugins, "direct"));
+    assert_eq!(
+        plugins.session("s").pre_tool(&command("print")).await,
+        PreToolDecision::Allow
+    );
+}

@@ -59,6 +59,8 @@ pub(crate) struct HostInner {
     pub linker: Linking,
     /// Whether `engine` allocates from a pool.
     pub pooled: bool,
+    /// Whether plugins may be called directly ([`HostBuilder::direct_calls`]).
+    direct_calls: bool,
     /// The on-demand engine, for instances the pool has no slot for: built at the first need
     /// (`Err`: it could not be, which fails only those instances).
     on_demand: OnceLock<Result<Runtime, String>>,
@@ -102,7 +104,8 @@ impl HostInner {
         }
         self.on_demand
             .get_or_init(|| {
-                let runtime = runtime(None, None).map_err(|e| format!("{e:#}"))?;
+                let runtime =
+                    runtime(None, None, self.direct_calls).map_err(|e| format!("{e:#}"))?;
                 spawn_ticker(runtime.engine.weak(), self.stop_ticker.clone())
                     .map_err(|e| format!("cannot start the epoch ticker thread: {e}"))?;
                 Ok(runtime)
@@ -194,14 +197,15 @@ fn config(pool: Option<PoolingAllocationConfig>, functions: Option<Arc<Functions
 fn runtime(
     pool: Option<PoolingAllocationConfig>,
     functions: Option<Arc<Functions>>,
+    direct_calls: bool,
 ) -> wasmtime::Result<Runtime> {
     let engine = Engine::new(&config(pool, functions))?;
-    let linker = Linking::start(&engine);
+    let linker = Linking::start(&engine, direct_calls);
     Ok(Runtime { engine, linker })
 }
 
-/// The linkers of Palisade's imports for `engine`.
-fn linker(engine: &Engine) -> wasmtime::Result<Linkers> {
+/// The linkers of Palisade's imports for `engine` (the direct one if `direct_calls`).
+fn linker(engine: &Engine, direct_calls: bool) -> wasmtime::Result<Linkers> {
     let mut linker = Linker::<State>::new(engine);
     wasmtime_wasi::p2::add_to_linker_async(&mut linker)?;
     // Linked for every component; a request is refused unless its manifest grants the
@@ -210,7 +214,10 @@ fn linker(engine: &Engine) -> wasmtime::Result<Linkers> {
     bindings::AllHooks::add_to_linker::<State, HasSelf<State>>(&mut linker, |s| s)?;
     Ok(Linkers {
         full: linker,
-        direct: crate::runtime::direct::linker(engine)?,
+        direct: match direct_calls {
+            true => Some(crate::runtime::direct::linker(engine)?),
+            false => None,
+        },
     })
 }
 
@@ -219,8 +226,9 @@ pub(crate) struct Linkers {
     /// Every import Palisade offers.
     full: Linker<State>,
     /// The imports of an instance called directly, on the caller's thread
-    /// ([`crate::runtime::direct`]).
-    direct: Linker<State>,
+    /// ([`crate::runtime::direct`]); `None` when the host's calls all go on fibers
+    /// ([`HostBuilder::direct_calls`]).
+    direct: Option<Linker<State>>,
 }
 
 impl Linkers {
@@ -230,7 +238,7 @@ impl Linkers {
         &self,
         component: &wasmtime::component::Component,
     ) -> wasmtime::Result<(wasmtime::component::InstancePre<State>, bool)> {
-        if let Ok(pre) = self.direct.instantiate_pre(component) {
+        if let Some(Ok(pre)) = self.direct.as_ref().map(|l| l.instantiate_pre(component)) {
             return Ok((pre, true));
         }
         self.full.instantiate_pre(component).map(|pre| (pre, false))
@@ -242,20 +250,22 @@ impl Linkers {
 /// reads the plugins' manifests meanwhile, instead of waiting the linker's 0.4 ms first.
 pub(crate) struct Linking {
     engine: Engine,
+    direct_calls: bool,
     building: std::sync::Mutex<Option<std::thread::JoinHandle<wasmtime::Result<Linkers>>>>,
     built: OnceLock<Result<Linkers, String>>,
 }
 
 impl Linking {
-    fn start(engine: &Engine) -> Linking {
+    fn start(engine: &Engine, direct_calls: bool) -> Linking {
         let for_thread = engine.clone();
         // No thread (the process is at its limit): built at the first use instead.
         let building = std::thread::Builder::new()
             .name("palisade-link".into())
-            .spawn(move || linker(&for_thread))
+            .spawn(move || linker(&for_thread, direct_calls))
             .ok();
         Linking {
             engine: engine.clone(),
+            direct_calls,
             building: std::sync::Mutex::new(building),
             built: OnceLock::new(),
         }
@@ -275,7 +285,7 @@ impl Linking {
                     Some(thread) => thread
                         .join()
                         .unwrap_or_else(|panic| std::panic::resume_unwind(panic)),
-                    None => linker(&self.engine),
+                    None => linker(&self.engine, self.direct_calls),
                 };
                 built.map_err(|e| format!("cannot build the linker: {e:#}"))
             })
@@ -300,6 +310,7 @@ pub struct HostBuilder {
     max_component_bytes: u64,
     state: Option<crate::state::StateStore>,
     instance_pool: u32,
+    direct_calls: bool,
 }
 
 /// What the host reports when it compiles a component, that is when the component is not in
@@ -342,6 +353,7 @@ impl Default for HostBuilder {
             max_component_bytes: DEFAULT_MAX_COMPONENT_BYTES,
             state: None,
             instance_pool: DEFAULT_INSTANCE_POOL,
+            direct_calls: true,
         }
     }
 }
@@ -413,6 +425,16 @@ impl HostBuilder {
         self
     }
 
+    /// Whether a plugin whose imports include nothing that may wait (no plugin state, files,
+    /// HTTP, clock subscription or `next()`) is called directly, on the caller's thread,
+    /// rather than on a fiber (default: yes; see [`Plugin::direct_calls`](crate::Plugin::direct_calls)).
+    /// A direct call is cheaper; a process that calls each plugin once (a bridge handling one
+    /// hook event) gains nothing from it, and without it skips building the direct linker.
+    pub fn direct_calls(mut self, on: bool) -> Self {
+        self.direct_calls = on;
+        self
+    }
+
     /// Builds the host and starts its epoch ticker.
     pub fn build(self) -> Result<Host, Error> {
         let engine_error = |e: wasmtime::Error| Error::Engine {
@@ -426,12 +448,12 @@ impl HostBuilder {
         // A pool whose reservation the machine refuses (a low `ulimit -v`) is no pool.
         let pooled = match self.instance_pool {
             0 => None,
-            slots => runtime(Some(pool(slots)), functions.clone()).ok(),
+            slots => runtime(Some(pool(slots)), functions.clone(), self.direct_calls).ok(),
         };
         let (Runtime { engine, linker }, pooled) = match pooled {
             Some(runtime) => (runtime, true),
             None => (
-                runtime(None, functions.clone()).map_err(engine_error)?,
+                runtime(None, functions.clone(), self.direct_calls).map_err(engine_error)?,
                 false,
             ),
         };
@@ -455,6 +477,7 @@ impl HostBuilder {
                 engine,
                 linker,
                 pooled,
+                direct_calls: self.direct_calls,
                 on_demand: OnceLock::new(),
                 sink: self.sink,
                 background_queue: self.background_queue,
