@@ -200,9 +200,7 @@ impl Instance {
                     }
                     result.map(Returned::value).map($response)
                 } else {
-                    // Boxed: the fiber call's future is large, and a direct call's future
-                    // would carry (and move) it too.
-                    Box::pin(guest.$method(&mut *store, $($arg),*)).await.map($response)
+                    guest.$method(&mut *store, $($arg),*).await.map($response)
                 }
             }};
         }
