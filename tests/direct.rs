@@ -2,8 +2,8 @@
 //! caller's thread, without a fiber, under the same deadline, fuel and output capture; one
 //! that ran past an epoch tick is called on a fiber from then on, where it yields the thread.
 
-use palisade::{EventKind, FailureReason, PreToolDecision, ToolCall};
-use palisade_tests::{PluginDir, Recorder, load, load_recorded};
+use palisade::{FailureReason, PreToolDecision, ToolCall};
+use palisade_tests::{PluginDir, load, load_recorded};
 use serde_json::json;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -34,19 +34,6 @@ fn direct_calls(plugins: &palisade::Plugins, name: &str) -> bool {
 
 fn failure(decision: &PreToolDecision) -> Option<FailureReason> {
     decision.denial().and_then(|d| d.failure)
-}
-
-fn output(recorder: &Recorder) -> Vec<(&'static str, String)> {
-    recorder
-        .events()
-        .into_iter()
-        .filter_map(|e| match e.kind {
-            EventKind::PluginLog { level, message } if level == "stdout" || level == "stderr" => {
-                Some((level, message))
-            }
-            _ => None,
-        })
-        .collect()
 }
 
 #[tokio::test]
@@ -93,7 +80,7 @@ async fn a_direct_call_writes_stdout_and_stderr_reads_stdin_and_the_clock() {
         recorder.first_failure_detail()
     );
     assert_eq!(
-        output(&recorder),
+        recorder.output(),
         [
             ("stdout", "to stdout".to_string()),
             ("stderr", "to stderr".to_string())

@@ -184,16 +184,7 @@ async fn a_hook_has_no_filesystem_environment_network_or_stdio() {
     );
     assert!(!dir.path().join("prober/escape.txt").exists());
     // Its stdout and stderr were captured and reported as its own log lines.
-    let output: Vec<(&str, String)> = recorder
-        .events()
-        .into_iter()
-        .filter_map(|e| match e.kind {
-            EventKind::PluginLog { level, message } if level == "stdout" || level == "stderr" => {
-                Some((level, message))
-            }
-            _ => None,
-        })
-        .collect();
+    let output = recorder.output();
     assert_eq!(
         output,
         [

@@ -101,6 +101,21 @@ impl Recorder {
             .collect()
     }
 
+    /// What plugins wrote to stdout and stderr, as `(stream, line)`, in order.
+    pub fn output(&self) -> Vec<(&'static str, String)> {
+        self.events()
+            .into_iter()
+            .filter_map(|e| match e.kind {
+                EventKind::PluginLog { level, message }
+                    if level == "stdout" || level == "stderr" =>
+                {
+                    Some((level, message))
+                }
+                _ => None,
+            })
+            .collect()
+    }
+
     /// `(event name, hook id)` of every hook lifecycle event, in order.
     pub fn lifecycle(&self) -> Vec<(String, String)> {
         self.events()
