@@ -246,6 +246,9 @@ async fn serve(options: Options) -> anyhow::Result<std::process::ExitCode> {
         crate::telemetry::with(audit),
     )));
     let plugins_dir = options.plugins.clone();
+    // What `--watch` compares against: the directory as it was before the first load, so a
+    // change made while loading, or before the watcher's first poll, still reloads.
+    let loaded_from = options.watch.then(|| fingerprint(&plugins_dir));
     let first_sink = sink.clone();
     let state = options.state.clone();
     let plugins =
@@ -300,8 +303,8 @@ async fn serve(options: Options) -> anyhow::Result<std::process::ExitCode> {
 
     tokio::spawn(sweep(server.clone()));
     tokio::spawn(reload_on_sighup(server.clone(), hup));
-    if server.options.watch {
-        tokio::spawn(watch(server.clone()));
+    if let Some(loaded_from) = loaded_from {
+        tokio::spawn(watch(server.clone(), loaded_from));
     }
     let limits = (server.options.max_connections, server.options.read_timeout);
     serve_connections(listener, app, limits, shutdown_signal(term, int)).await;
@@ -596,10 +599,13 @@ async fn reload_on_sighup(server: Arc<Server>, mut hup: Signal) {
     }
 }
 
+/// Every file of a plugin directory, with its size and modification time.
+type Fingerprint = Vec<(PathBuf, u64, Option<SystemTime>)>;
+
 /// What the plugin directory looks like: every file two levels down, with its size and
 /// modification time. A change reloads (once it has stopped changing for a poll, so a
 /// half-copied component is not loaded).
-fn fingerprint(dir: &Path) -> Vec<(PathBuf, u64, Option<SystemTime>)> {
+fn fingerprint(dir: &Path) -> Fingerprint {
     let mut seen = Vec::new();
     let mut stack = vec![(dir.to_path_buf(), 0usize)];
     while let Some((path, depth)) = stack.pop() {
@@ -620,21 +626,35 @@ fn fingerprint(dir: &Path) -> Vec<(PathBuf, u64, Option<SystemTime>)> {
     seen
 }
 
-async fn watch(server: Arc<Server>) {
-    const POLL: Duration = Duration::from_millis(500);
+/// Reloads `server` whenever its plugin directory differs from `known` (its fingerprint when
+/// the live set was loaded) and has stopped changing.
+async fn watch(server: Arc<Server>, known: Fingerprint) {
     let dir = server.options.plugins.clone();
-    let mut known = fingerprint(&dir);
-    let mut pending: Option<Vec<_>> = None;
+    watch_dir(&dir, known, || {
+        server.reload("the plugin directory changed")
+    })
+    .await
+}
+
+/// The poll loop of [`watch`]: calls `reload` each time `dir` differs from `known` and then
+/// stays the same for one poll.
+async fn watch_dir<F: Future<Output = ()>>(
+    dir: &Path,
+    mut known: Fingerprint,
+    mut reload: impl FnMut() -> F,
+) {
+    const POLL: Duration = Duration::from_millis(500);
+    let mut pending: Option<Fingerprint> = None;
     loop {
         tokio::time::sleep(POLL).await;
-        let now = fingerprint(&dir);
+        let now = fingerprint(dir);
         match &pending {
             // Changed, then stable for one poll: reload.
             Some(last) if *last == now => {
                 pending = None;
                 if now != known {
                     known = now;
-                    server.reload("the plugin directory changed").await;
+                    reload().await;
                 }
             }
             _ if now != known => pending = Some(now),
@@ -932,4 +952,43 @@ async fn not_found() -> Response {
         StatusCode::NOT_FOUND,
         "palisade serve answers POST /claude-code, POST /codex and GET /health",
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Whether `watch_dir` over `dir` from `known` reloads within a few polls.
+    async fn reloads(dir: &Path, known: Fingerprint) -> bool {
+        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+        let watching = watch_dir(dir, known, || {
+            let _ = tx.send(());
+            async {}
+        });
+        tokio::select! {
+            () = watching => unreachable!("the watch loop never ends"),
+            reloaded = tokio::time::timeout(Duration::from_secs(3), rx.recv()) => reloaded.is_ok(),
+        }
+    }
+
+    #[tokio::test]
+    async fn a_change_made_before_the_watcher_starts_reloads() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir(dir.path().join("guard")).unwrap();
+        std::fs::write(dir.path().join("guard/plugin.toml"), "name = \"guard\"\n").unwrap();
+        let loaded_from = fingerprint(dir.path());
+        // Between the load and the watcher's first poll (the server printing where it
+        // listens, a test or an operator writing at once).
+        std::fs::create_dir(dir.path().join("budget")).unwrap();
+        std::fs::write(dir.path().join("budget/plugin.toml"), "name = \"budget\"\n").unwrap();
+        assert!(reloads(dir.path(), loaded_from).await);
+    }
+
+    #[tokio::test]
+    async fn an_unchanged_directory_does_not_reload() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("plugin.toml"), "name = \"guard\"\n").unwrap();
+        let loaded_from = fingerprint(dir.path());
+        assert!(!reloads(dir.path(), loaded_from).await);
+    }
 }
