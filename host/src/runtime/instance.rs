@@ -111,7 +111,7 @@ impl Instance {
             let data = ctx.data_mut();
             if data.call.clock.expired() {
                 Ok(UpdateDeadline::Interrupt)
-            } else if data.direct_tick().is_some() {
+            } else if data.direct_tick() {
                 // On the caller's thread, which it cannot yield (if it runs long, its
                 // plugin's next calls go on a fiber).
                 Ok(UpdateDeadline::Continue(1))
@@ -122,12 +122,7 @@ impl Instance {
         });
         arm(&mut store, limits);
         let result = if linked && !ran_long.load(Ordering::Relaxed) {
-            store.data_mut().enter_direct();
-            let result = pre.instantiate(&mut store);
-            if store.data_mut().leave_direct() {
-                ran_long.store(true, Ordering::Relaxed);
-            }
-            result
+            directly(&mut store, ran_long, |store| pre.instantiate(store))
         } else {
             pre.instantiate_async(&mut store).await
         };
@@ -193,12 +188,11 @@ impl Instance {
                 }
                 let guest = guests.$exports.as_ref().expect("looked up above");
                 if direct {
-                    store.data_mut().enter_direct();
-                    let result = guest.$func().call(&mut *store, ($($arg,)*));
-                    if store.data_mut().leave_direct() {
-                        plugin.ran_long.store(true, Ordering::Relaxed);
-                    }
-                    result.map(Returned::value).map($response)
+                    directly(store, &plugin.ran_long, |store| {
+                        guest.$func().call(store, ($($arg,)*))
+                    })
+                    .map(Returned::value)
+                    .map($response)
                 } else {
                     guest.$method(&mut *store, $($arg),*).await.map($response)
                 }
@@ -265,6 +259,21 @@ impl Instance {
         store.data_mut().report_output();
         (result, spent(store, limits))
     }
+}
+
+/// Runs `run` on `store` directly, on this thread; sets `ran_long` if it ran for an epoch
+/// tick or more (the plugin's calls go on a fiber from then on).
+fn directly<R>(
+    store: &mut Store<State>,
+    ran_long: &AtomicBool,
+    run: impl FnOnce(&mut Store<State>) -> R,
+) -> R {
+    store.data_mut().enter_direct();
+    let result = run(store);
+    if store.data_mut().leave_direct() {
+        ran_long.store(true, Ordering::Relaxed);
+    }
+    result
 }
 
 /// What a typed function returns, as the generated `call_*` methods return it.

@@ -219,11 +219,10 @@ impl State {
             .is_some_and(|ticks| ticks >= DIRECT_TICKS)
     }
 
-    /// Counts an epoch tick; `None` when the instance is not running directly.
-    pub fn direct_tick(&mut self) -> Option<u32> {
-        let ticks = self.direct.as_mut()?;
-        *ticks += 1;
-        Some(*ticks)
+    /// Counts an epoch tick of a direct call; `false` when the instance is not running
+    /// directly.
+    pub fn direct_tick(&mut self) -> bool {
+        self.direct.as_mut().map(|ticks| *ticks += 1).is_some()
     }
 
     /// Prepares a reused instance's state for a new invocation.
