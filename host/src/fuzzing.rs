@@ -32,9 +32,17 @@ pub fn manifest(data: &[u8]) {
                 if let (Some(Matcher::Names(_)), Some(pattern)) =
                     (&hook.compiled_matcher, &hook.matcher)
                 {
-                    // Plain names answer as their regex would.
+                    // Names (and name prefixes) answer as their regex would.
                     let re = regex::Regex::new(&format!("^(?:{pattern})$")).unwrap();
-                    for name in ["Bash", "Bashful_tool", "Read", "x", ""] {
+                    for name in [
+                        "Bash",
+                        "Bashful_tool",
+                        "Read",
+                        "x",
+                        "",
+                        "mcp__",
+                        "mcp__a\nb",
+                    ] {
                         assert_eq!(hook.matches_tool(name), re.is_match(name), "{pattern}");
                     }
                 }

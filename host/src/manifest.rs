@@ -1004,19 +1004,27 @@ fn names_of(capabilities: &[Capability]) -> String {
 mod tests {
     use super::*;
 
-    /// A pattern of plain names is matched by string comparison, and answers exactly as its
-    /// regex does; any other pattern goes to the regex.
+    /// A pattern of names (each optionally ending in `.*` or `.+`) is matched by string
+    /// comparison, and answers exactly as its regex does; any other pattern goes to the regex.
     #[test]
     fn the_names_fast_path_answers_as_the_regex() {
         let names = [
             "Bash",
             "bash",
             "Bashful",
+            "Bash\n",
             "Edit",
             "Write",
+            "mcp__",
             "mcp__gh__x",
+            "mcp__\n",
+            "mcp__x\ny",
+            "mcp__é",
+            "mcp_",
             "a-b",
             "",
+            "\n",
+            "é",
             "B",
         ];
         for (pattern, literal) in [
@@ -1024,8 +1032,17 @@ mod tests {
             ("Edit|Write", true),
             ("Bash|", true),
             ("a-b|mcp__gh__x", true),
-            ("Bash.*", false),
-            ("mcp__.*", false),
+            ("Bash.*", true),
+            ("mcp__.*", true),
+            ("mcp__.+", true),
+            ("Bash|shell|mcp__.+", true),
+            (".*", true),
+            (".+", true),
+            ("|.+", true),
+            ("B.*|Bash", true),
+            ("a.*b", false),
+            ("mcp__.+.+", false),
+            ("Bash.?", false),
             ("B(ash)?", false),
             ("[Bb]ash", false),
         ] {

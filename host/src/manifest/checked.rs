@@ -218,19 +218,72 @@ pub(super) struct ToolMatcher {
 /// A tool-name matcher, ready to match.
 #[derive(Debug, Clone)]
 pub(crate) enum Matcher {
-    /// A pattern of plain names separated by `|` (`Bash`, `Edit|Write`): ASCII letters,
-    /// digits, `_` and `-`, each of which a regex matches as itself. Compared as strings: no
-    /// regex compiled (a bridge reads every manifest on every event) or run.
-    Names(Box<[String]>),
+    /// A pattern of names separated by `|` (`Bash`, `Edit|Write`, `Bash|mcp__.+`), each of
+    /// ASCII letters, digits, `_` and `-` (which a regex matches as themselves), optionally
+    /// ending in `.*` or `.+`. Compared as strings: no regex compiled (a bridge reads every
+    /// manifest on every event, and one regex with `.` builds a UTF-8 automaton of some
+    /// hundreds of KiB) or run. Answers exactly as the anchored regex would.
+    Names(Box<[Name]>),
     /// Any other pattern, anchored to the whole name.
     Regex(Regex),
+}
+
+/// One alternative of [`Matcher::Names`]: a literal name, or a prefix and what may follow it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Name {
+    /// The literal part.
+    pub text: String,
+    /// What may follow the literal part.
+    pub rest: Rest,
+}
+
+/// What may follow a [`Name`]'s literal part, as the regex `.` reads it: any character but a
+/// line feed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Rest {
+    /// Nothing: the name is exactly the literal.
+    Nothing,
+    /// `.*`: any characters, or none.
+    Any,
+    /// `.+`: at least one character.
+    Some,
+}
+
+impl Name {
+    /// Reads one alternative of a pattern; `None` unless it is a literal, optionally followed
+    /// by `.*` or `.+`.
+    fn read(alternative: &str) -> Option<Name> {
+        let (text, rest) = if let Some(text) = alternative.strip_suffix(".*") {
+            (text, Rest::Any)
+        } else if let Some(text) = alternative.strip_suffix(".+") {
+            (text, Rest::Some)
+        } else {
+            (alternative, Rest::Nothing)
+        };
+        let literal = |c: char| c.is_ascii_alphanumeric() || c == '_' || c == '-';
+        text.chars().all(literal).then(|| Name {
+            text: text.to_string(),
+            rest,
+        })
+    }
+
+    fn matches(&self, name: &str) -> bool {
+        let Some(tail) = name.strip_prefix(self.text.as_str()) else {
+            return false;
+        };
+        match self.rest {
+            Rest::Nothing => tail.is_empty(),
+            Rest::Any => !tail.contains('\n'),
+            Rest::Some => !tail.is_empty() && !tail.contains('\n'),
+        }
+    }
 }
 
 impl Matcher {
     /// Whether the tool `name` matches.
     pub fn matches(&self, name: &str) -> bool {
         match self {
-            Matcher::Names(names) => names.iter().any(|n| n == name),
+            Matcher::Names(names) => names.iter().any(|n| n.matches(name)),
             Matcher::Regex(re) => re.is_match(name),
         }
     }
@@ -239,9 +292,8 @@ impl Matcher {
 impl Rule for ToolMatcher {
     type Raw = String;
     fn check(pattern: String) -> Result<Self, Invalid> {
-        let literal = |c: char| c.is_ascii_alphanumeric() || c == '_' || c == '-' || c == '|';
-        if pattern.chars().all(literal) {
-            let names = pattern.split('|').map(str::to_owned).collect();
+        let names: Option<Box<[Name]>> = pattern.split('|').map(Name::read).collect();
+        if let Some(names) = names {
             return Ok(ToolMatcher {
                 pattern,
                 compiled: Matcher::Names(names),
