@@ -6,6 +6,7 @@ use palisade_tests::PluginDir;
 use serde_json::json;
 use std::path::{Path, PathBuf};
 use std::process::Command;
+use std::sync::OnceLock;
 
 fn workspace() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -38,26 +39,39 @@ fn componentize_py() -> PathBuf {
     );
 }
 
-/// Builds example-plugins/url-guard from its Python source into a plugin folder of `dir`.
+/// example-plugins/url-guard, built from its Python source with componentize-py once per
+/// test run (some 20 CPU-seconds a build): the component's bytes.
+fn url_guard_component() -> &'static [u8] {
+    static BUILT: OnceLock<Vec<u8>> = OnceLock::new();
+    BUILT.get_or_init(|| {
+        let out = tempfile::tempdir().unwrap();
+        let wasm = out.path().join("url_guard.wasm");
+        let output = Command::new(componentize_py())
+            .arg("-d")
+            .arg(workspace().join("wit"))
+            .args(["-w", "pre-tool-hook", "componentize", "-p"])
+            .arg(workspace().join("example-plugins/url-guard"))
+            .arg("app")
+            .arg("-o")
+            .arg(&wasm)
+            .output()
+            .expect("componentize-py runs");
+        assert!(
+            output.status.success(),
+            "componentize-py failed:\n{}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        std::fs::read(&wasm).unwrap()
+    })
+}
+
+/// url-guard (built from source) as a plugin folder of `dir`, its `[config]` replaced by
+/// `config` unless that is empty.
 fn build_url_guard(dir: &PluginDir, config: &str) {
     let source = workspace().join("example-plugins/url-guard");
     let folder = dir.path().join("url-guard");
     std::fs::create_dir_all(&folder).unwrap();
-    let output = Command::new(componentize_py())
-        .arg("-d")
-        .arg(workspace().join("wit"))
-        .args(["-w", "pre-tool-hook", "componentize", "-p"])
-        .arg(&source)
-        .arg("app")
-        .arg("-o")
-        .arg(folder.join("url_guard.wasm"))
-        .output()
-        .expect("componentize-py runs");
-    assert!(
-        output.status.success(),
-        "componentize-py failed:\n{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
+    std::fs::write(folder.join("url_guard.wasm"), url_guard_component()).unwrap();
     let manifest = std::fs::read_to_string(source.join("plugin.toml")).unwrap();
     let manifest = match manifest.split_once("[config]") {
         Some((head, _)) if !config.is_empty() => format!("{head}[config]\n{config}"),
