@@ -229,24 +229,24 @@ pub(crate) enum Matcher {
 }
 
 /// One alternative of [`Matcher::Names`]: a literal name, or a prefix and what may follow it.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 pub(crate) struct Name {
     /// The literal part.
-    pub text: String,
+    text: String,
     /// What may follow the literal part.
-    pub rest: Rest,
+    rest: Rest,
 }
 
 /// What may follow a [`Name`]'s literal part, as the regex `.` reads it: any character but a
 /// line feed.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Rest {
+#[derive(Debug, Clone, Copy)]
+enum Rest {
     /// Nothing: the name is exactly the literal.
     Nothing,
     /// `.*`: any characters, or none.
     Any,
     /// `.+`: at least one character.
-    Some,
+    OneOrMore,
 }
 
 impl Name {
@@ -256,7 +256,7 @@ impl Name {
         let (text, rest) = if let Some(text) = alternative.strip_suffix(".*") {
             (text, Rest::Any)
         } else if let Some(text) = alternative.strip_suffix(".+") {
-            (text, Rest::Some)
+            (text, Rest::OneOrMore)
         } else {
             (alternative, Rest::Nothing)
         };
@@ -274,7 +274,7 @@ impl Name {
         match self.rest {
             Rest::Nothing => tail.is_empty(),
             Rest::Any => !tail.contains('\n'),
-            Rest::Some => !tail.is_empty() && !tail.contains('\n'),
+            Rest::OneOrMore => !tail.is_empty() && !tail.contains('\n'),
         }
     }
 }
