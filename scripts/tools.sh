@@ -148,7 +148,23 @@ if [ "$(node -e "process.stdout.write(require('$js/node_modules/@bytecodeallianc
     npm install --prefix "$js" --no-audit --no-fund --loglevel=error \
         "@bytecodealliance/componentize-js@$COMPONENTIZE_JS_VERSION" >&2
 fi
-echo "export PALISADE_COMPONENTIZE_JS=$js/node_modules/.bin/componentize-js"
+# componentize-js pre-initialises the engine with wizer, which keeps wasmtime's cache of the
+# compiled engine (20 MB an entry) in the user's ~/.cache/wasmtime: it gets an empty
+# environment from componentize-js, so HOME and XDG_CACHE_HOME cannot move it. The tests run
+# it through two wrappers instead, which keep that cache in the build tree.
+wizer_bin="$(cd "$js" && node -e "import('@bytecodealliance/wizer').then(m => process.stdout.write(String(m.default)))")"
+cat > "$js/wizer" <<WRAPPER
+#!/bin/sh
+# wizer, with wasmtime's cache under $js/cache (written by scripts/tools.sh).
+XDG_CACHE_HOME="$js/cache" exec "$wizer_bin" "\$@"
+WRAPPER
+cat > "$js/componentize-js" <<WRAPPER
+#!/bin/sh
+# componentize-js, pre-initialising through $js/wizer (written by scripts/tools.sh).
+exec "$js/node_modules/.bin/componentize-js" --wizer-bin "$js/wizer" "\$@"
+WRAPPER
+chmod +x "$js/wizer" "$js/componentize-js"
+echo "export PALISADE_COMPONENTIZE_JS=$js/componentize-js"
 
 # The Redis state backend's tests: Debian's redis-server, unpacked into the build tree like
 # clang (no root needed). `target/tools/redis/redis-server` runs it with its libraries.

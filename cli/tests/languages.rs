@@ -78,7 +78,44 @@ fn python_examples_pass_the_shared_cases() {
 
 #[test]
 fn javascript_examples_pass_the_shared_cases() {
+    let started = std::time::SystemTime::now();
     passes_the_shared_cases("js");
+    // componentize-js pre-initialises with wizer, whose wasmtime cache would go to the user's
+    // ~/.cache/wasmtime (it ignores HOME: componentize-js gives it an empty environment);
+    // the test toolchain keeps it in the build tree (scripts/tools.sh). A hit rewrites an
+    // entry's `.stats`, so even a warm user cache shows a write.
+    let written = written_since(&user_wasmtime_cache(), started);
+    assert!(
+        written.is_empty(),
+        "building the JavaScript examples wrote into the user's wasmtime cache: {written:?}"
+    );
+}
+
+/// `~/.cache/wasmtime` of the user the tests run as (where a wasmtime embedding that has no
+/// environment keeps its cache).
+fn user_wasmtime_cache() -> std::path::PathBuf {
+    let home = std::env::var_os("HOME").expect("HOME is set");
+    std::path::Path::new(&home).join(".cache/wasmtime")
+}
+
+/// The files under `dir` modified at or after `since` (none when `dir` does not exist).
+fn written_since(dir: &std::path::Path, since: std::time::SystemTime) -> Vec<std::path::PathBuf> {
+    let mut found = Vec::new();
+    let mut pending = vec![dir.to_path_buf()];
+    while let Some(dir) = pending.pop() {
+        let Ok(entries) = std::fs::read_dir(&dir) else {
+            continue;
+        };
+        for entry in entries.flatten() {
+            let Ok(meta) = entry.metadata() else { continue };
+            if meta.is_dir() {
+                pending.push(entry.path());
+            } else if meta.modified().is_ok_and(|m| m >= since) {
+                found.push(entry.path());
+            }
+        }
+    }
+    found
 }
 
 #[test]

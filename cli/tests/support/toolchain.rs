@@ -52,7 +52,7 @@ pub fn toolchain(lang: &str) -> Vec<(&'static str, PathBuf)> {
         "js" => &[(
             "COMPONENTIZE_JS",
             "PALISADE_COMPONENTIZE_JS",
-            "target/tools/js/node_modules/.bin/componentize-js",
+            "target/tools/js/componentize-js",
             "componentize-js",
         )],
         "c" => &[
