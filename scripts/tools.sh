@@ -152,7 +152,12 @@ fi
 # compiled engine (20 MB an entry) in the user's ~/.cache/wasmtime: it gets an empty
 # environment from componentize-js, so HOME and XDG_CACHE_HOME cannot move it. The tests run
 # it through two wrappers instead, which keep that cache in the build tree.
-wizer_bin="$(cd "$js" && node -e "import('@bytecodealliance/wizer').then(m => process.stdout.write(String(m.default)))")"
+wizer_bin="$(cd "$js" && node -e "import('@bytecodealliance/wizer').then(m => process.stdout.write(String(m.default)))" || true)"
+if ! [ -x "$wizer_bin" ]; then
+    echo "error: componentize-js's wizer binary was not found under $js/node_modules (got" >&2
+    echo "  '$wizer_bin'); remove $js and run scripts/tools.sh again." >&2
+    exit 1
+fi
 cat > "$js/wizer" <<WRAPPER
 #!/bin/sh
 # wizer, with wasmtime's cache under $js/cache (written by scripts/tools.sh).
