@@ -14,7 +14,11 @@
 //! The event is a `PreToolUse` of `Bash` as Claude Code writes it. The cache is filled once
 //! before measuring (as the first event of a session does).
 //!
-//! Run: `cargo bench -p palisade-cli --bench bridge`.
+//! Run: `cargo bench -p palisade-cli --bench bridge`. The bench's `palisade` is built with the
+//! bench profile; to measure the installed binary beside it in the same run (the `dist`
+//! profile, with whole-program LTO), build it and name it (a path from the workspace root):
+//! `cargo build --profile dist -p palisade-cli --bin palisade` then
+//! `PALISADE_BENCH_DIST_BIN=target/dist/palisade cargo bench -p palisade-cli --bench bridge`.
 
 #[path = "support/plugin_sets.rs"]
 mod plugin_sets;
@@ -42,8 +46,8 @@ fn run(mut command: Command, input: &str) -> std::process::Output {
     child.wait_with_output().unwrap()
 }
 
-fn palisade(dir: &Path, cache: &Path, pool: bool) -> Command {
-    let mut command = Command::new(env!("CARGO_BIN_EXE_palisade"));
+fn palisade(bin: &Path, dir: &Path, cache: &Path, pool: bool) -> Command {
+    let mut command = Command::new(bin);
     command
         .arg("claude-code")
         .arg(dir)
@@ -137,18 +141,25 @@ fn bench(c: &mut Criterion) {
         ("python3", "python3", hooks.join("hook.py")),
         ("node", "node", hooks.join("hook.js")),
     ];
+    // The bench profile's binary, and the installed (`dist`) one when it is named.
+    let mut binaries = vec![("", PathBuf::from(env!("CARGO_BIN_EXE_palisade")))];
+    if let Some(dist) = std::env::var_os("PALISADE_BENCH_DIST_BIN") {
+        let dist =
+            std::fs::canonicalize(Path::new(env!("CARGO_MANIFEST_DIR")).join("..").join(&dist))
+                .unwrap_or_else(|e| panic!("PALISADE_BENCH_DIST_BIN={dist:?}: {e}"));
+        binaries.push((" (dist)", dist));
+    }
     let mut group = c.benchmark_group("bridge");
     group.sample_size(30);
     // The floor: starting and exiting the same binary, no engine, no plugins.
-    group.bench_function("baseline: palisade --version", |b| {
-        b.iter(|| {
-            let out = Command::new(env!("CARGO_BIN_EXE_palisade"))
-                .arg("--version")
-                .output()
-                .unwrap();
-            assert!(out.status.success());
-        })
-    });
+    for (suffix, bin) in &binaries {
+        group.bench_function(format!("baseline: palisade --version{suffix}"), |b| {
+            b.iter(|| {
+                let out = Command::new(bin).arg("--version").output().unwrap();
+                assert!(out.status.success());
+            })
+        });
+    }
     for (name, program, script) in &shell_hooks {
         let hook = || {
             let mut command = Command::new(program);
@@ -170,18 +181,23 @@ fn bench(c: &mut Criterion) {
             b.iter(|| assert!(run(hook(), EVENT).status.success()))
         });
     }
-    for (name, plugins) in &sets {
-        for pool in [false, true] {
+    // Each binary's runs as the bridges make them; the pool only with the first.
+    let runs = binaries
+        .iter()
+        .map(|(suffix, bin)| (*suffix, bin, false))
+        .chain([("", &binaries[0].1, true)]);
+    for (suffix, bin, pool) in runs {
+        for (name, plugins) in &sets {
             // The first event compiles and caches (with the budget of a first event that
             // compiles a Python interpreter on a slow machine); every later one loads from
             // the cache.
-            let mut filling = palisade(plugins, &cache, pool);
+            let mut filling = palisade(bin, plugins, &cache, pool);
             filling.args(["--budget-ms", "600000"]);
             let first = run(filling, EVENT);
             assert!(first.status.success(), "{first:?}");
             // A denied event, to check the bridge really dispatches.
             let denied = run(
-                palisade(plugins, &cache, pool),
+                palisade(bin, plugins, &cache, pool),
                 &EVENT.replace("cargo test --workspace", "rm -rf /"),
             );
             assert!(
@@ -190,10 +206,10 @@ fn bench(c: &mut Criterion) {
             );
             let label = if pool { "a pool of 1000" } else { "no pool" };
             group.bench_function(
-                format!("palisade claude-code, cold process, {name}, {label}"),
+                format!("palisade claude-code{suffix}, cold process, {name}, {label}"),
                 |b| {
                     b.iter(|| {
-                        let out = run(palisade(plugins, &cache, pool), EVENT);
+                        let out = run(palisade(bin, plugins, &cache, pool), EVENT);
                         assert!(out.status.success());
                     })
                 },
