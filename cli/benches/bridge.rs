@@ -24,7 +24,7 @@
 mod plugin_sets;
 
 use criterion::{Criterion, criterion_group, criterion_main};
-use plugin_sets::{EVENT, plugin_sets};
+use plugin_sets::{EVENT, event_in_session, plugin_sets};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -53,8 +53,7 @@ fn run(mut command: Command, input: &str) -> std::process::Output {
 /// hook among them.)
 fn event_of_a_new_session() -> String {
     static SESSIONS: AtomicU64 = AtomicU64::new(0);
-    let n = SESSIONS.fetch_add(1, Ordering::Relaxed);
-    EVENT.replace("\"bench\"", &format!("\"bench-{n}\""))
+    event_in_session(SESSIONS.fetch_add(1, Ordering::Relaxed))
 }
 
 fn palisade(bin: &Path, dir: &Path, cache: &Path, pool: bool) -> Command {

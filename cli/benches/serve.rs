@@ -16,7 +16,7 @@ mod plugin_sets;
 mod server;
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
-use plugin_sets::{EVENT, plugin_sets};
+use plugin_sets::{EVENT, event_in_session, plugin_sets};
 
 /// A server of `plugins`, and its endpoint.
 struct Served {
@@ -103,12 +103,7 @@ fn bench(c: &mut Criterion) {
         });
         // 16 clients, each its own agent session, each with its own connection.
         let clients: Vec<(reqwest::Client, String)> = (0..16)
-            .map(|i| {
-                (
-                    served.client(),
-                    EVENT.replace("\"bench\"", &format!("\"bench-{i}\"")),
-                )
-            })
+            .map(|i| (served.client(), event_in_session(i)))
             .collect();
         group.throughput(Throughput::Elements(16));
         group.bench_function(format!("PreToolUse, 16 concurrent clients, {name}"), |b| {

@@ -10,6 +10,11 @@ use std::path::{Path, PathBuf};
 /// A `PreToolUse` of `Bash` as Claude Code writes it.
 pub const EVENT: &str = r#"{"session_id":"bench","transcript_path":"/tmp/t.jsonl","cwd":"/tmp","hook_event_name":"PreToolUse","tool_name":"Bash","tool_input":{"command":"cargo test --workspace","description":"run the tests"},"tool_use_id":"toolu_bench"}"#;
 
+/// [`EVENT`] in the agent session `bench-{id}`.
+pub fn event_in_session(id: impl std::fmt::Display) -> String {
+    EVENT.replace("\"bench\"", &format!("\"bench-{id}\""))
+}
+
 /// Writes both sets under `dir`; returns them by name.
 pub fn plugin_sets(dir: &Path) -> [(&'static str, PathBuf); 2] {
     let examples = dir.join("examples");
