@@ -4,7 +4,8 @@
 //! - `fresh`: a per-call plugin, a new store and instance every call (maximum isolation);
 //! - each with the minimal guard (the `allow` test guest: it allows, making no host call), the
 //!   scripted test guest (three `config` host calls per call, then allow) and the real
-//!   `shell-guard` example.
+//!   `shell-guard` and `secret-guard` examples (each alone in its plugin set: secret-guard
+//!   guards every tool).
 //!
 //! Run: `cargo bench -p palisade --bench dispatch`.
 
@@ -44,12 +45,16 @@ fn plugin_dir(instance: &str) -> tempfile::TempDir {
         "Scripted",
         instance,
     );
-    let example = palisade_examples::get("shell-guard").unwrap();
-    palisade_examples::install_one(example, dir.path()).unwrap();
-    let manifest = dir.path().join("shell-guard/plugin.toml");
+    example(dir.path(), "shell-guard", instance);
+    dir
+}
+
+/// Installs the example plugin `name`, with the instance lifetime `instance`.
+fn example(dir: &Path, name: &str, instance: &str) {
+    palisade_examples::install_one(palisade_examples::get(name).unwrap(), dir).unwrap();
+    let manifest = dir.join(name).join("plugin.toml");
     let text = std::fs::read_to_string(&manifest).unwrap();
     std::fs::write(&manifest, text.replace("per-session", instance)).unwrap();
-    dir
 }
 
 fn bench(c: &mut Criterion) {
@@ -62,6 +67,9 @@ fn bench(c: &mut Criterion) {
         let dir = plugin_dir(instance);
         let plugins = host.load_dir(Path::new(dir.path())).unwrap();
         let session = plugins.session("bench");
+        let secrets_dir = tempfile::tempdir().unwrap();
+        example(secrets_dir.path(), "secret-guard", instance);
+        let secrets = host.load_dir(secrets_dir.path()).unwrap().session("bench");
         let label = if instance == "per-session" {
             "warm"
         } else {
@@ -70,11 +78,13 @@ fn bench(c: &mut Criterion) {
         let minimal = ToolCall::new("t", "Minimal", json!({ "command": "ls" }));
         let scripted = ToolCall::new("t", "Scripted", json!({ "command": "ls" }));
         let shell = ToolCall::new("t", "Bash", json!({ "command": "ls -la /tmp" }));
+        let build = ToolCall::new("t", "Bash", json!({ "command": "cargo test --workspace" }));
         // Warm up (instantiate the per-session instances, compile the regexes).
         rt.block_on(async {
             assert_eq!(session.pre_tool(&minimal).await, PreToolDecision::Allow);
             assert_eq!(session.pre_tool(&scripted).await, PreToolDecision::Allow);
             assert_eq!(session.pre_tool(&shell).await, PreToolDecision::Allow);
+            assert_eq!(secrets.pre_tool(&build).await, PreToolDecision::Allow);
         });
         c.bench_function(&format!("pre-tool/{label}/minimal-guard"), |b| {
             b.to_async(&rt).iter(|| session.pre_tool(&minimal));
@@ -84,6 +94,9 @@ fn bench(c: &mut Criterion) {
         });
         c.bench_function(&format!("pre-tool/{label}/shell-guard"), |b| {
             b.to_async(&rt).iter(|| session.pre_tool(&shell));
+        });
+        c.bench_function(&format!("pre-tool/{label}/secret-guard"), |b| {
+            b.to_async(&rt).iter(|| secrets.pre_tool(&build));
         });
     }
 }

@@ -48,18 +48,31 @@ const SAFE_NAMES: &[&str] = &[".env.example", ".env.sample", ".env.template", "*
 
 const PATH_KEYS: &[&str] = &["file_path", "path", "notebook_path", "filename"];
 
+/// Whether `name` matches `pattern`, where `*` matches any run of characters (none
+/// included) and every other character only itself.
+///
+/// In one pass, without backtracking: the text before the first `*` must begin the name, the
+/// text after the last `*` must end it, and the pieces between must occur in order in what is
+/// left, each at its first occurrence (taking the first one never rules out a match the
+/// later pieces need). This runs for every pattern and every word of every shell command, so
+/// it matters that a name that cannot match is turned down by its first or last bytes.
 fn glob(pattern: &str, name: &str) -> bool {
-    match pattern.split_once('*') {
-        None => pattern == name,
-        Some((head, rest)) => {
-            let Some(tail) = name.strip_prefix(head) else {
-                return false;
-            };
-            (0..=tail.len())
-                .filter(|&i| tail.is_char_boundary(i))
-                .any(|i| glob(rest, &tail[i..]))
+    let Some((head, after_head)) = pattern.split_once('*') else {
+        return pattern == name;
+    };
+    let (middle, last) = after_head.rsplit_once('*').unwrap_or(("", after_head));
+    if name.len() < head.len() + last.len() || !name.starts_with(head) || !name.ends_with(last) {
+        return false;
+    }
+    // Both ends are whole characters (a matched prefix and suffix), and they do not overlap.
+    let mut rest = &name[head.len()..name.len() - last.len()];
+    for piece in middle.split('*') {
+        match rest.find(piece) {
+            Some(at) => rest = &rest[at + piece.len()..],
+            None => return false,
         }
     }
+    true
 }
 
 /// Why `path` is a secret, if it is one.
@@ -143,6 +156,77 @@ export!(SecretGuard: PreTool);
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The definition of a match, by trying every split: what [`glob`] must answer.
+    fn glob_by_definition(pattern: &str, name: &str) -> bool {
+        match pattern.split_once('*') {
+            None => pattern == name,
+            Some((head, rest)) => {
+                let Some(tail) = name.strip_prefix(head) else {
+                    return false;
+                };
+                (0..=tail.len())
+                    .filter(|&i| tail.is_char_boundary(i))
+                    .any(|i| glob_by_definition(rest, &tail[i..]))
+            }
+        }
+    }
+
+    #[test]
+    fn glob_answers_as_the_definition() {
+        let patterns = SECRET_NAMES.iter().chain(SAFE_NAMES).copied().chain([
+            "", "*", "**", "a*", "*a", "a*a", "*a*", "a**b", "*ab*ab*", "ab*b*ba", "é*", "*é*é",
+            "x*y*z", "*.*.*",
+        ]);
+        let names = [
+            "",
+            "a",
+            "aa",
+            "aaa",
+            "ab",
+            "aab",
+            "abab",
+            "ababab",
+            "abba",
+            "ba",
+            "b",
+            "é",
+            "éé",
+            "aéé",
+            "xyz",
+            "xzy",
+            "xyyz",
+            ".env",
+            ".env.local",
+            "a.env",
+            ".env.example",
+            "id_rsa",
+            "id_rsa.pub",
+            "server.pem",
+            "pem",
+            ".pem",
+            "credentials",
+            "credentials.json",
+            "gcp-credentials-prod.json",
+            "credentials.json.bak",
+            "a.b.c",
+            "a.b",
+            "..",
+            "secrets.yml",
+            "main.tfvars",
+            "cargo",
+            "test",
+        ];
+        for pattern in patterns {
+            for name in names {
+                assert_eq!(
+                    glob(pattern, name),
+                    glob_by_definition(pattern, name),
+                    "`{pattern}` on `{name}`"
+                );
+            }
+        }
+    }
 
     #[test]
     fn globs() {

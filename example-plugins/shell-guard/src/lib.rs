@@ -8,6 +8,8 @@
 use palisade_sdk::{Config, Plugin, PreTool, PreToolDecision, ToolCall, export, log};
 use regex_lite::Regex;
 use serde::Deserialize;
+use std::borrow::Cow;
+use std::cell::OnceCell;
 
 /// One rule: a regular expression over the whole command, and what to tell the model.
 #[derive(Deserialize)]
@@ -77,28 +79,60 @@ const BUILT_IN: &[BuiltIn] = &[
 
 struct Compiled {
     code: String,
-    /// Literals every match contains (none for the operator's rules).
-    needles: &'static [&'static str],
-    re: Regex,
+    /// Literals every match contains: the built-in rule's, or the plain text an operator's
+    /// pattern begins with ([`leading_literal`]); none when it begins otherwise.
+    needles: Vec<Cow<'static, str>>,
+    pattern: String,
+    /// Compiled at the first command that has every literal, not up front: most commands
+    /// have none, and an agent's hook command makes a fresh instance for every event, so
+    /// compiling every rule in `new` was most of this plugin's time in such an event.
+    /// (`None` inside: a built-in pattern that does not compile, which the tests rule out.)
+    re: OnceCell<Option<Regex>>,
     message: String,
 }
 
 impl Compiled {
     fn matches(&self, command: &str) -> bool {
-        self.needles.iter().all(|needle| command.contains(needle)) && self.re.is_match(command)
+        self.needles
+            .iter()
+            .all(|needle| command.contains(&**needle))
+            && self.regex().is_some_and(|re| re.is_match(command))
+    }
+
+    fn regex(&self) -> Option<&Regex> {
+        self.re
+            .get_or_init(|| match Regex::new(&self.pattern) {
+                Ok(re) => Some(re),
+                Err(err) => {
+                    log::error(&format!(
+                        "rule `{}` has an invalid pattern: {err}",
+                        self.code
+                    ));
+                    None
+                }
+            })
+            .as_ref()
     }
 }
 
-/// The rules in force: the built-in ones not disabled, then the operator's, compiled.
+/// The rules in force: the built-in ones not disabled, then the operator's. An operator's
+/// pattern is compiled here, so that one that does not compile is reported (and its rule
+/// dropped) when the plugin starts, not at the first command that reaches it.
 fn rules(config: &Config) -> Vec<Compiled> {
     let disabled: Vec<String> = config.get("disable").unwrap_or_default();
     let extra: Vec<Rule> = config.get("extra_rules").unwrap_or_default();
-    let no_needles: &'static [&'static str] = &[];
-    built_in()
+    let built_in = built_in()
         .filter(|(rule, _)| !disabled.contains(&rule.code))
-        .chain(extra.into_iter().map(|rule| (rule, no_needles)))
-        .filter_map(|(rule, needles)| compile(rule, needles))
-        .collect()
+        .map(|(rule, needles)| compiled(rule, needles.iter().map(|n| Cow::Borrowed(*n)).collect()));
+    let operators = extra.into_iter().filter_map(|rule| {
+        let needles = leading_literal(&rule.pattern)
+            .map(Cow::Owned)
+            .into_iter()
+            .collect();
+        let rule = compiled(rule, needles);
+        rule.regex().is_some().then_some(rule)
+    });
+    built_in.chain(operators).collect()
 }
 
 /// The built-in rules, with their literals.
@@ -113,22 +147,61 @@ fn built_in() -> impl Iterator<Item = (Rule, &'static [&'static str])> {
     })
 }
 
-fn compile(rule: Rule, needles: &'static [&'static str]) -> Option<Compiled> {
-    match Regex::new(&rule.pattern) {
-        Ok(re) => Some(Compiled {
-            code: rule.code,
-            needles,
-            re,
-            message: rule.message,
-        }),
-        Err(err) => {
-            log::error(&format!(
-                "rule `{}` has an invalid pattern: {err}",
-                rule.code
-            ));
-            None
+fn compiled(rule: Rule, needles: Vec<Cow<'static, str>>) -> Compiled {
+    Compiled {
+        code: rule.code,
+        needles,
+        pattern: rule.pattern,
+        re: OnceCell::new(),
+        message: rule.message,
+    }
+}
+
+/// The plain text that every match of `pattern` begins with (after any `^` or `\b`), if
+/// there is some: then a command without it cannot match, and the pattern need not run.
+///
+/// Only where that is certain: not when the pattern sets flags (`(?i)` would match other
+/// cases), not when it has an alternative at its top level (`rm|mkfs`), and not when it has
+/// both a character class and a `|` anywhere (a class can hide a parenthesis, so the level
+/// of a `|` could be misread). A quantifier after the text makes its last character
+/// optional, so that character is left out (`ab?c` gives `a`).
+fn leading_literal(pattern: &str) -> Option<String> {
+    if pattern.contains("(?")
+        || (pattern.contains('[') && pattern.contains('|'))
+        || has_top_level_alternative(pattern)
+    {
+        return None;
+    }
+    let mut rest = pattern;
+    while let Some(after) = rest.strip_prefix('^').or_else(|| rest.strip_prefix(r"\b")) {
+        rest = after;
+    }
+    let end = rest
+        .find(|c: char| r"\.+*?()|[]{}^$".contains(c))
+        .unwrap_or(rest.len());
+    let mut literal = rest[..end].to_string();
+    if rest[end..].starts_with(['?', '*', '{']) {
+        literal.pop();
+    }
+    (!literal.is_empty()).then_some(literal)
+}
+
+/// Whether `pattern` (which has no character class) has a `|` outside every group.
+fn has_top_level_alternative(pattern: &str) -> bool {
+    let mut depth = 0usize;
+    let mut chars = pattern.chars();
+    while let Some(c) = chars.next() {
+        match c {
+            '\\' => {
+                chars.next();
+            }
+            '(' => depth += 1,
+            ')' => depth = depth.saturating_sub(1),
+            '|' if depth == 0 => return true,
+            _ => {}
         }
     }
+    false
 }
 
 /// The shell command of a call: `command` (Claude Code's Bash) or `cmd` (Codex), as a
@@ -150,7 +223,7 @@ fn command_of(call: &ToolCall) -> Option<String> {
 }
 
 struct ShellGuard {
-    /// Compiled once per instance, from the plugin's `[config]`.
+    /// Made once per instance, from the plugin's `[config]`.
     rules: Vec<Compiled>,
 }
 
@@ -213,15 +286,116 @@ mod tests {
         "",
     ];
 
-    fn compiled() -> Vec<Compiled> {
-        built_in()
-            .map(|(rule, needles)| compile(rule, needles).unwrap())
-            .collect()
+    fn built_ins() -> Vec<Compiled> {
+        let rules: Vec<Compiled> = built_in()
+            .map(|(rule, needles)| {
+                compiled(rule, needles.iter().map(|n| Cow::Borrowed(*n)).collect())
+            })
+            .collect();
+        for rule in &rules {
+            assert!(
+                rule.regex().is_some(),
+                "built-in rule `{}` does not compile",
+                rule.code
+            );
+        }
+        rules
+    }
+
+    /// An operator's rule as `rules` makes it.
+    fn operators(pattern: &str) -> Compiled {
+        let rule = Rule {
+            code: "operator".into(),
+            pattern: pattern.into(),
+            message: String::new(),
+        };
+        compiled(
+            rule,
+            leading_literal(pattern)
+                .map(Cow::Owned)
+                .into_iter()
+                .collect(),
+        )
+    }
+
+    /// Operators' patterns, with the text each must begin every match with (if any).
+    const OPERATORS: &[(&str, Option<&str>)] = &[
+        (r"chmod\s+(-R\s+)?777\s+/(\s|$)", Some("chmod")),
+        (r"^\bsudo rm", Some("sudo rm")),
+        (r"git push", Some("git push")),
+        (r"ab?c", Some("a")),
+        (r"ab*c", Some("a")),
+        (r"ab{0,2}c", Some("a")),
+        (r"ab+c", Some("ab")),
+        (r"a?b", None),
+        (r"rm|mkfs", None),
+        (r"rm -rf|x", None),
+        (r"(rm)|x", None),
+        (r"\(rm|x", None),
+        (r"rm (a|b)", Some("rm ")),
+        (r"rm[](]|x", None),
+        (r"rm[|]x", None),
+        (r"rm[ab]x", Some("rm")),
+        (r"(?i)chmod", None),
+        (r"chmod(?i)x", None),
+        (r"\brm\s", Some("rm")),
+        (r"\Brm", None),
+        (r".*rm", None),
+        (r"[r]m", None),
+        (r"é+x", Some("é")),
+        (r"", None),
+    ];
+
+    #[test]
+    fn an_operators_pattern_gets_the_text_it_begins_with() {
+        for (pattern, literal) in OPERATORS {
+            assert_eq!(leading_literal(pattern).as_deref(), *literal, "{pattern}");
+        }
+    }
+
+    /// The literal of an operator's pattern only skips it where it could not match: on
+    /// commands that do and do not have the literal, and on every piece of them.
+    #[test]
+    fn an_operators_literal_never_changes_an_answer() {
+        let commands = [
+            "chmod 777 /",
+            "sudo chmod -R 777 / ",
+            "x",
+            "rm -rf x",
+            "sudo rm -rf",
+            "git push origin main",
+            "ac abc abbc abbbc",
+            "b ab",
+            "(rm x",
+            "rm (",
+            "rm a rm b",
+            "RM CHMOD chmod",
+            "éx ééx",
+            "mkfs",
+        ];
+        for (pattern, _) in OPERATORS {
+            let rule = operators(pattern);
+            let Some(re) = rule.regex() else {
+                continue;
+            };
+            for command in commands {
+                for start in (0..=command.len()).filter(|&i| command.is_char_boundary(i)) {
+                    for end in (start..=command.len()).filter(|&i| command.is_char_boundary(i)) {
+                        let piece = &command[start..end];
+                        assert_eq!(
+                            rule.matches(piece),
+                            re.is_match(piece),
+                            "`{pattern}` on {piece:?}"
+                        );
+                    }
+                }
+            }
+        }
     }
 
     #[test]
     fn each_rule_denies_its_examples_and_only_them() {
-        let rules = compiled();
+        let rules = built_ins();
         for (code, command) in DENIED {
             let first = rules.iter().find(|rule| rule.matches(command));
             assert_eq!(
@@ -239,7 +413,7 @@ mod tests {
     /// piece of one, each rule answers as its pattern alone does.
     #[test]
     fn the_literals_never_change_an_answer() {
-        let rules = compiled();
+        let rules = built_ins();
         let commands = DENIED
             .iter()
             .map(|(_, c)| *c)
@@ -251,7 +425,7 @@ mod tests {
                     for rule in &rules {
                         assert_eq!(
                             rule.matches(piece),
-                            rule.re.is_match(piece),
+                            rule.regex().unwrap().is_match(piece),
                             "rule {} on {piece:?}",
                             rule.code
                         );
