@@ -76,6 +76,15 @@ impl EventSink for Watch {
 }
 
 impl BridgeCommand {
+    /// Every option, as one line (for comparing two parses of a command line).
+    #[cfg(test)]
+    pub fn summary(&self) -> String {
+        format!(
+            "{:?} {:?} {} {} {}",
+            self.dir, self.audit_log, self.record, self.timings, self.budget_ms
+        )
+    }
+
     /// Answers the event in `dialect`, within the budget.
     pub async fn execute(self, dialect: Dialect) -> anyhow::Result<ExitCode> {
         bridge_event(dialect, self).await
