@@ -199,7 +199,7 @@ mod tests {
             Command::Gemini(c) => ("gemini", c),
             _ => return None,
         };
-        Some(format!("{name} {}", c.summary()))
+        Some(format!("{name} {c:?}"))
     }
 
     /// A hook command line parses alone to what the whole parser makes of it; one that does

@@ -16,7 +16,7 @@ const ANSWER_MARGIN: Duration = Duration::from_millis(50);
 const MAX_DRAIN: Duration = Duration::from_secs(2);
 
 /// Reads one hook event (JSON) on stdin, runs the plugins, answers in the agent's JSON.
-#[derive(clap::Args)]
+#[derive(clap::Args, Debug)]
 pub struct BridgeCommand {
     /// The plugin directory.
     dir: PathBuf,
@@ -76,15 +76,6 @@ impl EventSink for Watch {
 }
 
 impl BridgeCommand {
-    /// Every option, as one line (for comparing two parses of a command line).
-    #[cfg(test)]
-    pub fn summary(&self) -> String {
-        format!(
-            "{:?} {:?} {} {} {}",
-            self.dir, self.audit_log, self.record, self.timings, self.budget_ms
-        )
-    }
-
     /// Answers the event in `dialect`, within the budget.
     pub async fn execute(self, dialect: Dialect) -> anyhow::Result<ExitCode> {
         bridge_event(dialect, self).await

@@ -121,30 +121,30 @@ impl Compiled {
 fn rules(config: &Config) -> Vec<Compiled> {
     let disabled: Vec<String> = config.get("disable").unwrap_or_default();
     let extra: Vec<Rule> = config.get("extra_rules").unwrap_or_default();
-    let built_in = built_in()
-        .filter(|(rule, _)| !disabled.contains(&rule.code))
-        .map(|(rule, needles)| compiled(rule, needles.iter().map(|n| Cow::Borrowed(*n)).collect()));
-    let operators = extra.into_iter().filter_map(|rule| {
-        let needles = leading_literal(&rule.pattern)
-            .map(Cow::Owned)
-            .into_iter()
-            .collect();
-        let rule = compiled(rule, needles);
-        rule.regex().is_some().then_some(rule)
-    });
+    let built_in = built_in().filter(|rule| !disabled.contains(&rule.code));
+    let operators = extra
+        .into_iter()
+        .map(operators_rule)
+        .filter(|rule| rule.regex().is_some());
     built_in.chain(operators).collect()
 }
 
 /// The built-in rules, with their literals.
-fn built_in() -> impl Iterator<Item = (Rule, &'static [&'static str])> {
+fn built_in() -> impl Iterator<Item = Compiled> {
     BUILT_IN.iter().map(|(code, needles, pattern, message)| {
         let rule = Rule {
             code: code.to_string(),
             pattern: pattern.to_string(),
             message: message.to_string(),
         };
-        (rule, *needles)
+        compiled(rule, needles.iter().copied().map(Cow::Borrowed).collect())
     })
+}
+
+/// An operator's rule, with the text its pattern begins with as its literal.
+fn operators_rule(rule: Rule) -> Compiled {
+    let needles = leading_literal(&rule.pattern).map(Cow::Owned);
+    compiled(rule, needles.into_iter().collect())
 }
 
 fn compiled(rule: Rule, needles: Vec<Cow<'static, str>>) -> Compiled {
@@ -287,11 +287,7 @@ mod tests {
     ];
 
     fn built_ins() -> Vec<Compiled> {
-        let rules: Vec<Compiled> = built_in()
-            .map(|(rule, needles)| {
-                compiled(rule, needles.iter().map(|n| Cow::Borrowed(*n)).collect())
-            })
-            .collect();
+        let rules: Vec<Compiled> = built_in().collect();
         for rule in &rules {
             assert!(
                 rule.regex().is_some(),
@@ -304,18 +300,11 @@ mod tests {
 
     /// An operator's rule as `rules` makes it.
     fn operators(pattern: &str) -> Compiled {
-        let rule = Rule {
+        operators_rule(Rule {
             code: "operator".into(),
             pattern: pattern.into(),
             message: String::new(),
-        };
-        compiled(
-            rule,
-            leading_literal(pattern)
-                .map(Cow::Owned)
-                .into_iter()
-                .collect(),
-        )
+        })
     }
 
     /// Operators' patterns, with the text each must begin every match with (if any).
