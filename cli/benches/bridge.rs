@@ -24,7 +24,7 @@
 mod plugin_sets;
 
 use criterion::{Criterion, criterion_group, criterion_main};
-use plugin_sets::{EVENT, event_in_session, plugin_sets};
+use plugin_sets::{EVENT, binaries, event_in_session, plugin_sets};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -152,13 +152,7 @@ fn bench(c: &mut Criterion) {
         ("node", "node", hooks.join("hook.js")),
     ];
     // The bench profile's binary, and the installed (`dist`) one when it is named.
-    let mut binaries = vec![("", PathBuf::from(env!("CARGO_BIN_EXE_palisade")))];
-    if let Some(dist) = std::env::var_os("PALISADE_BENCH_DIST_BIN") {
-        let dist =
-            std::fs::canonicalize(Path::new(env!("CARGO_MANIFEST_DIR")).join("..").join(&dist))
-                .unwrap_or_else(|e| panic!("PALISADE_BENCH_DIST_BIN={dist:?}: {e}"));
-        binaries.push((" (dist)", dist));
-    }
+    let binaries = binaries();
     let mut group = c.benchmark_group("bridge");
     group.sample_size(30);
     // The floor: starting and exiting the same binary, no engine, no plugins.

@@ -1,13 +1,16 @@
 //! Cost of one Claude Code hook event through `palisade serve` on loopback, as an http hook
 //! pays it: POST the event, get the answer, over a kept-alive connection; the session's
 //! instances are warm after the first event. Then throughput: 16 clients at once, each with
-//! its own session, and (printed after it) their events per second and the latency
-//! percentiles of single requests. And what an agent pays through `install --serve`: a
-//! `palisade forward` process per event, spawn to exit.
+//! its own session; and (printed after it) the server under load from a client as light as
+//! `wrk`: its events per second and the latency percentiles of single requests. And what an
+//! agent pays through `install --serve`: a `palisade forward` process per event, spawn to
+//! exit.
 //!
 //! The plugin sets are the bridge bench's (`support/plugin_sets.rs`), so the two compare.
 //!
-//! Run: `cargo bench -p palisade-cli --bench serve`.
+//! Run: `cargo bench -p palisade-cli --bench serve`; with
+//! `PALISADE_BENCH_DIST_BIN=target/dist/palisade` (built with `cargo build --profile dist -p
+//! palisade-cli --bin palisade`), the load is measured on the installed binary's server too.
 
 #[path = "support/plugin_sets.rs"]
 mod plugin_sets;
@@ -16,7 +19,7 @@ mod plugin_sets;
 mod server;
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
-use plugin_sets::{EVENT, event_in_session, plugin_sets};
+use plugin_sets::{EVENT, binaries, event_in_session, plugin_sets};
 
 /// A server of `plugins`, and its endpoint.
 struct Served {
@@ -24,8 +27,10 @@ struct Served {
     url: String,
 }
 
-fn serve(plugins: &std::path::Path, cache: &std::path::Path) -> Served {
-    let server = server::Server::start(
+/// `binary`'s `palisade serve` of `plugins`.
+fn serve(binary: &std::path::Path, plugins: &std::path::Path, cache: &std::path::Path) -> Served {
+    let server = server::Server::start_binary(
+        binary,
         plugins,
         &["--max-concurrency", "64"],
         &[("PALISADE_CACHE_DIR", cache.to_str().unwrap())],
@@ -68,8 +73,9 @@ fn bench(c: &mut Criterion) {
     let sets = plugin_sets(dir.path());
     let runtime = tokio::runtime::Runtime::new().unwrap();
     let mut group = c.benchmark_group("serve");
+    let binaries = binaries();
     for (name, plugins) in &sets {
-        let served = serve(plugins, &cache);
+        let served = serve(&binaries[0].1, plugins, &cache);
         let client = served.client();
         // The plugins really run: a deny comes back.
         let denied = runtime.block_on(post(
@@ -119,55 +125,152 @@ fn bench(c: &mut Criterion) {
                 }
             })
         });
-        report_latency(&runtime, &served, &clients, name);
+        report_load(&served, name);
+        // The installed binary's server too, when it is named.
+        for (suffix, binary) in &binaries[1..] {
+            report_load(&serve(binary, plugins, &cache), &format!("{name}{suffix}"));
+        }
     }
     group.finish();
 }
 
-/// The 16 clients again, each sending `LATENCY_REQUESTS` events in a row: events per second
-/// and the latency percentiles of single requests, which criterion's mean of a batch of 16
-/// does not show. Printed, not asserted (a bench, not a test).
-fn report_latency(
-    runtime: &tokio::runtime::Runtime,
-    served: &Served,
-    clients: &[(reqwest::Client, String)],
-    name: &str,
-) {
-    const LATENCY_REQUESTS: usize = 500;
-    let started = std::time::Instant::now();
-    let mut latencies: Vec<std::time::Duration> = runtime.block_on(async {
-        let tasks: Vec<_> = clients
-            .iter()
-            .map(|(client, event)| {
-                let (client, url, event) = (client.clone(), served.url.clone(), event.clone());
-                tokio::spawn(async move {
-                    let mut took = Vec::with_capacity(LATENCY_REQUESTS);
-                    for _ in 0..LATENCY_REQUESTS {
-                        let sent = std::time::Instant::now();
-                        post(client.clone(), url.clone(), event.clone()).await;
-                        took.push(sent.elapsed());
-                    }
-                    took
-                })
+/// How long the load of [`report_load`] runs, after its warm-up.
+const LOAD_FOR: std::time::Duration = std::time::Duration::from_secs(5);
+/// Connections of [`report_load`], each its own agent session, and the threads they share.
+const LOAD_CONNECTIONS: usize = 16;
+const LOAD_THREADS: usize = 2;
+
+/// The server's own throughput and latency under load: `LOAD_CONNECTIONS` kept-alive
+/// connections, each its own agent session, each sending the event again as soon as the
+/// answer is in, for [`LOAD_FOR`]. The client is as light as `wrk -t2 -c16` (two threads, a
+/// request's bytes written once and sent as they are, an answer read as far as its
+/// `Content-Length`), because it runs on the server's two cores: the reqwest clients above
+/// cost more than the server they measure. Printed, not asserted (a bench, not a test).
+fn report_load(served: &Served, name: &str) {
+    let requests: Vec<Vec<u8>> = (0..LOAD_CONNECTIONS)
+        .map(|i| {
+            let body = event_in_session(i);
+            format!(
+                "POST /claude-code HTTP/1.1\r\nhost: {}\r\nauthorization: Bearer {}\r\n\
+                 content-type: application/json\r\ncontent-length: {}\r\n\r\n{body}",
+                served.server.address,
+                served.server.token,
+                body.len()
+            )
+            .into_bytes()
+        })
+        .collect();
+    let address = served.server.address;
+    // A second of warm-up (every session's instances made), then the measured run.
+    for measured in [false, true] {
+        let run_for = if measured {
+            LOAD_FOR
+        } else {
+            std::time::Duration::from_secs(1)
+        };
+        let started = std::time::Instant::now();
+        let threads: Vec<_> = (0..LOAD_THREADS)
+            .map(|t| {
+                let mine: Vec<Vec<u8>> = requests
+                    .iter()
+                    .skip(t)
+                    .step_by(LOAD_THREADS)
+                    .cloned()
+                    .collect();
+                std::thread::spawn(move || load_thread(address, mine, started + run_for))
             })
+            .collect();
+        let mut latencies: Vec<std::time::Duration> = Vec::new();
+        for thread in threads {
+            latencies.extend(thread.join().unwrap());
+        }
+        let elapsed = started.elapsed();
+        if !measured {
+            continue;
+        }
+        latencies.sort();
+        let at = |q: f64| latencies[((latencies.len() - 1) as f64 * q) as usize];
+        println!(
+            "serve/{LOAD_CONNECTIONS} connections for {} s (a wrk-like client), {name}: {:.0} \
+             events/s, latency p50 {:.2} ms, p90 {:.2} ms, p99 {:.2} ms, max {:.2} ms",
+            LOAD_FOR.as_secs(),
+            latencies.len() as f64 / elapsed.as_secs_f64(),
+            at(0.50).as_secs_f64() * 1e3,
+            at(0.90).as_secs_f64() * 1e3,
+            at(0.99).as_secs_f64() * 1e3,
+            at(1.0).as_secs_f64() * 1e3,
+        );
+    }
+}
+
+/// One load thread: a connection per request in `requests`, each sending its request again
+/// as soon as the answer is in, until `until`. Returns every request's latency.
+fn load_thread(
+    address: std::net::SocketAddr,
+    requests: Vec<Vec<u8>>,
+    until: std::time::Instant,
+) -> Vec<std::time::Duration> {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    runtime.block_on(async move {
+        let tasks: Vec<_> = requests
+            .into_iter()
+            .map(|request| tokio::spawn(connection(address, request, until)))
             .collect();
         let mut all = Vec::new();
         for task in tasks {
             all.extend(task.await.unwrap());
         }
         all
-    });
-    let elapsed = started.elapsed();
-    latencies.sort();
-    let at = |q: f64| latencies[((latencies.len() - 1) as f64 * q) as usize];
-    println!(
-        "serve/16 clients x {LATENCY_REQUESTS} events, {name}: {:.0} events/s, latency p50 \
-         {:.2} ms, p99 {:.2} ms, max {:.2} ms",
-        latencies.len() as f64 / elapsed.as_secs_f64(),
-        at(0.50).as_secs_f64() * 1e3,
-        at(0.99).as_secs_f64() * 1e3,
-        at(1.0).as_secs_f64() * 1e3,
-    );
+    })
+}
+
+/// One kept-alive connection sending `request` again and again until `until`.
+async fn connection(
+    address: std::net::SocketAddr,
+    request: Vec<u8>,
+    until: std::time::Instant,
+) -> Vec<std::time::Duration> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut stream = tokio::net::TcpStream::connect(address).await.unwrap();
+    stream.set_nodelay(true).unwrap();
+    let mut buffer = Vec::with_capacity(4096);
+    let mut took = Vec::new();
+    while std::time::Instant::now() < until {
+        let sent = std::time::Instant::now();
+        stream.write_all(&request).await.unwrap();
+        buffer.clear();
+        // The head, then the body to its length.
+        let (head_end, length) = loop {
+            let mut chunk = [0u8; 4096];
+            let n = stream.read(&mut chunk).await.unwrap();
+            assert!(n > 0, "the server closed the connection");
+            buffer.extend_from_slice(&chunk[..n]);
+            if let Some(at) = buffer.windows(4).position(|w| w == b"\r\n\r\n") {
+                let head = std::str::from_utf8(&buffer[..at]).unwrap();
+                assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+                let length = head
+                    .lines()
+                    .find_map(|line| {
+                        let (name, value) = line.split_once(':')?;
+                        name.eq_ignore_ascii_case("content-length")
+                            .then(|| value.trim().parse::<usize>().unwrap())
+                    })
+                    .expect("an answer with a Content-Length");
+                break (at + 4, length);
+            }
+        };
+        while buffer.len() < head_end + length {
+            let mut chunk = [0u8; 4096];
+            let n = stream.read(&mut chunk).await.unwrap();
+            assert!(n > 0, "the server closed the connection mid-answer");
+            buffer.extend_from_slice(&chunk[..n]);
+        }
+        took.push(sent.elapsed());
+    }
+    took
 }
 
 criterion_group!(benches, bench);

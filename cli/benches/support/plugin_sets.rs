@@ -4,6 +4,10 @@
 //!   timeout), of which the two guards and the audit log run at `PreToolUse`;
 //! - `five-guards`: shell-guard, secret-guard and three more `pre-tool` guards (the scripted
 //!   test guest, allowing): all five run.
+//!
+//! And the binaries they measure: the bench profile's, and the installed one (the `dist`
+//! profile, with whole-program LTO) when it is named: build it, then run the bench with
+//! `PALISADE_BENCH_DIST_BIN=target/dist/palisade` (a path from the workspace root).
 
 use std::path::{Path, PathBuf};
 
@@ -40,4 +44,17 @@ pub fn plugin_sets(dir: &Path) -> [(&'static str, PathBuf); 2] {
         assert_eq!(std::fs::read_dir(set).unwrap().count(), 5);
     }
     [("examples", examples), ("five-guards", guards)]
+}
+
+/// The binaries to measure, each with the suffix its figures are printed with: the bench
+/// profile's `palisade`, and the one `PALISADE_BENCH_DIST_BIN` names, if any.
+pub fn binaries() -> Vec<(&'static str, PathBuf)> {
+    let mut binaries = vec![("", PathBuf::from(env!("CARGO_BIN_EXE_palisade")))];
+    if let Some(dist) = std::env::var_os("PALISADE_BENCH_DIST_BIN") {
+        let dist =
+            std::fs::canonicalize(Path::new(env!("CARGO_MANIFEST_DIR")).join("..").join(&dist))
+                .unwrap_or_else(|e| panic!("PALISADE_BENCH_DIST_BIN={dist:?}: {e}"));
+        binaries.push((" (dist)", dist));
+    }
+    binaries
 }

@@ -30,8 +30,30 @@ impl Server {
             .unwrap_or_else(|said| panic!("palisade serve did not start:\n{said}"))
     }
 
+    /// As [`Server::start`], with the `palisade` at `binary` (a bench measuring another build).
+    pub fn start_binary(
+        binary: &Path,
+        plugins: &Path,
+        args: &[&str],
+        envs: &[(&str, &str)],
+    ) -> Server {
+        Server::try_start_binary(binary, plugins, "127.0.0.1:0", args, envs)
+            .unwrap_or_else(|said| panic!("palisade serve did not start:\n{said}"))
+    }
+
     /// As [`Server::start`] on `listen`; `Err` with what it printed when it exits instead.
     pub fn try_start(
+        plugins: &Path,
+        listen: &str,
+        args: &[&str],
+        envs: &[(&str, &str)],
+    ) -> Result<Server, String> {
+        let binary = Path::new(env!("CARGO_BIN_EXE_palisade"));
+        Server::try_start_binary(binary, plugins, listen, args, envs)
+    }
+
+    fn try_start_binary(
+        binary: &Path,
         plugins: &Path,
         listen: &str,
         args: &[&str],
@@ -42,7 +64,7 @@ impl Server {
             Some(i) => std::path::PathBuf::from(args[i + 1]),
             None => token_dir.path().join("serve-token"),
         };
-        let mut command = Command::new(env!("CARGO_BIN_EXE_palisade"));
+        let mut command = Command::new(binary);
         command
             .arg("serve")
             .arg("--plugins")
