@@ -9,7 +9,7 @@
 use palisade_sdk::{Config, Deny, Plugin, PreTool, PreToolDecision, ToolCall, export};
 use std::borrow::Cow;
 
-/// `[Glob]`s of the patterns, made when the plugin is compiled: a fresh instance (a bridged
+/// The [`Glob`]s of the patterns, made when the plugin is compiled: a fresh instance (a bridged
 /// hook event makes one per event) neither allocates nor scans them.
 macro_rules! globs {
     ($($pattern:literal),* $(,)?) => {
