@@ -162,45 +162,47 @@ fn report_load(served: &Served, name: &str) {
         .collect();
     let address = served.server.address;
     // A second of warm-up (every session's instances made), then the measured run.
-    for measured in [false, true] {
-        let run_for = if measured {
-            LOAD_FOR
-        } else {
-            std::time::Duration::from_secs(1)
-        };
-        let started = std::time::Instant::now();
-        let threads: Vec<_> = (0..LOAD_THREADS)
-            .map(|t| {
-                let mine: Vec<Vec<u8>> = requests
-                    .iter()
-                    .skip(t)
-                    .step_by(LOAD_THREADS)
-                    .cloned()
-                    .collect();
-                std::thread::spawn(move || load_thread(address, mine, started + run_for))
-            })
-            .collect();
-        let mut latencies: Vec<std::time::Duration> = Vec::new();
-        for thread in threads {
-            latencies.extend(thread.join().unwrap());
-        }
-        let elapsed = started.elapsed();
-        if !measured {
-            continue;
-        }
-        latencies.sort();
-        let at = |q: f64| latencies[((latencies.len() - 1) as f64 * q) as usize];
-        println!(
-            "serve/{LOAD_CONNECTIONS} connections for {} s (a wrk-like client), {name}: {:.0} \
-             events/s, latency p50 {:.2} ms, p90 {:.2} ms, p99 {:.2} ms, max {:.2} ms",
-            LOAD_FOR.as_secs(),
-            latencies.len() as f64 / elapsed.as_secs_f64(),
-            at(0.50).as_secs_f64() * 1e3,
-            at(0.90).as_secs_f64() * 1e3,
-            at(0.99).as_secs_f64() * 1e3,
-            at(1.0).as_secs_f64() * 1e3,
-        );
-    }
+    load(address, &requests, std::time::Duration::from_secs(1));
+    let started = std::time::Instant::now();
+    let mut latencies = load(address, &requests, LOAD_FOR);
+    let elapsed = started.elapsed();
+    latencies.sort();
+    let at = |q: f64| latencies[((latencies.len() - 1) as f64 * q) as usize];
+    println!(
+        "serve/{LOAD_CONNECTIONS} connections for {} s (a wrk-like client), {name}: {:.0} \
+         events/s, latency p50 {:.2} ms, p90 {:.2} ms, p99 {:.2} ms, max {:.2} ms",
+        LOAD_FOR.as_secs(),
+        latencies.len() as f64 / elapsed.as_secs_f64(),
+        at(0.50).as_secs_f64() * 1e3,
+        at(0.90).as_secs_f64() * 1e3,
+        at(0.99).as_secs_f64() * 1e3,
+        at(1.0).as_secs_f64() * 1e3,
+    );
+}
+
+/// Sends each of `requests` on a connection of its own, again and again for `run_for`, the
+/// connections shared among [`LOAD_THREADS`] threads. Returns every request's latency.
+fn load(
+    address: std::net::SocketAddr,
+    requests: &[Vec<u8>],
+    run_for: std::time::Duration,
+) -> Vec<std::time::Duration> {
+    let until = std::time::Instant::now() + run_for;
+    let threads: Vec<_> = (0..LOAD_THREADS)
+        .map(|t| {
+            let mine: Vec<Vec<u8>> = requests
+                .iter()
+                .skip(t)
+                .step_by(LOAD_THREADS)
+                .cloned()
+                .collect();
+            std::thread::spawn(move || load_thread(address, mine, until))
+        })
+        .collect();
+    threads
+        .into_iter()
+        .flat_map(|thread| thread.join().unwrap())
+        .collect()
 }
 
 /// One load thread: a connection per request in `requests`, each sending its request again
@@ -233,7 +235,7 @@ async fn connection(
     request: Vec<u8>,
     until: std::time::Instant,
 ) -> Vec<std::time::Duration> {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    use tokio::io::AsyncWriteExt;
     let mut stream = tokio::net::TcpStream::connect(address).await.unwrap();
     stream.set_nodelay(true).unwrap();
     let mut buffer = Vec::with_capacity(4096);
@@ -243,34 +245,40 @@ async fn connection(
         stream.write_all(&request).await.unwrap();
         buffer.clear();
         // The head, then the body to its length.
-        let (head_end, length) = loop {
-            let mut chunk = [0u8; 4096];
-            let n = stream.read(&mut chunk).await.unwrap();
-            assert!(n > 0, "the server closed the connection");
-            buffer.extend_from_slice(&chunk[..n]);
+        let whole = loop {
             if let Some(at) = buffer.windows(4).position(|w| w == b"\r\n\r\n") {
-                let head = std::str::from_utf8(&buffer[..at]).unwrap();
-                assert!(head.starts_with("HTTP/1.1 200"), "{head}");
-                let length = head
-                    .lines()
-                    .find_map(|line| {
-                        let (name, value) = line.split_once(':')?;
-                        name.eq_ignore_ascii_case("content-length")
-                            .then(|| value.trim().parse::<usize>().unwrap())
-                    })
-                    .expect("an answer with a Content-Length");
-                break (at + 4, length);
+                break at + 4 + content_length(&buffer[..at]);
             }
+            read_more(&mut stream, &mut buffer).await;
         };
-        while buffer.len() < head_end + length {
-            let mut chunk = [0u8; 4096];
-            let n = stream.read(&mut chunk).await.unwrap();
-            assert!(n > 0, "the server closed the connection mid-answer");
-            buffer.extend_from_slice(&chunk[..n]);
+        while buffer.len() < whole {
+            read_more(&mut stream, &mut buffer).await;
         }
         took.push(sent.elapsed());
     }
     took
+}
+
+/// The `Content-Length` of a `200` answer's `head`.
+fn content_length(head: &[u8]) -> usize {
+    let head = std::str::from_utf8(head).unwrap();
+    assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+    head.lines()
+        .find_map(|line| {
+            let (name, value) = line.split_once(':')?;
+            name.eq_ignore_ascii_case("content-length")
+                .then(|| value.trim().parse().unwrap())
+        })
+        .expect("an answer with a Content-Length")
+}
+
+/// Appends what the server sent next to `buffer`.
+async fn read_more(stream: &mut tokio::net::TcpStream, buffer: &mut Vec<u8>) {
+    use tokio::io::AsyncReadExt;
+    let mut chunk = [0u8; 4096];
+    let n = stream.read(&mut chunk).await.unwrap();
+    assert!(n > 0, "the server closed the connection");
+    buffer.extend_from_slice(&chunk[..n]);
 }
 
 criterion_group!(benches, bench);
