@@ -7,7 +7,6 @@ use crate::manifest::{HookSpec, Manifest};
 use crate::point::{Interface, Point};
 use crate::runtime::sandbox::PluginEnv;
 use crate::runtime::{Runtime, Wasm};
-use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::AtomicUsize;
@@ -30,10 +29,21 @@ pub(crate) struct PluginsInner {
     pub host: Host,
     pub plugins: Vec<Plugin>,
     /// Per point, its hooks in dispatch order.
-    pub by_point: HashMap<Point, Vec<HookRef>>,
+    pub by_point: ByPoint,
     pub skipped: Vec<Skipped>,
     /// Sessions alive (see [`Plugins::live_sessions`]).
     pub live_sessions: AtomicUsize,
+}
+
+/// Per point, its hooks in dispatch order: a list per point, found by the point's index
+/// (every dispatch looks its point up: no hashing).
+pub(crate) struct ByPoint([Vec<HookRef>; Point::ALL.len()]);
+
+impl ByPoint {
+    /// The hooks of `point`, in dispatch order.
+    pub fn get(&self, point: Point) -> &[HookRef] {
+        &self.0[point.index()]
+    }
 }
 
 /// One hook, resolved: its plugin and its spec, with its id precomputed.
@@ -142,31 +152,26 @@ impl Plugin {
 
 impl Plugins {
     pub(crate) fn new(host: Host, plugins: Vec<Plugin>, skipped: Vec<Skipped>) -> Plugins {
-        let mut by_point: HashMap<Point, Vec<(i32, usize, usize)>> = HashMap::new();
+        let mut by_point: [Vec<(i32, usize, usize)>; Point::ALL.len()] = Default::default();
         for (p, plugin) in plugins.iter().enumerate() {
             for (h, hook) in plugin.manifest.hooks.iter().enumerate() {
-                by_point
-                    .entry(hook.point)
-                    .or_default()
-                    .push((hook.priority, p, h));
+                by_point[hook.point.index()].push((hook.priority, p, h));
             }
         }
-        let by_point = by_point
-            .into_iter()
-            .map(|(point, mut hooks)| {
-                // Ascending priority, then registration order (plugin name, manifest order).
-                hooks.sort();
-                let refs = hooks
-                    .into_iter()
-                    .map(|(_, plugin, hook)| HookRef {
-                        plugin,
-                        hook,
-                        id: format!("{}/{}", plugins[plugin].name(), point).into(),
-                    })
-                    .collect();
-                (point, refs)
-            })
-            .collect();
+        let by_point = ByPoint(std::array::from_fn(|i| {
+            let point = Point::ALL[i];
+            let mut hooks = std::mem::take(&mut by_point[i]);
+            // Ascending priority, then registration order (plugin name, manifest order).
+            hooks.sort();
+            hooks
+                .into_iter()
+                .map(|(_, plugin, hook)| HookRef {
+                    plugin,
+                    hook,
+                    id: format!("{}/{}", plugins[plugin].name(), point).into(),
+                })
+                .collect()
+        }));
         Plugins {
             inner: Arc::new(PluginsInner {
                 host,
@@ -192,14 +197,9 @@ impl Plugins {
 
     /// The hooks of `point` in dispatch order, with their plugin's name.
     pub fn hooks(&self, point: Point) -> impl Iterator<Item = (&str, &HookSpec)> {
-        self.inner
-            .by_point
-            .get(&point)
-            .into_iter()
-            .flatten()
-            .map(|r| {
-                let plugin = &self.inner.plugins[r.plugin];
-                (plugin.name(), &plugin.manifest.hooks[r.hook])
-            })
+        self.inner.by_point.get(point).iter().map(|r| {
+            let plugin = &self.inner.plugins[r.plugin];
+            (plugin.name(), &plugin.manifest.hooks[r.hook])
+        })
     }
 }

@@ -70,6 +70,11 @@ impl Point {
         Point::SessionEnded,
     ];
 
+    /// The point's place in [`Point::ALL`].
+    pub(crate) const fn index(self) -> usize {
+        self as usize
+    }
+
     /// The point's name, as written in manifests (`pre-tool`).
     pub fn as_str(self) -> &'static str {
         match self {
@@ -340,6 +345,19 @@ impl InstanceLifetime {
         match self {
             InstanceLifetime::PerCall => "per-call",
             InstanceLifetime::PerSession => "per-session",
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Point;
+
+    /// The hooks of a point are found by its index ([`Point::index`]).
+    #[test]
+    fn a_points_index_is_its_place_in_all() {
+        for (i, point) in Point::ALL.into_iter().enumerate() {
+            assert_eq!(point.index(), i, "{point}");
         }
     }
 }

@@ -300,9 +300,8 @@ impl Session {
         let plugins = &self.shared.plugins;
         plugins
             .by_point
-            .get(&point)
-            .into_iter()
-            .flatten()
+            .get(point)
+            .iter()
             .map(|hook| (hook, plugins.spec(hook)))
             .filter(move |(_, spec)| tool.is_none_or(|t| spec.matches_tool(t)))
     }
