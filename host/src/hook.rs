@@ -16,7 +16,6 @@ use crate::types::{
     ToolOutcome,
 };
 use serde_json::Value;
-use std::any::Any;
 use std::future::Future;
 use std::ops::Deref;
 use std::pin::Pin;
@@ -30,15 +29,30 @@ pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 pub(crate) type NextLayer =
     Arc<dyn Fn(Option<u32>) -> BoxFuture<'static, ToolOutcome> + Send + Sync>;
 
-/// A payload handed to every hook of one dispatch. A runtime that needs the payload in a form
-/// of its own (the wasm runtime's WIT value) makes it once per dispatch, however many hooks
-/// it is handed to.
-pub(crate) struct Shared<T> {
-    value: T,
-    projection: OnceLock<Box<dyn Any + Send + Sync>>,
+/// A payload's form for the runtime that needs one of its own (the wasm runtime's WIT value,
+/// `runtime::convert`): made once per dispatch, however many hooks it is handed to.
+pub(crate) trait Project {
+    /// The payload as that runtime takes it.
+    type Projection: Send + Sync;
+    /// Makes it.
+    fn project(&self) -> Self::Projection;
 }
 
-impl<T> Shared<T> {
+impl<T: Project> Project for &T {
+    type Projection = T::Projection;
+    fn project(&self) -> T::Projection {
+        (**self).project()
+    }
+}
+
+/// A payload handed to every hook of one dispatch, with its projection ([`Project`]) once a
+/// hook needs it.
+pub(crate) struct Shared<T: Project> {
+    value: T,
+    projection: OnceLock<T::Projection>,
+}
+
+impl<T: Project> Shared<T> {
     pub fn new(value: T) -> Arc<Shared<T>> {
         Arc::new(Shared::of(value))
     }
@@ -50,17 +64,13 @@ impl<T> Shared<T> {
         }
     }
 
-    /// The payload as `make` projects it, made at the first call. One runtime projects a
-    /// payload (only the wasm runtime does), so the projection's type is always `P`.
-    pub fn projected<P: Any + Send + Sync>(&self, make: impl FnOnce(&T) -> P) -> &P {
-        self.projection
-            .get_or_init(|| Box::new(make(&self.value)))
-            .downcast_ref()
-            .expect("a payload is projected by one runtime, to one type")
+    /// The payload as [`Project`] makes it, made at the first call.
+    pub fn projected(&self) -> &T::Projection {
+        self.projection.get_or_init(|| self.value.project())
     }
 }
 
-impl<T> Deref for Shared<T> {
+impl<T: Project> Deref for Shared<T> {
     type Target = T;
 
     fn deref(&self) -> &T {
@@ -70,19 +80,19 @@ impl<T> Deref for Shared<T> {
 
 /// A tool call as a dispatch hands it to its hooks: the caller's own (borrowed for the
 /// dispatch, as `pre-tool` and `tool-guard` take it: no copy on the hot path) or shared.
-pub(crate) enum Payload<'a, T> {
+pub(crate) enum Payload<'a, T: Project> {
     Borrowed(&'a Lent<'a, T>),
     Owned(Arc<Shared<T>>),
 }
 
 /// A caller's value lent to one dispatch ([`Payload::Borrowed`]). The first background hook
 /// that needs a copy of its own makes it; the others share that copy.
-pub(crate) struct Lent<'a, T> {
+pub(crate) struct Lent<'a, T: Project> {
     shared: Shared<&'a T>,
     copy: OnceLock<Arc<Shared<T>>>,
 }
 
-impl<'a, T> Lent<'a, T> {
+impl<'a, T: Project> Lent<'a, T> {
     pub fn new(value: &'a T) -> Self {
         Lent {
             shared: Shared::of(value),
@@ -91,17 +101,17 @@ impl<'a, T> Lent<'a, T> {
     }
 }
 
-impl<'a, T> Payload<'a, T> {
-    /// The payload as `make` projects it (see [`Shared::projected`]).
-    pub fn projected<P: Any + Send + Sync>(&self, make: impl FnOnce(&T) -> P) -> &P {
+impl<T: Project> Payload<'_, T> {
+    /// The payload as [`Project`] makes it (see [`Shared::projected`]).
+    pub fn projected(&self) -> &T::Projection {
         match self {
-            Payload::Borrowed(lent) => lent.shared.projected(|value| make(value)),
-            Payload::Owned(shared) => shared.projected(make),
+            Payload::Borrowed(lent) => lent.shared.projected(),
+            Payload::Owned(shared) => shared.projected(),
         }
     }
 }
 
-impl<T: Clone> Payload<'_, T> {
+impl<T: Project + Clone> Payload<'_, T> {
     /// The payload as a task that outlives the dispatch (a background hook) takes it: a
     /// borrowed one is copied, once per dispatch.
     pub fn to_owned(&self) -> Payload<'static, T> {
@@ -116,7 +126,7 @@ impl<T: Clone> Payload<'_, T> {
     }
 }
 
-impl<T> Clone for Payload<'_, T> {
+impl<T: Project> Clone for Payload<'_, T> {
     fn clone(&self) -> Self {
         match self {
             Payload::Borrowed(lent) => Payload::Borrowed(lent),
@@ -125,7 +135,7 @@ impl<T> Clone for Payload<'_, T> {
     }
 }
 
-impl<T> Deref for Payload<'_, T> {
+impl<T: Project> Deref for Payload<'_, T> {
     type Target = T;
 
     fn deref(&self) -> &T {
@@ -136,7 +146,7 @@ impl<T> Deref for Payload<'_, T> {
     }
 }
 
-impl<T> From<Arc<Shared<T>>> for Payload<'static, T> {
+impl<T: Project> From<Arc<Shared<T>>> for Payload<'static, T> {
     fn from(shared: Arc<Shared<T>>) -> Self {
         Payload::Owned(shared)
     }

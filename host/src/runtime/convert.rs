@@ -1,7 +1,8 @@
 //! Conversions between the host's types and the WIT types at the component boundary: a
-//! request's payload to WIT (made once per dispatch, see [`crate::hook::Shared`]), a
-//! component's answer back to [`crate::hook::Answer`].
+//! request's payload to WIT (made once per dispatch: [`Project`], see [`crate::hook::Shared`]),
+//! a component's answer back to [`crate::hook::Answer`].
 
+use crate::hook::Project;
 use crate::runtime::sandbox::wit;
 use crate::types::{
     CommittedFact, ContentBlock, LlmResponse, Message, Observation, PreStep, Provenance, Role,
@@ -16,7 +17,27 @@ fn json_text(value: &Value) -> String {
     serde_json::to_string(value).unwrap_or_default()
 }
 
-pub(crate) fn to_wit_call(call: &ToolCall) -> wit::ToolCall {
+/// Each payload's WIT value, as the wasm runtime hands it to a component.
+macro_rules! projections {
+    ($($payload:ty => $wit:ty: $convert:ident;)*) => {
+        $(impl Project for $payload {
+            type Projection = $wit;
+            fn project(&self) -> $wit {
+                $convert(self)
+            }
+        })*
+    };
+}
+
+projections! {
+    ToolCall => wit::ToolCall: to_wit_call;
+    ToolOutcome => wit::ToolOutcome: to_wit_outcome;
+    PreStep => wit::PreStep: to_wit_step;
+    StopEvent => wit::StopEvent: to_wit_stop;
+    Observation => wit::Observation: to_wit_observation;
+}
+
+fn to_wit_call(call: &ToolCall) -> wit::ToolCall {
     wit::ToolCall {
         tool_use_id: call.tool_use_id.clone(),
         name: call.name.clone(),
@@ -82,7 +103,7 @@ fn to_wit_message(message: &Message) -> wit::Message {
     }
 }
 
-pub(crate) fn to_wit_step(step: &PreStep) -> wit::PreStep {
+fn to_wit_step(step: &PreStep) -> wit::PreStep {
     wit::PreStep {
         messages: step.messages.iter().map(to_wit_message).collect(),
         turn: step.turn,
@@ -90,7 +111,7 @@ pub(crate) fn to_wit_step(step: &PreStep) -> wit::PreStep {
     }
 }
 
-pub(crate) fn to_wit_stop(event: &StopEvent) -> wit::StopEvent {
+fn to_wit_stop(event: &StopEvent) -> wit::StopEvent {
     wit::StopEvent {
         turn: event.turn,
         step: event.step,
@@ -144,7 +165,7 @@ fn to_wit_response(response: &LlmResponse) -> wit::LlmResponse {
     }
 }
 
-pub(crate) fn to_wit_observation(observation: &Observation) -> wit::Observation {
+fn to_wit_observation(observation: &Observation) -> wit::Observation {
     wit::Observation {
         interaction_id: observation.interaction_id.clone(),
         turn: observation.turn,

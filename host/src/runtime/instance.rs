@@ -1,10 +1,7 @@
 //! Running one hook: instantiate (or reuse) its plugin's instance, arm its limits, call the
 //! export of its point, and turn whatever went wrong into a typed [`Failure`].
 
-use super::convert::{
-    from_wit, to_wit_call, to_wit_observation, to_wit_outcome, to_wit_source, to_wit_step,
-    to_wit_stop,
-};
+use super::convert::{from_wit, to_wit_source};
 use super::sandbox::bindings::exports::palisade::hooks as ex;
 use super::sandbox::{CallContext, MAX_LOG_LINES_PER_CALL, MAX_STATE_CALLS_PER_CALL, State, wit};
 use super::{Cost, Wasm};
@@ -206,46 +203,46 @@ impl Instance {
             ),
             Request::PromptSubmit(step) => call!(
                 prompt_submit,
-                call_on_prompt_submit / func_on_prompt_submit(step.projected(to_wit_step)) => |d| Answer::PromptSubmit(from_wit::step_decision(d))
+                call_on_prompt_submit / func_on_prompt_submit(step.projected()) => |d| Answer::PromptSubmit(from_wit::step_decision(d))
             ),
             Request::PreTool(call) => call!(
                 pre_tool,
-                call_on_pre_tool / func_on_pre_tool(call.projected(to_wit_call)) => |d| Answer::PreTool(from_wit::pre_tool(d))
+                call_on_pre_tool / func_on_pre_tool(call.projected()) => |d| Answer::PreTool(from_wit::pre_tool(d))
             ),
             Request::ToolGuard(call) => call!(
                 tool_guard,
-                call_on_tool_guard / func_on_tool_guard(call.projected(to_wit_call)) => |d| Answer::ToolGuard(from_wit::guard(d))
+                call_on_tool_guard / func_on_tool_guard(call.projected()) => |d| Answer::ToolGuard(from_wit::guard(d))
             ),
             Request::PostTool(call, outcome) => {
-                let outcome = outcome.projected(to_wit_outcome);
+                let outcome = outcome.projected();
                 // A hook may hand back as much as it was given: a redaction returns content
                 // the size of the tool's.
                 given = outcome_bytes(outcome);
                 call!(
                     post_tool,
-                    call_on_post_tool / func_on_post_tool(call.projected(to_wit_call), outcome) => |d| Answer::PostTool(from_wit::post_tool(d))
+                    call_on_post_tool / func_on_post_tool(call.projected(), outcome) => |d| Answer::PostTool(from_wit::post_tool(d))
                 )
             }
             Request::ToolResult(call, outcome) => call!(
                 tool_result,
                 call_on_tool_result / func_on_tool_result(
-                    call.projected(to_wit_call),
-                    outcome.projected(to_wit_outcome)
+                    call.projected(),
+                    outcome.projected()
                 ) => |()| Answer::Observed
             ),
             Request::TurnStopping(event) => call!(
                 turn_stopping,
-                call_on_turn_stopping / func_on_turn_stopping(event.projected(to_wit_stop)) => Answer::TurnStopping
+                call_on_turn_stopping / func_on_turn_stopping(event.projected()) => Answer::TurnStopping
             ),
             Request::Committed(observation) => call!(
                 committed,
-                call_on_committed / func_on_committed(observation.projected(to_wit_observation)) => |()| Answer::Observed
+                call_on_committed / func_on_committed(observation.projected()) => |()| Answer::Observed
             ),
             Request::ToolExecute(call, next) => {
                 store.data_mut().next = Some(next.clone());
                 let result = call!(
                     tool_execute,
-                    call_on_tool_execute / func_on_tool_execute(call.projected(to_wit_call)) => |o| Answer::ToolExecute(from_wit::outcome(o))
+                    call_on_tool_execute / func_on_tool_execute(call.projected()) => |o| Answer::ToolExecute(from_wit::outcome(o))
                 );
                 store.data_mut().next = None;
                 // A wrapper may pass on what `next()` returned.
