@@ -8,8 +8,10 @@
 use palisade_sdk::{Config, Plugin, PreTool, PreToolDecision, ToolCall, export, log};
 use regex_lite::Regex;
 use serde::Deserialize;
+use serde::de::{self, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use std::borrow::Cow;
 use std::cell::OnceCell;
+use std::fmt;
 
 /// One rule: a regular expression over the whole command, and what to tell the model.
 #[derive(Deserialize)]
@@ -93,9 +95,7 @@ struct Compiled {
 
 impl Compiled {
     fn matches(&self, command: &str) -> bool {
-        self.needles
-            .iter()
-            .all(|needle| command.contains(&**needle))
+        self.needles.iter().all(|needle| contains(command, needle))
             && self.regex().is_some_and(|re| re.is_match(command))
     }
 
@@ -113,6 +113,26 @@ impl Compiled {
             })
             .as_ref()
     }
+}
+
+/// Whether `needle` occurs in `haystack`. A needle of a few bytes (every built-in literal is)
+/// is looked for by a plain scan from each place its first byte is: `str::contains` builds a
+/// two-way searcher for the needle at every call, which cost more than the scan. A longer
+/// one (an operator's pattern may begin with a long text) goes to `str::contains`, whose time
+/// does not grow with the needle's length.
+fn contains(haystack: &str, needle: &str) -> bool {
+    const SHORT: usize = 8;
+    if needle.len() > SHORT {
+        return haystack.contains(needle);
+    }
+    let (haystack, needle) = (haystack.as_bytes(), needle.as_bytes());
+    let Some((&first, rest)) = needle.split_first() else {
+        return true;
+    };
+    haystack
+        .iter()
+        .enumerate()
+        .any(|(i, &byte)| byte == first && haystack[i + 1..].starts_with(rest))
 }
 
 /// The rules in force: the built-in ones not disabled, then the operator's. An operator's
@@ -205,9 +225,24 @@ fn has_top_level_alternative(pattern: &str) -> bool {
 }
 
 /// The shell command of a call: `command` (Claude Code's Bash) or `cmd` (Codex), as a
-/// string or an argv array.
-fn command_of(call: &ToolCall) -> Option<String> {
-    let args = call.args();
+/// string or an argv array (its strings joined by spaces).
+///
+/// Read from the arguments' JSON text in one pass that keeps only those two fields (and
+/// borrows the command from the text unless it has escapes), not parsed whole into a value:
+/// that parse and its copies were most of this plugin's work on a command no rule matches.
+/// Should that pass fail (the text is not a JSON object), the whole text is parsed as a value
+/// and read as before. Both read the same command from the same text (a test checks them on
+/// the odd cases), except where an unrelated field is nested past the parser's depth limit:
+/// the whole parse fails there and saw no command; the pass reads it.
+fn command_of(call: &ToolCall) -> Option<Cow<'_, str>> {
+    match serde_json::from_str::<ShellArgs>(&call.arguments) {
+        Ok(args) => args.command(),
+        Err(_) => command_of_value(&call.args()).map(Cow::Owned),
+    }
+}
+
+/// [`command_of`], from the arguments parsed whole.
+fn command_of_value(args: &serde_json::Value) -> Option<String> {
     let value = args.get("command").or_else(|| args.get("cmd"))?;
     match value {
         serde_json::Value::String(s) => Some(s.clone()),
@@ -219,6 +254,126 @@ fn command_of(call: &ToolCall) -> Option<String> {
                 .join(" "),
         ),
         _ => None,
+    }
+}
+
+/// What this guard reads of a call's arguments: `command` and `cmd`, as they are written.
+#[derive(Default)]
+struct ShellArgs<'a> {
+    command: Option<Field<'a>>,
+    cmd: Option<Field<'a>>,
+}
+
+/// A `command` or `cmd` field: a string, an argv array (of its strings), or anything else.
+enum Field<'a> {
+    Text(Cow<'a, str>),
+    Argv(Vec<Cow<'a, str>>),
+    Other,
+}
+
+impl<'a> ShellArgs<'a> {
+    /// `command` when it is there, whatever its value, else `cmd`: as `Value::get` finds them.
+    fn command(self) -> Option<Cow<'a, str>> {
+        match self.command.or(self.cmd)? {
+            Field::Text(text) => Some(text),
+            Field::Argv(parts) => Some(Cow::Owned(parts.join(" "))),
+            Field::Other => None,
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for ShellArgs<'de> {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct Fields;
+        impl<'de> Visitor<'de> for Fields {
+            type Value = ShellArgs<'de>;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("a JSON object")
+            }
+            fn visit_map<M: MapAccess<'de>>(self, mut map: M) -> Result<ShellArgs<'de>, M::Error> {
+                let mut args = ShellArgs::default();
+                // A key written twice counts with its last value, as in a parsed `Value`.
+                while let Some(key) = map.next_key::<Key>()? {
+                    match key {
+                        Key::Command => args.command = Some(map.next_value()?),
+                        Key::Cmd => args.cmd = Some(map.next_value()?),
+                        Key::Other => {
+                            map.next_value::<IgnoredAny>()?;
+                        }
+                    }
+                }
+                Ok(args)
+            }
+        }
+        deserializer.deserialize_map(Fields)
+    }
+}
+
+/// A key of the arguments, told apart without copying it.
+#[derive(Deserialize)]
+#[serde(field_identifier, rename_all = "lowercase")]
+enum Key {
+    Command,
+    Cmd,
+    #[serde(other)]
+    Other,
+}
+
+impl<'de> Deserialize<'de> for Field<'de> {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct Value;
+        impl<'de> Visitor<'de> for Value {
+            type Value = Field<'de>;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("a JSON value")
+            }
+            fn visit_borrowed_str<E: de::Error>(self, text: &'de str) -> Result<Field<'de>, E> {
+                Ok(Field::Text(Cow::Borrowed(text)))
+            }
+            fn visit_str<E: de::Error>(self, text: &str) -> Result<Field<'de>, E> {
+                Ok(Field::Text(Cow::Owned(text.to_owned())))
+            }
+            fn visit_seq<S: SeqAccess<'de>>(self, mut seq: S) -> Result<Field<'de>, S::Error> {
+                let mut parts = Vec::new();
+                while let Some(part) = seq.next_element::<Part>()? {
+                    parts.extend(part.0);
+                }
+                Ok(Field::Argv(parts))
+            }
+            fn visit_map<M: MapAccess<'de>>(self, map: M) -> Result<Field<'de>, M::Error> {
+                IgnoredAny.visit_map(map)?;
+                Ok(Field::Other)
+            }
+            fn visit_bool<E: de::Error>(self, _: bool) -> Result<Field<'de>, E> {
+                Ok(Field::Other)
+            }
+            fn visit_i64<E: de::Error>(self, _: i64) -> Result<Field<'de>, E> {
+                Ok(Field::Other)
+            }
+            fn visit_u64<E: de::Error>(self, _: u64) -> Result<Field<'de>, E> {
+                Ok(Field::Other)
+            }
+            fn visit_f64<E: de::Error>(self, _: f64) -> Result<Field<'de>, E> {
+                Ok(Field::Other)
+            }
+            fn visit_unit<E: de::Error>(self) -> Result<Field<'de>, E> {
+                Ok(Field::Other)
+            }
+        }
+        deserializer.deserialize_any(Value)
+    }
+}
+
+/// An element of an argv array: its text if it is a string (anything else is skipped, as
+/// `Value::as_str` skips it).
+struct Part<'a>(Option<Cow<'a, str>>);
+
+impl<'de> Deserialize<'de> for Part<'de> {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        Ok(Part(match Field::deserialize(deserializer)? {
+            Field::Text(text) => Some(text),
+            Field::Argv(_) | Field::Other => None,
+        }))
     }
 }
 
@@ -285,6 +440,140 @@ mod tests {
         "./mkfstool --help",
         "",
     ];
+
+    /// The one-pass reading of `command` and `cmd` finds what reading the arguments parsed
+    /// whole finds: duplicate keys (the last counts), a `command` that is there but not text
+    /// (no falling back to `cmd`), argv arrays with other values in them, escapes, texts that
+    /// are not objects or not JSON, an argv nested past the parser's depth limit.
+    #[test]
+    fn the_command_is_read_as_the_parsed_arguments_have_it() {
+        let deep_argv = format!(
+            r#"{{"cmd":["rm -rf /",{}{}]}}"#,
+            "[".repeat(200),
+            "]".repeat(200)
+        );
+        let texts = [
+            r#"{"command":"ls -la"}"#,
+            r#"{"description":"x","command":"rm -rf /","timeout":5}"#,
+            r#"{"command":"echo \"hi\"\nrm -rf /"}"#,
+            r#"{"command":"\u0072m -rf /"}"#,
+            r#"{"cmd":["bash","-lc","rm -rf /"]}"#,
+            r#"{"cmd":["a",1,null,{"b":"c"},["d"],"e"]}"#,
+            r#"{"command":null,"cmd":"rm -rf /"}"#,
+            r#"{"cmd":"rm -rf /","command":"ls"}"#,
+            r#"{"command":"ls","command":"rm -rf /"}"#,
+            r#"{"command":"rm -rf /","command":"ls"}"#,
+            r#"{"cmd":"ls","cmd":["rm","-rf","/"]}"#,
+            r#"{"command":{"nested":"rm -rf /"}}"#,
+            r#"{"command":5}"#,
+            r#"{"command":-1.5e3}"#,
+            r#"{"command":true}"#,
+            r#"{"command":[]}"#,
+            r#"{"Command":"rm -rf /"}"#,
+            r#"{}"#,
+            r#"[]"#,
+            r#"["rm -rf /"]"#,
+            r#""rm -rf /""#,
+            r#"null"#,
+            r#"not json"#,
+            r#""#,
+            r#"{"command":"ls"} trailing"#,
+            r#"{"command":"\ud800"}"#,
+            r#"{"command":"rm -rf /""#,
+            &deep_argv,
+        ];
+        for text in texts {
+            let call = ToolCall {
+                tool_use_id: "t".into(),
+                name: "Bash".into(),
+                arguments: text.into(),
+                provenance: None,
+            };
+            let value = serde_json::from_str(text).unwrap_or(serde_json::Value::Null);
+            assert_eq!(
+                command_of(&call).as_deref(),
+                command_of_value(&value).as_deref(),
+                "{text}"
+            );
+        }
+    }
+
+    /// The scan finds a literal exactly where `str::contains` does: at the start, the end,
+    /// overlapping, in multibyte text, not across a character's bytes, longer needles.
+    #[test]
+    fn the_literal_scan_is_str_contains() {
+        let haystacks = [
+            "",
+            "r",
+            "rm",
+            "xrm",
+            "rrm",
+            "rm -rf /",
+            "a rm",
+            "dd of=/dev/sda",
+            "ofof=/dev/",
+            "git push origin ma",
+            "grün rm ⊂ rm",
+            "⊂⊃",
+            "aaaaaaaaab",
+            "a:b{c|d&e}",
+        ];
+        let needles = [
+            "",
+            "r",
+            "rm",
+            "m",
+            "dd",
+            "of=/dev/",
+            "of=/dev/s",
+            "ma",
+            "⊂",
+            "ü",
+            "\u{83}",
+            "aaaab",
+            "aaaaaaaaab",
+            "aaaaaaaaaab",
+            ":",
+            "{",
+            "|",
+            "&",
+            "}",
+            "git",
+            "push",
+        ];
+        for haystack in haystacks {
+            for needle in needles {
+                assert_eq!(
+                    contains(haystack, needle),
+                    haystack.contains(needle),
+                    "{needle:?} in {haystack:?}"
+                );
+            }
+        }
+    }
+
+    /// Where they differ: an unrelated field nested past the parser's depth limit made the
+    /// whole parse fail, and the guard then saw no command at all (and allowed it); the one
+    /// pass skips that field without a depth limit and reads the command. (Through the host
+    /// this cannot happen: it refuses an event nested that deep before any hook sees it.)
+    #[test]
+    fn an_unrelated_deep_field_does_not_hide_the_command() {
+        let text = format!(
+            r#"{{"a":{}{},"command":"rm -rf /"}}"#,
+            "[".repeat(200),
+            "]".repeat(200)
+        );
+        assert!(serde_json::from_str::<serde_json::Value>(&text).is_err());
+        let call = ToolCall {
+            tool_use_id: "t".into(),
+            name: "Bash".into(),
+            arguments: text,
+            provenance: None,
+        };
+        assert_eq!(command_of(&call).as_deref(), Some("rm -rf /"));
+        let mut guard = ShellGuard { rules: built_ins() };
+        assert!(matches!(guard.on_pre_tool(call), PreToolDecision::Deny(_)));
+    }
 
     fn built_ins() -> Vec<Compiled> {
         let rules: Vec<Compiled> = built_in().collect();
