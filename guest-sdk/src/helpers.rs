@@ -5,7 +5,9 @@ use crate::{
     Ask, ContentBlock, Deny, GuardDecision, PostToolAction, PostToolDecision, PreToolDecision,
     ToolCall, ToolOutcome,
 };
-use serde::de::DeserializeOwned;
+use serde::de::{self, DeserializeOwned, Deserializer, IgnoredAny, MapAccess, Visitor};
+use std::borrow::Cow;
+use std::fmt;
 
 /// Structured logging through the host, attributed to this plugin.
 ///
@@ -168,21 +170,179 @@ pub fn next(timeout_ms: Option<u32>) -> ToolOutcome {
 
 impl ToolCall {
     /// The arguments as a JSON value (`Null` if the host ever sent something unparsable).
+    /// To read a few fields, [`ToolCall::arg_strs`] costs far less: it builds no value.
     pub fn args(&self) -> serde_json::Value {
         serde_json::from_str(&self.arguments).unwrap_or(serde_json::Value::Null)
     }
 
-    /// The string argument `key` (for example `command` of a shell tool), if there is one.
+    /// The string argument `key` (for example `command` of a shell tool), if there is one:
+    /// [`ToolCall::arg_strs`] for one key.
     pub fn arg_str(&self, key: &str) -> Option<String> {
-        match self.args().get(key)? {
-            serde_json::Value::String(s) => Some(s.clone()),
-            _ => None,
-        }
+        let [value] = self.arg_strs([key]);
+        value.map(Cow::into_owned)
     }
 
-    /// The arguments deserialized into `T`.
-    pub fn parse_args<T: DeserializeOwned>(&self) -> Result<T, serde_json::Error> {
-        serde_json::from_str(&self.arguments)
+    /// The string arguments named by `keys`, in their order: `None` where the key is absent
+    /// or its value is not a string ([`ToolCall::arg_values`], strings only).
+    pub fn arg_strs<const N: usize>(&self, keys: [&str; N]) -> [Option<Cow<'_, str>>; N] {
+        self.arg_values(keys).map(|value| match value {
+            Some(ArgValue::Text(text)) => Some(text),
+            _ => None,
+        })
+    }
+
+    /// The arguments named by `keys`, in their order, each as an [`ArgValue`] (`None` where
+    /// the key is absent; a key written twice counts with its last value).
+    ///
+    /// Read in one pass over the arguments' JSON text that keeps only those values, their
+    /// strings borrowed from the text unless they have escapes: for a guard that judges a few
+    /// fields, much cheaper than [`ToolCall::args`], which builds the whole value. Its answers
+    /// are those of `args().get(key)`, but for one case: a value nested deeper than the JSON
+    /// parser's depth limit makes `args()` fail whole (`Null`: every key absent), while this
+    /// pass skips it and still reads the rest. (Palisade's hosts refuse an event nested that
+    /// deep before any hook runs.) A text that is not a JSON object has none of the keys.
+    pub fn arg_values<const N: usize>(&self, keys: [&str; N]) -> [Option<ArgValue<'_>>; N] {
+        let mut seed = Wanted {
+            keys,
+            values: std::array::from_fn(|_| None),
+        };
+        let mut json = serde_json::Deserializer::from_str(&self.arguments);
+        match (&mut json).deserialize_map(&mut seed) {
+            // Anything after the object makes the text no JSON, as `args()` reads it.
+            Ok(()) if json.end().is_ok() => seed.values,
+            _ => std::array::from_fn(|_| None),
+        }
+    }
+}
+
+/// An argument as [`ToolCall::arg_values`] reads it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ArgValue<'a> {
+    /// A string.
+    Text(Cow<'a, str>),
+    /// An array, as its strings in order (an argv); its other elements are skipped.
+    Texts(Vec<Cow<'a, str>>),
+    /// Anything else: a number, a boolean, `null`, an object.
+    Other,
+}
+
+/// The pass of [`ToolCall::arg_values`]: the values of `keys`.
+struct Wanted<'k, 'de, const N: usize> {
+    keys: [&'k str; N],
+    values: [Option<ArgValue<'de>>; N],
+}
+
+impl<'de, const N: usize> Visitor<'de> for &mut Wanted<'_, 'de, N> {
+    type Value = ();
+
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("a JSON object")
+    }
+
+    fn visit_map<M: MapAccess<'de>>(self, mut map: M) -> Result<(), M::Error> {
+        let Wanted { keys, values } = self;
+        while let Some(place) = map.next_key_seed(Place(keys))? {
+            match place {
+                Some(at) => values[at] = Some(map.next_value_seed(Read { list: true })?),
+                None => {
+                    map.next_value::<IgnoredAny>()?;
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// A key of the arguments, as its place among the wanted keys (`None`: not wanted): compared
+/// where it lies in the text, not copied.
+struct Place<'a, 'k, const N: usize>(&'a [&'k str; N]);
+
+impl<'de, const N: usize> de::DeserializeSeed<'de> for Place<'_, '_, N> {
+    type Value = Option<usize>;
+
+    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<Option<usize>, D::Error> {
+        deserializer.deserialize_str(self)
+    }
+}
+
+impl<const N: usize> Visitor<'_> for Place<'_, '_, N> {
+    type Value = Option<usize>;
+
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("a key")
+    }
+
+    fn visit_str<E: de::Error>(self, key: &str) -> Result<Option<usize>, E> {
+        Ok(self.0.iter().position(|wanted| *wanted == key))
+    }
+}
+
+/// Reads a wanted value (`list`), or an element of a wanted array (not `list`: an array or
+/// object there is skipped, not read). What is skipped goes by `IgnoredAny`, which the JSON
+/// parser walks without recursing: no depth limit, no deep stack.
+#[derive(Clone, Copy)]
+struct Read {
+    list: bool,
+}
+
+impl<'de> de::DeserializeSeed<'de> for Read {
+    type Value = ArgValue<'de>;
+
+    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<ArgValue<'de>, D::Error> {
+        deserializer.deserialize_any(self)
+    }
+}
+
+impl<'de> Visitor<'de> for Read {
+    type Value = ArgValue<'de>;
+
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("a JSON value")
+    }
+
+    fn visit_borrowed_str<E: de::Error>(self, text: &'de str) -> Result<ArgValue<'de>, E> {
+        Ok(ArgValue::Text(Cow::Borrowed(text)))
+    }
+
+    fn visit_str<E: de::Error>(self, text: &str) -> Result<ArgValue<'de>, E> {
+        Ok(ArgValue::Text(Cow::Owned(text.to_owned())))
+    }
+
+    fn visit_seq<S: de::SeqAccess<'de>>(self, mut seq: S) -> Result<ArgValue<'de>, S::Error> {
+        if !self.list {
+            return IgnoredAny.visit_seq(seq).map(|_| ArgValue::Other);
+        }
+        let mut texts = Vec::new();
+        while let Some(element) = seq.next_element_seed(Read { list: false })? {
+            if let ArgValue::Text(text) = element {
+                texts.push(text);
+            }
+        }
+        Ok(ArgValue::Texts(texts))
+    }
+
+    fn visit_map<M: MapAccess<'de>>(self, map: M) -> Result<ArgValue<'de>, M::Error> {
+        IgnoredAny.visit_map(map).map(|_| ArgValue::Other)
+    }
+
+    fn visit_bool<E: de::Error>(self, _: bool) -> Result<ArgValue<'de>, E> {
+        Ok(ArgValue::Other)
+    }
+
+    fn visit_i64<E: de::Error>(self, _: i64) -> Result<ArgValue<'de>, E> {
+        Ok(ArgValue::Other)
+    }
+
+    fn visit_u64<E: de::Error>(self, _: u64) -> Result<ArgValue<'de>, E> {
+        Ok(ArgValue::Other)
+    }
+
+    fn visit_f64<E: de::Error>(self, _: f64) -> Result<ArgValue<'de>, E> {
+        Ok(ArgValue::Other)
+    }
+
+    fn visit_unit<E: de::Error>(self) -> Result<ArgValue<'de>, E> {
+        Ok(ArgValue::Other)
     }
 }
 
@@ -277,5 +437,88 @@ impl ToolOutcome {
             })
             .collect();
         texts.join("\n")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::{ArgValue, ToolCall};
+    use serde_json::Value;
+
+    fn call(arguments: String) -> ToolCall {
+        ToolCall {
+            tool_use_id: "t".into(),
+            name: "Bash".into(),
+            arguments,
+            provenance: None,
+        }
+    }
+
+    /// `arg_values` answers what `args().get(key)` answers (and `arg_strs` what `as_str`
+    /// answers): duplicate keys (the last counts), values of every kind, arrays with other
+    /// values in them, escapes (in values and keys), texts that are not objects or not JSON,
+    /// trailing text.
+    #[test]
+    fn arg_values_read_what_the_parsed_arguments_have() {
+        let keys = ["command", "file_path", "cmd", "absent"];
+        let texts = [
+            r#"{"command":"ls -la","file_path":"/etc/passwd"}"#,
+            r#"{"file_path":"a","file_path":"b","command":5,"cmd":"rm -rf /"}"#,
+            r#"{"command":"echo \"hi\"\nrm","comm\u0061nd2":"x","\u0063md":"y"}"#,
+            r#"{"command":["rm","-rf","/"],"file_path":{"p":".env"},"cmd":null}"#,
+            r#"{"cmd":["a",1,null,{"b":"c"},["d"],"e\u0021"],"command":[]}"#,
+            r#"{"command":true,"file_path":-1.5e3,"cmd":[[["x"]]]}"#,
+            r#"{"Command":"rm -rf /","file_path":""}"#,
+            r#"{}"#,
+            r#"[]"#,
+            r#"["command","rm -rf /"]"#,
+            r#""rm -rf /""#,
+            r#"null"#,
+            r#"not json"#,
+            r#""#,
+            r#"{"command":"ls"} trailing"#,
+            r#"{"command":"ls"}  "#,
+            r#"{"command":"\ud800"}"#,
+            r#"{"command":"rm -rf /""#,
+        ];
+        for text in texts {
+            let call = call(text.into());
+            let args = call.args();
+            let expected = keys.map(|key| {
+                args.get(key).map(|value| match value {
+                    Value::String(text) => ArgValue::Text(text.as_str().into()),
+                    Value::Array(parts) => ArgValue::Texts(
+                        parts
+                            .iter()
+                            .filter_map(Value::as_str)
+                            .map(Into::into)
+                            .collect(),
+                    ),
+                    _ => ArgValue::Other,
+                })
+            });
+            assert_eq!(call.arg_values(keys), expected, "{text}");
+            let strings = keys.map(|key| args.get(key).and_then(Value::as_str));
+            assert_eq!(
+                call.arg_strs(keys).each_ref().map(|v| v.as_deref()),
+                strings,
+                "{text}"
+            );
+            assert_eq!(call.arg_str("command").as_deref(), strings[0], "{text}");
+        }
+    }
+
+    /// Where they differ: a value nested past the parser's depth limit made `args()` fail
+    /// whole, hiding every field; the pass skips it (in an array too) and reads the rest.
+    #[test]
+    fn a_deep_value_does_not_hide_the_rest() {
+        let deep = format!("{}{}", "[".repeat(200), "]".repeat(200));
+        let call = call(format!(
+            r#"{{"a":{deep},"command":"rm -rf /","cmd":["rm",{deep},"-rf"]}}"#
+        ));
+        assert!(call.args().is_null());
+        let [command, cmd] = call.arg_values(["command", "cmd"]);
+        assert_eq!(command, Some(ArgValue::Text("rm -rf /".into())));
+        assert_eq!(cmd, Some(ArgValue::Texts(vec!["rm".into(), "-rf".into()])));
     }
 }

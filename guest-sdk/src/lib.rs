@@ -85,7 +85,7 @@ pub use bindings::palisade::hooks::types::{
     Observation, PostToolAction, PostToolDecision, PreStep, PreStepDecision, PreToolDecision,
     Provenance, Role, SessionSource, StopEvent, ToolCall, ToolOutcome, TurnOutcome,
 };
-pub use helpers::{Config, config, invocation, log, next, state};
+pub use helpers::{ArgValue, Config, config, invocation, log, next, state};
 
 /// A plugin: the value that holds its state. [`export!`] makes one per instance, with
 /// [`Plugin::new`], before the instance's first hook runs, and calls every hook on it.

@@ -55,7 +55,17 @@ const SECRET_DIRS: &[&str] = &[
 /// Templates that look like secrets but are meant to be shared.
 const SAFE_NAMES: &[Glob] = globs![".env.example", ".env.sample", ".env.template", "*.pub"];
 
-const PATH_KEYS: &[&str] = &["file_path", "path", "notebook_path", "filename"];
+/// The arguments read: the file tools' paths (the first [`PATHS`]), then the shell tools'
+/// commands.
+const ARG_KEYS: [&str; 6] = [
+    "file_path",
+    "path",
+    "notebook_path",
+    "filename",
+    "command",
+    "cmd",
+];
+const PATHS: usize = 4;
 
 /// A file-name glob: `*` matches any run of characters (none included) and every other
 /// character only itself. Its stars are found once (the built-in ones when the plugin is
@@ -191,12 +201,14 @@ impl Plugin for SecretGuard {
 
 impl PreTool for SecretGuard {
     fn on_pre_tool(&mut self, call: ToolCall) -> PreToolDecision {
-        let args = call.args();
-        let paths = PATH_KEYS.iter().filter_map(|key| args.get(*key)?.as_str());
+        // Only these fields, read in one pass (not the whole arguments as a value).
+        let args = call.arg_strs(ARG_KEYS);
+        let (paths, commands) = args.split_at(PATHS);
+        let paths = paths.iter().filter_map(|path| path.as_deref());
         // Shell tools: every word of the command that looks like a path.
-        let words = ["command", "cmd"]
+        let words = commands
             .iter()
-            .filter_map(|key| args.get(*key)?.as_str())
+            .filter_map(|command| command.as_deref())
             .flat_map(|command| {
                 command
                     .split(|c: char| c.is_whitespace() || ";&|<>()".contains(c))

@@ -5,13 +5,11 @@
 //! bombs, piping a download into a shell, force-pushing to `main`/`master`. Operators add
 //! their own rules in `[config] extra_rules`.
 
-use palisade_sdk::{Config, Plugin, PreTool, PreToolDecision, ToolCall, export, log};
+use palisade_sdk::{ArgValue, Config, Plugin, PreTool, PreToolDecision, ToolCall, export, log};
 use regex_lite::Regex;
 use serde::Deserialize;
-use serde::de::{self, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use std::borrow::Cow;
 use std::cell::OnceCell;
-use std::fmt;
 
 /// One rule: a regular expression over the whole command, and what to tell the model.
 #[derive(Deserialize)]
@@ -225,155 +223,17 @@ fn has_top_level_alternative(pattern: &str) -> bool {
 }
 
 /// The shell command of a call: `command` (Claude Code's Bash) or `cmd` (Codex), as a
-/// string or an argv array (its strings joined by spaces).
+/// string or an argv array (its strings joined by spaces). `command` counts when it is there,
+/// whatever its value; else `cmd`.
 ///
-/// Read from the arguments' JSON text in one pass that keeps only those two fields (and
-/// borrows the command from the text unless it has escapes), not parsed whole into a value:
+/// Read with the SDK's one-pass `arg_values`, not by parsing the whole arguments into a value:
 /// that parse and its copies were most of this plugin's work on a command no rule matches.
-/// Should that pass fail (the text is not a JSON object), the whole text is parsed as a value
-/// and read as before. Both read the same command from the same text (a test checks them on
-/// the odd cases), except where an unrelated field is nested past the parser's depth limit:
-/// the whole parse fails there and saw no command; the pass reads it.
 fn command_of(call: &ToolCall) -> Option<Cow<'_, str>> {
-    match serde_json::from_str::<ShellArgs>(&call.arguments) {
-        Ok(args) => args.command(),
-        Err(_) => command_of_value(&call.args()).map(Cow::Owned),
-    }
-}
-
-/// [`command_of`], from the arguments parsed whole.
-fn command_of_value(args: &serde_json::Value) -> Option<String> {
-    let value = args.get("command").or_else(|| args.get("cmd"))?;
-    match value {
-        serde_json::Value::String(s) => Some(s.clone()),
-        serde_json::Value::Array(parts) => Some(
-            parts
-                .iter()
-                .filter_map(|p| p.as_str())
-                .collect::<Vec<_>>()
-                .join(" "),
-        ),
-        _ => None,
-    }
-}
-
-/// What this guard reads of a call's arguments: `command` and `cmd`, as they are written.
-#[derive(Default)]
-struct ShellArgs<'a> {
-    command: Option<Field<'a>>,
-    cmd: Option<Field<'a>>,
-}
-
-/// A `command` or `cmd` field: a string, an argv array (of its strings), or anything else.
-enum Field<'a> {
-    Text(Cow<'a, str>),
-    Argv(Vec<Cow<'a, str>>),
-    Other,
-}
-
-impl<'a> ShellArgs<'a> {
-    /// `command` when it is there, whatever its value, else `cmd`: as `Value::get` finds them.
-    fn command(self) -> Option<Cow<'a, str>> {
-        match self.command.or(self.cmd)? {
-            Field::Text(text) => Some(text),
-            Field::Argv(parts) => Some(Cow::Owned(parts.join(" "))),
-            Field::Other => None,
-        }
-    }
-}
-
-impl<'de> Deserialize<'de> for ShellArgs<'de> {
-    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        struct Fields;
-        impl<'de> Visitor<'de> for Fields {
-            type Value = ShellArgs<'de>;
-            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-                f.write_str("a JSON object")
-            }
-            fn visit_map<M: MapAccess<'de>>(self, mut map: M) -> Result<ShellArgs<'de>, M::Error> {
-                let mut args = ShellArgs::default();
-                // A key written twice counts with its last value, as in a parsed `Value`.
-                while let Some(key) = map.next_key::<Key>()? {
-                    match key {
-                        Key::Command => args.command = Some(map.next_value()?),
-                        Key::Cmd => args.cmd = Some(map.next_value()?),
-                        Key::Other => {
-                            map.next_value::<IgnoredAny>()?;
-                        }
-                    }
-                }
-                Ok(args)
-            }
-        }
-        deserializer.deserialize_map(Fields)
-    }
-}
-
-/// A key of the arguments, told apart without copying it.
-#[derive(Deserialize)]
-#[serde(field_identifier, rename_all = "lowercase")]
-enum Key {
-    Command,
-    Cmd,
-    #[serde(other)]
-    Other,
-}
-
-impl<'de> Deserialize<'de> for Field<'de> {
-    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        struct Value;
-        impl<'de> Visitor<'de> for Value {
-            type Value = Field<'de>;
-            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-                f.write_str("a JSON value")
-            }
-            fn visit_borrowed_str<E: de::Error>(self, text: &'de str) -> Result<Field<'de>, E> {
-                Ok(Field::Text(Cow::Borrowed(text)))
-            }
-            fn visit_str<E: de::Error>(self, text: &str) -> Result<Field<'de>, E> {
-                Ok(Field::Text(Cow::Owned(text.to_owned())))
-            }
-            fn visit_seq<S: SeqAccess<'de>>(self, mut seq: S) -> Result<Field<'de>, S::Error> {
-                let mut parts = Vec::new();
-                while let Some(part) = seq.next_element::<Part>()? {
-                    parts.extend(part.0);
-                }
-                Ok(Field::Argv(parts))
-            }
-            fn visit_map<M: MapAccess<'de>>(self, map: M) -> Result<Field<'de>, M::Error> {
-                IgnoredAny.visit_map(map)?;
-                Ok(Field::Other)
-            }
-            fn visit_bool<E: de::Error>(self, _: bool) -> Result<Field<'de>, E> {
-                Ok(Field::Other)
-            }
-            fn visit_i64<E: de::Error>(self, _: i64) -> Result<Field<'de>, E> {
-                Ok(Field::Other)
-            }
-            fn visit_u64<E: de::Error>(self, _: u64) -> Result<Field<'de>, E> {
-                Ok(Field::Other)
-            }
-            fn visit_f64<E: de::Error>(self, _: f64) -> Result<Field<'de>, E> {
-                Ok(Field::Other)
-            }
-            fn visit_unit<E: de::Error>(self) -> Result<Field<'de>, E> {
-                Ok(Field::Other)
-            }
-        }
-        deserializer.deserialize_any(Value)
-    }
-}
-
-/// An element of an argv array: its text if it is a string (anything else is skipped, as
-/// `Value::as_str` skips it).
-struct Part<'a>(Option<Cow<'a, str>>);
-
-impl<'de> Deserialize<'de> for Part<'de> {
-    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        Ok(Part(match Field::deserialize(deserializer)? {
-            Field::Text(text) => Some(text),
-            Field::Argv(_) | Field::Other => None,
-        }))
+    let [command, cmd] = call.arg_values(["command", "cmd"]);
+    match command.or(cmd)? {
+        ArgValue::Text(text) => Some(text),
+        ArgValue::Texts(parts) => Some(Cow::Owned(parts.join(" "))),
+        ArgValue::Other => None,
     }
 }
 
@@ -441,46 +301,42 @@ mod tests {
         "",
     ];
 
-    /// The one-pass reading of `command` and `cmd` finds what reading the arguments parsed
-    /// whole finds: duplicate keys (the last counts), a `command` that is there but not text
-    /// (no falling back to `cmd`), argv arrays with other values in them, escapes, texts that
-    /// are not objects or not JSON, an argv nested past the parser's depth limit.
+    /// The command as the arguments parsed whole have it (this plugin's reading before
+    /// `arg_values`).
+    fn command_of_value(args: &serde_json::Value) -> Option<String> {
+        let value = args.get("command").or_else(|| args.get("cmd"))?;
+        match value {
+            serde_json::Value::String(s) => Some(s.clone()),
+            serde_json::Value::Array(parts) => Some(
+                parts
+                    .iter()
+                    .filter_map(|p| p.as_str())
+                    .collect::<Vec<_>>()
+                    .join(" "),
+            ),
+            _ => None,
+        }
+    }
+
+    /// The command is what the parsed arguments have: `command` there but not text does not
+    /// fall back to `cmd`, argv arrays skip what is not text, the last of two keys counts.
     #[test]
     fn the_command_is_read_as_the_parsed_arguments_have_it() {
-        let deep_argv = format!(
-            r#"{{"cmd":["rm -rf /",{}{}]}}"#,
-            "[".repeat(200),
-            "]".repeat(200)
-        );
         let texts = [
             r#"{"command":"ls -la"}"#,
             r#"{"description":"x","command":"rm -rf /","timeout":5}"#,
-            r#"{"command":"echo \"hi\"\nrm -rf /"}"#,
-            r#"{"command":"\u0072m -rf /"}"#,
             r#"{"cmd":["bash","-lc","rm -rf /"]}"#,
             r#"{"cmd":["a",1,null,{"b":"c"},["d"],"e"]}"#,
             r#"{"command":null,"cmd":"rm -rf /"}"#,
             r#"{"cmd":"rm -rf /","command":"ls"}"#,
             r#"{"command":"ls","command":"rm -rf /"}"#,
-            r#"{"command":"rm -rf /","command":"ls"}"#,
             r#"{"cmd":"ls","cmd":["rm","-rf","/"]}"#,
             r#"{"command":{"nested":"rm -rf /"}}"#,
             r#"{"command":5}"#,
-            r#"{"command":-1.5e3}"#,
-            r#"{"command":true}"#,
             r#"{"command":[]}"#,
-            r#"{"Command":"rm -rf /"}"#,
             r#"{}"#,
-            r#"[]"#,
             r#"["rm -rf /"]"#,
-            r#""rm -rf /""#,
-            r#"null"#,
             r#"not json"#,
-            r#""#,
-            r#"{"command":"ls"} trailing"#,
-            r#"{"command":"\ud800"}"#,
-            r#"{"command":"rm -rf /""#,
-            &deep_argv,
         ];
         for text in texts {
             let call = ToolCall {
