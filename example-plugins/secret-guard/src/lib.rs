@@ -55,8 +55,7 @@ const SECRET_DIRS: &[&str] = &[
 /// Templates that look like secrets but are meant to be shared.
 const SAFE_NAMES: &[Glob] = globs![".env.example", ".env.sample", ".env.template", "*.pub"];
 
-/// The arguments read: the file tools' paths (the first [`PATHS`]), then the shell tools'
-/// commands.
+/// The arguments read, in one pass: the file tools' paths, then the shell tools' commands.
 const ARG_KEYS: [&str; 6] = [
     "file_path",
     "path",
@@ -65,6 +64,7 @@ const ARG_KEYS: [&str; 6] = [
     "command",
     "cmd",
 ];
+/// How many of [`ARG_KEYS`] are paths.
 const PATHS: usize = 4;
 
 /// A file-name glob: `*` matches any run of characters (none included) and every other
