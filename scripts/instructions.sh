@@ -30,6 +30,7 @@ out=$(mktemp)
 trap 'rm -f "$out"' EXIT
 valgrind --tool=callgrind --callgrind-out-file="$out" --collect-atstart=no \
     "--toggle-collect=palisade::points::pre_tool::*" \
+    "--toggle-collect=<palisade::session::Session>::pre_tool::*" \
     "$bench" --bench "$filter" --profile-time 2 >/dev/null 2>&1 || {
     echo "error: $bench --bench '$filter' failed under valgrind" >&2
     exit 1
@@ -41,7 +42,11 @@ import re, sys
 # callee of the next `calls=N ...` line; names are given once, then referred to by id.
 names, function, callee = {}, None, None
 calls = total = 0
-inside = lambda name: name is not None and "pre_tool::{{closure}}" in name
+# Legacy symbol names (`pre_tool::{{closure}}`, rustc ≤ 1.96's default) and v0 ones
+# (`<…Session>::pre_tool::{closure#0}`, rustc 1.97's).
+inside = lambda name: name is not None and (
+    "pre_tool::{{closure}}" in name
+    or name.startswith("<palisade::session::Session>::pre_tool::{closure#"))
 for line in open(sys.argv[1]):
     m = re.match(r"^(c?fn)=\((\d+)\)(?: (.*))?$", line.rstrip("\n"))
     if m:
