@@ -213,6 +213,11 @@ impl ToolCall {
             _ => std::array::from_fn(|_| None),
         }
     }
+
+    /// The arguments deserialized into `T`.
+    pub fn parse_args<T: DeserializeOwned>(&self) -> Result<T, serde_json::Error> {
+        serde_json::from_str(&self.arguments)
+    }
 }
 
 /// An argument as [`ToolCall::arg_values`] reads it.
@@ -506,6 +511,20 @@ mod tests {
             );
             assert_eq!(call.arg_str("command").as_deref(), strings[0], "{text}");
         }
+    }
+
+    /// `parse_args` (which the Rust tutorial shows) deserializes the arguments into a type.
+    #[test]
+    fn parse_args_reads_the_arguments_into_a_type() {
+        #[derive(serde::Deserialize, Debug, PartialEq)]
+        struct Shell {
+            command: String,
+        }
+        let shell: Shell = call(r#"{"command":"ls","other":1}"#.into())
+            .parse_args()
+            .unwrap();
+        assert_eq!(shell.command, "ls");
+        assert!(call("not json".into()).parse_args::<Shell>().is_err());
     }
 
     /// Where they differ: a value nested past the parser's depth limit made `args()` fail
