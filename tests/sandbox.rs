@@ -261,6 +261,62 @@ async fn per_session_instances_keep_state_and_per_call_instances_do_not() {
     }
 }
 
+/// Waits until `plugin` has a spare instance ready, made after its last call.
+async fn spare_made(plugin: &palisade::Plugin) {
+    let until = Instant::now() + Duration::from_secs(60);
+    while !plugin.spare_ready() {
+        assert!(Instant::now() < until, "{}: no spare made", plugin.name());
+        assert!(
+            !plugin.spares_refused(),
+            "{}: spares refused",
+            plugin.name()
+        );
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
+}
+
+/// A per-call plugin's calls after its first take a spare instance made ahead of them, and
+/// each is still an instance no call has used: a guard that denies from its instance's second
+/// call on allows every call. A host without spares instantiates for every call.
+#[tokio::test]
+async fn per_call_calls_take_spares_made_ahead_and_each_gets_an_unused_instance() {
+    let dir = PluginDir::new();
+    guard(&dir, "fresh", "deny-after:1", "instance = \"per-call\"");
+    let plugins = load(&dir);
+    let plugin = plugins.iter().next().unwrap();
+    let session = plugins.session("s");
+    for n in 0..4 {
+        if n > 0 {
+            spare_made(plugin).await;
+        }
+        assert_eq!(
+            session.pre_tool(&call("Bash")).await,
+            PreToolDecision::Allow,
+            "call {n}"
+        );
+    }
+    assert_eq!(plugin.calls_on_spares(), 3);
+    assert!(!plugin.spares_refused());
+
+    let plugins = palisade::Host::builder()
+        .spare_instances(false)
+        .build()
+        .unwrap()
+        .load_dir(dir.path())
+        .unwrap();
+    let plugin = plugins.iter().next().unwrap();
+    let session = plugins.session("s");
+    for _ in 0..3 {
+        assert_eq!(
+            session.pre_tool(&call("Bash")).await,
+            PreToolDecision::Allow
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        assert!(!plugin.spare_ready());
+    }
+    assert_eq!(plugin.calls_on_spares(), 0);
+}
+
 #[tokio::test]
 async fn lifecycle_events_carry_duration_and_fuel() {
     let dir = PluginDir::new();

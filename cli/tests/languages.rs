@@ -208,3 +208,100 @@ fn palisade_new_js_builds_and_passes_check_and_test() {
 fn palisade_new_c_builds_and_passes_check_and_test() {
     scaffold_builds_and_passes("c");
 }
+
+/// A per-call plugin whose instantiation needs its invocation — a C constructor that logs,
+/// run by the component's `_initialize` while it is instantiated — is not made ahead of its
+/// calls: the spare made after its first call is thrown away (spoiled by the log), the plugin
+/// gets no more, and every call instantiates for itself, its `started` line logged as that
+/// call's own. The same plugin without the constructor takes spares.
+#[test]
+fn a_c_plugin_that_logs_while_instantiated_gets_no_spare_instances() {
+    let parent = tempfile::tempdir().unwrap();
+    let status = palisade()
+        .args(["new", "chatty", "--lang", "c"])
+        .current_dir(parent.path())
+        .output()
+        .unwrap();
+    assert!(status.status.success(), "{status:?}");
+    let folder = parent.path().join("chatty");
+    let manifest = folder.join("plugin.toml");
+    let text = std::fs::read_to_string(&manifest).unwrap();
+    std::fs::write(
+        &manifest,
+        text.replace("instance = \"per-session\"", "instance = \"per-call\""),
+    )
+    .unwrap();
+    let build = |constructor: bool| {
+        let source = folder.join("hook.c");
+        let mut text = std::fs::read_to_string(&source).unwrap();
+        if constructor {
+            text.push_str(
+                "\n__attribute__((constructor)) static void at_start(void) {\n  \
+                 string_t line;\n  pre_tool_hook_string_set(&line, \"started\");\n  \
+                 palisade_hooks_host_log(PALISADE_HOOKS_HOST_LEVEL_INFO, &line);\n}\n",
+            );
+            std::fs::write(&source, text).unwrap();
+        }
+        let output = Command::new(folder.join("build.sh"))
+            .envs(toolchain("c"))
+            .current_dir(&folder)
+            .output()
+            .unwrap();
+        assert!(output.status.success(), "build.sh: {output:?}");
+    };
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    // Calls with time between them, as an agent makes them: whether each took a spare, and
+    // the plugin's log lines.
+    let run = || {
+        rt.block_on(async {
+            let recorder = palisade_tests::Recorder::shared();
+            let plugins = palisade::Host::builder()
+                .cache_dir(toolchain::component_cache())
+                .event_sink(recorder.clone())
+                .build()
+                .unwrap()
+                .load_dir(parent.path())
+                .unwrap();
+            let plugin = plugins.iter().next().unwrap();
+            let session = plugins.session("s");
+            let call = palisade::ToolCall::new("t", "Bash", serde_json::json!({"command": "ls"}));
+            for _ in 0..3 {
+                assert_eq!(
+                    session.pre_tool(&call).await,
+                    palisade::PreToolDecision::Allow
+                );
+                let until = std::time::Instant::now() + std::time::Duration::from_secs(60);
+                while !plugin.spare_ready() && !plugin.spares_refused() {
+                    assert!(
+                        std::time::Instant::now() < until,
+                        "no spare made or refused"
+                    );
+                    tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+                }
+            }
+            (
+                plugin.calls_on_spares(),
+                plugin.spares_refused(),
+                recorder.events(),
+            )
+        })
+    };
+    build(false);
+    let (on_spares, refused, _) = run();
+    assert_eq!((on_spares, refused), (2, false));
+
+    build(true);
+    let (on_spares, refused, events) = run();
+    assert_eq!((on_spares, refused), (0, true));
+    let started: Vec<_> = events
+        .iter()
+        .filter(|e| {
+            matches!(&e.kind, palisade::EventKind::PluginLog { message, .. } if message == "started")
+        })
+        .collect();
+    assert_eq!(started.len(), 3, "{events:?}");
+    assert!(started.iter().all(|e| e.session_id == "s"), "{started:?}");
+}

@@ -2,7 +2,11 @@
 //! instance pool (the default) and without it (every instance allocated on demand):
 //!
 //! - `warm`: a per-session instance, reused;
-//! - `fresh`: a per-call instance, made for the call and dropped after it.
+//! - `fresh`: a per-call instance, made for the call and dropped after it (a host without
+//!   spare instances);
+//! - `spare`: a per-call instance made ahead of the call, after the call before
+//!   (`HostBuilder::spare_instances`, the default): each call is timed once it is ready, as
+//!   an agent's calls, spaced out, find it.
 //!
 //! The plugins are the examples: `shell-guard` (Rust), `url-guard` (Python) and the
 //! JavaScript `path-guard`, as `scripts/build-examples.sh` builds them (run it first).
@@ -13,6 +17,8 @@ use criterion::{Criterion, criterion_group, criterion_main};
 use palisade::{Host, PreToolDecision, ToolCall};
 use serde_json::json;
 use std::path::{Path, PathBuf};
+
+mod support;
 
 fn example(path: &str) -> PathBuf {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -69,25 +75,41 @@ fn bench(c: &mut Criterion) {
     let mut group = c.benchmark_group("instances");
     group.sample_size(20);
     for (pool, slots) in [("pool", palisade::DEFAULT_INSTANCE_POOL), ("no pool", 0)] {
-        let host = Host::builder()
-            .instance_pool(slots)
-            .cache_dir(cache.path())
-            .build()
-            .unwrap();
+        let host = |spares: bool| {
+            Host::builder()
+                .instance_pool(slots)
+                .cache_dir(cache.path())
+                .spare_instances(spares)
+                .build()
+                .unwrap()
+        };
+        // `fresh` instantiates for each call; `spare` takes an instance made ahead of it.
+        let (host, no_spares) = (host(true), host(false));
         for (language, path) in [
             ("rust", "shell-guard"),
             ("python", "url-guard"),
             ("js", "languages/js/path-guard"),
         ] {
-            for (label, lifetime) in [("warm", "per-session"), ("fresh", "per-call")] {
+            for (label, lifetime, host) in [
+                ("warm", "per-session", &host),
+                ("fresh", "per-call", &no_spares),
+                ("spare", "per-call", &host),
+            ] {
                 let dir = plugin_dir(path, lifetime);
                 let plugins = host.load_dir(dir.path()).unwrap();
+                let plugin = plugins.iter().next().unwrap();
                 let session = plugins.session("bench");
                 rt.block_on(async {
                     assert_eq!(session.pre_tool(&call).await, PreToolDecision::Allow);
                 });
                 group.bench_function(format!("{language}/{label}/{pool}"), |b| {
-                    b.to_async(&rt).iter(|| session.pre_tool(&call));
+                    if label == "spare" {
+                        b.to_async(&rt).iter_custom(|iters| {
+                            support::on_spares(iters, plugin, || session.pre_tool(&call))
+                        });
+                    } else {
+                        b.to_async(&rt).iter(|| session.pre_tool(&call));
+                    }
                 });
             }
         }

@@ -61,6 +61,8 @@ pub(crate) struct HostInner {
     pub pooled: bool,
     /// Whether plugins may be called directly ([`HostBuilder::direct_calls`]).
     direct_calls: bool,
+    /// Whether per-call plugins get spare instances ([`HostBuilder::spare_instances`]).
+    pub spares: bool,
     /// The on-demand engine, for instances the pool has no slot for: built at the first need
     /// (`Err`: it could not be, which fails only those instances).
     on_demand: OnceLock<Result<Runtime, String>>,
@@ -311,6 +313,7 @@ pub struct HostBuilder {
     state: Option<crate::state::StateStore>,
     instance_pool: u32,
     direct_calls: bool,
+    spare_instances: bool,
 }
 
 /// What the host reports when it compiles a component, that is when the component is not in
@@ -354,6 +357,7 @@ impl Default for HostBuilder {
             state: None,
             instance_pool: DEFAULT_INSTANCE_POOL,
             direct_calls: true,
+            spare_instances: true,
         }
     }
 }
@@ -435,6 +439,19 @@ impl HostBuilder {
         self
     }
 
+    /// Whether each per-call plugin keeps a spare instance, made after one of its calls
+    /// (on the tokio runtime of that call) for the next one to take (default: yes). The
+    /// call that takes it does not wait for instantiating, only for a new instance's first
+    /// call (the minimal guard 1.9 µs instead of 9.5 µs), while calls come no faster than
+    /// spares are made: the CPU is the same, the wait moves. It holds one
+    /// instance (a slot of the pool) per per-call plugin. A process that serves one hook
+    /// event (a bridge) would make spares no call takes; it turns them off. What may be made
+    /// ahead and what is not: [`InstanceLifetime::PerCall`](crate::InstanceLifetime::PerCall).
+    pub fn spare_instances(mut self, on: bool) -> Self {
+        self.spare_instances = on;
+        self
+    }
+
     /// Builds the host and starts its epoch ticker.
     pub fn build(self) -> Result<Host, Error> {
         let engine_error = |e: wasmtime::Error| Error::Engine {
@@ -478,6 +495,7 @@ impl HostBuilder {
                 linker,
                 pooled,
                 direct_calls: self.direct_calls,
+                spares: self.spare_instances,
                 on_demand: OnceLock::new(),
                 sink: self.sink,
                 background_queue: self.background_queue,

@@ -460,6 +460,7 @@ impl Host {
             path: wasm_path,
             sha256,
             component,
+            spares: crate::runtime::wasm::Spares::new(pre.clone(), direct),
             pre,
             exports,
             direct,

@@ -130,6 +130,25 @@ impl Plugin {
             .is_some_and(|w| w.direct && !w.ran_long.load(std::sync::atomic::Ordering::Relaxed))
     }
 
+    /// How many of its calls took a spare instance, made ahead of them instead of for them
+    /// (a per-call plugin's, see [`HostBuilder::spare_instances`](crate::HostBuilder::spare_instances)).
+    /// 0 for other plugins.
+    pub fn calls_on_spares(&self) -> u64 {
+        self.wasm().map_or(0, |w| w.spares.taken())
+    }
+
+    /// Whether a spare instance is ready for its next call.
+    pub fn spare_ready(&self) -> bool {
+        self.wasm().is_some_and(|w| w.spares.ready())
+    }
+
+    /// Whether it gets no spare instances any more: one was spoiled (its instantiation made
+    /// a Palisade host call other than `config`, or an HTTP request), failed or overran its
+    /// `timeout_ms` (see [`InstanceLifetime::PerCall`](crate::InstanceLifetime::PerCall)).
+    pub fn spares_refused(&self) -> bool {
+        self.wasm().is_some_and(|w| w.spares.off())
+    }
+
     /// Its validated manifest.
     pub fn manifest(&self) -> &Manifest {
         &self.manifest

@@ -332,6 +332,14 @@ impl OnFailure {
 #[non_exhaustive]
 pub enum InstanceLifetime {
     /// A fresh store and instance for every call: maximum isolation, no state.
+    ///
+    /// From its second call on, a call usually takes a spare instance made ahead of it,
+    /// after the call before (see [`HostBuilder::spare_instances`](crate::HostBuilder::spare_instances)),
+    /// and pays no instantiation: one no call has used, so isolation is the same. A plugin
+    /// whose instantiation makes a Palisade host call other than `config` or an HTTP
+    /// request needs its invocation to instantiate; it gets no spares, nor one whose
+    /// instantiation failed or overran. A call under other limits than the spare's, or that
+    /// comes while the spare is still being made, instantiates for itself.
     PerCall,
     /// One instance per session, reused across its calls (state survives); a failed
     /// instance is discarded and the next call gets a fresh one. The default.

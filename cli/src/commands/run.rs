@@ -157,8 +157,11 @@ async fn run(
     } else {
         std::fs::read_to_string(input).with_context(|| format!("reading {}", input.display()))?
     };
-    // A try-out of one event: state starts empty and is forgotten.
-    let mut builder = crate::cache::host_builder().state(palisade::StateStore::memory());
+    // A try-out of one event: state starts empty and is forgotten, and no spare instance is
+    // made for a next call that never comes.
+    let mut builder = crate::cache::host_builder()
+        .state(palisade::StateStore::memory())
+        .spare_instances(false);
     let sink: Option<Arc<dyn EventSink>> = match events {
         EventFormat::Text => Some(Arc::new(TextSink)),
         EventFormat::Jsonl => Some(Arc::new(StderrSink)),

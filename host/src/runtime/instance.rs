@@ -56,6 +56,23 @@ macro_rules! guests {
         struct Guests {
             $($snake: Option<ex::$snake::Guest>,)*
         }
+
+        impl Guests {
+            /// Looks up every export of `exports` not looked up yet (one that fails to load
+            /// is left for its call, which reports it).
+            fn load_all(
+                &mut self,
+                store: &mut Store<State>,
+                instance: &ComponentInstance,
+                exports: &super::wasm::Exports,
+            ) {
+                $(if self.$snake.is_none()
+                    && let Some(indices) = &exports.$snake
+                {
+                    self.$snake = indices.load(&mut *store, instance).ok();
+                })*
+            }
+        }
     };
 }
 palisade_wit::foreach_interface!(guests);
@@ -90,6 +107,37 @@ impl Instance {
                 "the on-demand engine reported a full pool",
             )),
         }
+    }
+
+    /// Instantiates `pre` ahead of its call (a per-call plugin's spare, whose `state` is
+    /// [`State::ahead`]): on a fiber, so that a long instantiation yields to the executor,
+    /// and, in a pooled engine, only in a slot of the pool (`None`: none is free). Its calls go
+    /// directly when `direct` (linked for direct calls), as an instance made for its call.
+    pub async fn ahead(
+        pre: &InstancePre<State>,
+        state: State,
+        limits: &Limits,
+        direct: bool,
+    ) -> Option<Result<(Instance, Cost), Failure>> {
+        let unused = AtomicBool::new(false);
+        match Self::instantiate(pre, state, limits, false, &unused).await {
+            Attempt::Done(done) => Some(done.map(|(mut instance, cost)| {
+                instance.direct = direct;
+                (instance, cost)
+            })),
+            Attempt::PoolFull(_) => None,
+        }
+    }
+
+    /// Looks up its exports of `exports` ahead of the calls that need them.
+    pub fn load_exports(&mut self, exports: &super::wasm::Exports) {
+        self.guests
+            .load_all(&mut self.store, &self.instance, exports);
+    }
+
+    /// Whether, made ahead of its call, it asked for what only an invocation has.
+    pub fn spoiled(&self) -> bool {
+        self.store.data().spoiled()
     }
 
     /// Instantiates `pre` into a new store: directly when `pre` was linked for direct calls

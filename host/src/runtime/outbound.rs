@@ -51,6 +51,11 @@ pub(crate) struct Outbound {
     clock: Arc<Clock>,
     left: u32,
     pub records: Records,
+    /// Set while its instance is made ahead of its call ([`super::sandbox::State::ahead`]):
+    /// a request then is refused and spoils the instance.
+    pub ahead: bool,
+    /// Whether a request was made ahead of the call.
+    pub spoiled: bool,
 }
 
 impl Outbound {
@@ -60,6 +65,8 @@ impl Outbound {
             clock,
             left: MAX_HTTP_REQUESTS_PER_CALL,
             records: Records::default(),
+            ahead: false,
+            spoiled: false,
         }
     }
 
@@ -67,6 +74,7 @@ impl Outbound {
     pub fn begin(&mut self, clock: Arc<Clock>) {
         self.clock = clock;
         self.left = MAX_HTTP_REQUESTS_PER_CALL;
+        self.ahead = false;
     }
 
     /// The grant `request` falls under, or why it is refused.
@@ -132,6 +140,10 @@ impl WasiHttpHooks for Outbound {
         options: Option<RequestOptions>,
         _fut: Box<dyn Future<Output = Result<(), Error>> + Send>,
     ) -> Box<dyn Future<Output = Sent> + Send> {
+        if self.ahead {
+            self.spoiled = true;
+            return Box::new(async { Err(Error::HttpRequestDenied) });
+        }
         let records = self.records.clone();
         let admitted = self.admit(&request);
         let deadline = Instant::from_std(self.clock.deadline());

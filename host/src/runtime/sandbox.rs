@@ -177,6 +177,22 @@ pub(crate) struct State {
     http: WasiHttpCtx,
     /// What its `wasi:http` requests may reach.
     outbound: Outbound,
+    /// Whether the instance is being made ahead of its call ([`State::ahead`]).
+    ahead: Ahead,
+}
+
+/// Where an instance made ahead of its call stands (a per-call plugin's spare instance,
+/// [`crate::runtime::wasm::Spares`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Ahead {
+    /// Made for the invocation it serves (or taken by one): the usual case.
+    No,
+    /// Being made ahead, and it has asked for nothing only an invocation has.
+    Clean,
+    /// Being made ahead, and it asked for something only an invocation has — a Palisade
+    /// host call other than `config`, or an HTTP request: it is thrown away, and its plugin
+    /// gets no more spares.
+    Spoiled,
 }
 
 impl State {
@@ -204,7 +220,49 @@ impl State {
             direct: None,
             http: WasiHttpCtx::new(),
             outbound,
+            ahead: Ahead::No,
         })
+    }
+
+    /// The state of an instance made ahead of its call (a per-call plugin's spare), before
+    /// any invocation: its instantiation runs under `timeout` from now. Until an
+    /// invocation takes it ([`State::begin`]), every Palisade host call but `config` and
+    /// every HTTP request is refused and spoils it ([`State::spoiled`]): what it would have
+    /// done with an invocation's context must not be done without one.
+    pub fn ahead(
+        env: Arc<PluginEnv>,
+        sink: Option<Arc<dyn EventSink>>,
+        timeout: std::time::Duration,
+    ) -> Result<Self, String> {
+        let call = CallContext {
+            session_id: Arc::from(""),
+            invocation_id: 0,
+            hook_id: Arc::from(""),
+            point: Point::PreTool,
+            clock: Clock::new(Instant::now() + timeout),
+            logs_left: 0,
+            state_left: 0,
+            next_left: 0,
+            next_bytes: 0,
+        };
+        let mut state = State::new(env, sink, call)?;
+        state.ahead = Ahead::Clean;
+        state.outbound.ahead = true;
+        Ok(state)
+    }
+
+    /// Whether an instance made ahead of its call asked for what only an invocation has.
+    pub fn spoiled(&self) -> bool {
+        self.ahead == Ahead::Spoiled || self.outbound.spoiled
+    }
+
+    /// In an instance being made ahead of its call: marks it spoiled and returns `true`.
+    fn without_invocation(&mut self) -> bool {
+        if self.ahead == Ahead::No {
+            return false;
+        }
+        self.ahead = Ahead::Spoiled;
+        true
     }
 
     /// Marks the start of a direct call (or instantiation).
@@ -229,6 +287,7 @@ impl State {
     pub fn begin(&mut self, call: CallContext) {
         self.outbound.begin(call.clock.clone());
         self.call = call;
+        self.ahead = Ahead::No;
     }
 }
 
@@ -505,7 +564,7 @@ impl bindings::palisade::hooks::types::Host for State {}
 
 impl bindings::palisade::hooks::host::Host for State {
     fn log(&mut self, level: Level, mut message: String) {
-        if self.call.logs_left == 0 {
+        if self.without_invocation() || self.call.logs_left == 0 {
             return;
         }
         self.call.logs_left -= 1;
@@ -535,6 +594,8 @@ impl bindings::palisade::hooks::host::Host for State {
     }
 
     fn current_invocation(&mut self) -> bindings::palisade::hooks::host::Invocation {
+        // Ahead of its call there is none: the placeholder answered here spoils the instance.
+        self.without_invocation();
         bindings::palisade::hooks::host::Invocation {
             session_id: self.call.session_id.to_string(),
             invocation_id: invocation_id(self.call.invocation_id),
@@ -545,7 +606,11 @@ impl bindings::palisade::hooks::host::Host for State {
 
 impl bindings::palisade::hooks::tool_dispatch::Host for State {
     async fn next(&mut self, timeout_ms: Option<u32>) -> wit::ToolOutcome {
-        let Some(layer) = self.next.clone() else {
+        let layer = match self.without_invocation() {
+            true => None,
+            false => self.next.clone(),
+        };
+        let Some(layer) = layer else {
             return to_wit_outcome(&ToolOutcome::error(
                 "next() is only available inside a tool-execute hook",
             ));
@@ -581,6 +646,9 @@ impl State {
         key: String,
         op: Op,
     ) -> wasmtime::Result<Result<Done, StateError>> {
+        if self.without_invocation() {
+            return Ok(Err(StateError::NotGranted));
+        }
         let Some((grant, store)) = &self.env.state else {
             return Ok(Err(StateError::NotGranted));
         };
@@ -693,6 +761,95 @@ mod tests {
     use wasmtime::ResourceLimiter;
 
     const MIB: usize = 1024 * 1024;
+
+    fn env() -> Arc<PluginEnv> {
+        let grant = StateGrant {
+            session: true,
+            global: true,
+            max_keys: 10,
+            max_bytes: 1024,
+        };
+        Arc::new(PluginEnv {
+            name: "p".into(),
+            config: [("k".to_string(), "\"v\"".to_string())].into(),
+            state: Some((grant, StateStore::memory())),
+            vars: Vec::new(),
+            folders: Vec::new(),
+            http: Arc::from([]),
+        })
+    }
+
+    fn invocation() -> CallContext {
+        CallContext {
+            session_id: Arc::from("s"),
+            invocation_id: 7,
+            hook_id: Arc::from("p/pre-tool"),
+            point: Point::PreTool,
+            clock: Clock::new(Instant::now() + std::time::Duration::from_secs(10)),
+            logs_left: MAX_LOG_LINES_PER_CALL,
+            state_left: MAX_STATE_CALLS_PER_CALL,
+            next_left: MAX_NEXT_CALLS,
+            next_bytes: 0,
+        }
+    }
+
+    /// Ahead of its call, each host call that needs an invocation spoils the instance and
+    /// gets nothing of one (no state, no `next()`, an empty invocation); `config` does not.
+    /// An invocation that takes the instance makes them work again.
+    #[tokio::test]
+    async fn made_ahead_what_needs_an_invocation_spoils_the_instance() {
+        use bindings::palisade::hooks::host::Host as _;
+        use bindings::palisade::hooks::state::Host as _;
+        use bindings::palisade::hooks::tool_dispatch::Host as _;
+        let ahead = || State::ahead(env(), None, std::time::Duration::from_secs(10)).unwrap();
+
+        let mut state = ahead();
+        assert_eq!(state.config("k".into()).as_deref(), Some("\"v\""));
+        assert!(!state.spoiled(), "config needs no invocation");
+
+        let mut state = ahead();
+        state.log(Level::Info, "hello".into());
+        assert!(state.spoiled(), "log");
+
+        let mut state = ahead();
+        assert_eq!(state.current_invocation().session_id, "");
+        assert!(state.spoiled(), "current-invocation");
+
+        let mut state = ahead();
+        let got = state.get(StateScope::Session, "k".into()).await.unwrap();
+        assert!(matches!(got, Err(StateError::NotGranted)), "{got:?}");
+        assert!(state.spoiled(), "state");
+
+        let mut state = ahead();
+        state.next(None).await;
+        assert!(state.spoiled(), "next");
+
+        let mut state = ahead();
+        let request = http::Request::builder()
+            .uri("http://example.com/")
+            .body(wasmtime_wasi_http::WasiBody::default())
+            .unwrap();
+        let sent = wasmtime_wasi_http::WasiHttpHooks::send_request(
+            &mut state.outbound,
+            request,
+            None,
+            Box::new(async { Ok(()) }),
+        );
+        assert!(Box::into_pin(sent).await.is_err());
+        assert!(state.spoiled(), "an HTTP request");
+
+        // Taken by an invocation, the same calls count as that invocation's.
+        let mut state = ahead();
+        state.begin(invocation());
+        state.log(Level::Info, "hello".into());
+        let set = state
+            .set(StateScope::Session, "k".into(), b"1".to_vec())
+            .await;
+        assert!(matches!(set, Ok(Ok(()))), "{set:?}");
+        assert_eq!(state.current_invocation().session_id, "s");
+        assert!(!state.spoiled());
+        assert!(!state.outbound.ahead);
+    }
 
     #[test]
     fn the_memory_cap_is_the_total_of_every_memory() {

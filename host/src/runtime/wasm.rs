@@ -4,15 +4,18 @@
 use super::instance::Instance;
 use super::sandbox::bindings::exports::palisade::hooks as ex;
 use super::sandbox::{
-    CallContext, Clock, MAX_LOG_LINES_PER_CALL, MAX_NEXT_CALLS, MAX_STATE_CALLS_PER_CALL, State,
+    CallContext, Clock, MAX_LOG_LINES_PER_CALL, MAX_NEXT_CALLS, MAX_STATE_CALLS_PER_CALL,
+    PluginEnv, State,
 };
 use super::{Cost, Meter, Run, Site};
+use crate::events::EventSink;
 use crate::failure::{Failure, FailureReason};
 use crate::hook::Request;
+use crate::manifest::Limits;
 use crate::point::{InstanceLifetime, Interface, Point};
 use std::path::PathBuf;
-use std::sync::OnceLock;
-use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
 use wasmtime::component::{Component, InstancePre};
 
 /// A loaded component.
@@ -29,10 +32,139 @@ pub(crate) struct Wasm {
     pub direct: bool,
     /// Set when one of its direct calls ran long ([`super::sandbox::DIRECT_TICKS`]): its calls
     /// go on a fiber from then on, where a long call yields to the executor at every tick.
-    pub ran_long: std::sync::atomic::AtomicBool,
+    pub ran_long: AtomicBool,
     /// The component loaded into the on-demand engine, for the instances the pool has no
     /// slot for: at the first such instance.
     pub on_demand: OnceLock<Result<Loaded, String>>,
+    /// Its next instance when it is per-call, made ahead of the call.
+    pub spares: Arc<Spares>,
+}
+
+/// A per-call plugin's spare instance: made after one of its calls, ahead of the next, so
+/// that the next call pays for the call only and not for instantiating. Isolation is
+/// unchanged: every call still gets an instance no call has used.
+///
+/// An instance is made ahead only while its instantiation needs no invocation. A Palisade
+/// host call other than `config`, or an HTTP request, during it spoils the spare
+/// ([`State::ahead`]): it is thrown away and the plugin's instances are made for their
+/// calls from then on, as is one whose instantiation fails or overruns its `timeout_ms`.
+/// A spare is taken only by a call under the limits it was made under.
+pub(crate) struct Spares {
+    pre: InstancePre<State>,
+    /// Whether its instances are linked for direct calls.
+    direct: bool,
+    ready: Mutex<Option<Spare>>,
+    /// The export indices of its instances (probed when the first spare is made).
+    exports: OnceLock<Exports>,
+    /// Whether one is being made.
+    making: AtomicBool,
+    /// Set for good when one was spoiled, failed or overran.
+    off: AtomicBool,
+    /// How many calls took one.
+    taken: AtomicU64,
+}
+
+struct Spare {
+    instance: Instance,
+    /// What instantiating it cost, charged to the call that takes it.
+    cost: Cost,
+    limits: Limits,
+}
+
+impl Spares {
+    pub fn new(pre: InstancePre<State>, direct: bool) -> Arc<Spares> {
+        Arc::new(Spares {
+            pre,
+            direct,
+            ready: Mutex::new(None),
+            exports: OnceLock::new(),
+            making: AtomicBool::new(false),
+            off: AtomicBool::new(false),
+            taken: AtomicU64::new(0),
+        })
+    }
+
+    fn exports(&self) -> &Exports {
+        self.exports.get_or_init(|| Exports::probe(&self.pre))
+    }
+
+    /// How many calls took a spare.
+    pub fn taken(&self) -> u64 {
+        self.taken.load(Ordering::Relaxed)
+    }
+
+    /// Whether one is ready.
+    pub fn ready(&self) -> bool {
+        self.ready
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .is_some()
+    }
+
+    /// Whether the plugin gets no more spares (one was spoiled, failed or overran).
+    pub fn off(&self) -> bool {
+        self.off.load(Ordering::Relaxed)
+    }
+
+    /// The ready spare, if it was made under `limits` (one made under others is dropped).
+    fn take(&self, limits: &Limits) -> Option<(Instance, Cost)> {
+        let spare = self
+            .ready
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take()?;
+        if spare.limits != *limits {
+            return None;
+        }
+        self.taken.fetch_add(1, Ordering::Relaxed);
+        Some((spare.instance, spare.cost))
+    }
+
+    /// Starts making the next spare on the current tokio runtime, under `limits`, unless
+    /// one is ready or being made, the plugin gets none, or there is no runtime.
+    /// `used`, the instance of the call just made, is freed there first (its slot reset
+    /// for the spare), or here when no spare is made.
+    fn replenish(
+        self: &Arc<Self>,
+        env: &Arc<PluginEnv>,
+        sink: &Option<Arc<dyn EventSink>>,
+        limits: Limits,
+        used: Option<Instance>,
+    ) {
+        if self.off() || self.making.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        let runtime = match tokio::runtime::Handle::try_current() {
+            Ok(runtime) if !self.ready() => runtime,
+            _ => {
+                self.making.store(false, Ordering::Release);
+                return;
+            }
+        };
+        let (spares, env, sink) = (self.clone(), env.clone(), sink.clone());
+        runtime.spawn(async move {
+            drop(used);
+            let made = async {
+                let state = State::ahead(env, sink, limits.timeout).map_err(|_| ())?;
+                Ok::<_, ()>(Instance::ahead(&spares.pre, state, &limits, spares.direct).await)
+            };
+            match tokio::time::timeout(limits.timeout, made).await {
+                Ok(Ok(Some(Ok((mut instance, cost))))) if !instance.spoiled() => {
+                    instance.load_exports(spares.exports());
+                    *spares.ready.lock().unwrap_or_else(|e| e.into_inner()) = Some(Spare {
+                        instance,
+                        cost,
+                        limits,
+                    });
+                }
+                // No slot free in the pool: the next call tries again.
+                Ok(Ok(None)) => {}
+                // Spoiled, failed, overran, or its granted folders are gone.
+                _ => spares.off.store(true, Ordering::Relaxed),
+            }
+            spares.making.store(false, Ordering::Release);
+        });
+    }
 }
 
 /// A component ready to instantiate in one engine.
@@ -169,12 +301,21 @@ pub(crate) async fn run(plugin: &Wasm, site: Site<'_>, request: &Request<'_>) ->
             _ => None,
         };
         let mut fresh_cost = Cost::default();
-        let mut instance = match slot.as_mut().and_then(|s| s.take()) {
-            Some(mut instance) => {
+        let spare = match site.lifetime {
+            InstanceLifetime::PerCall if site.host.spares => plugin.spares.take(limits),
+            _ => None,
+        };
+        let mut instance = match (slot.as_mut().and_then(|s| s.take()), spare) {
+            (Some(mut instance), _) => {
                 instance.begin(call, limits);
                 instance
             }
-            None => {
+            (None, Some((mut instance, cost))) => {
+                instance.begin(call, limits);
+                fresh_cost = cost;
+                instance
+            }
+            (None, None) => {
                 phase.store(PHASE_INSTANTIATE, Ordering::Relaxed);
                 let state = match State::new(site.env.clone(), site.sink.clone(), call) {
                     Ok(state) => state,
@@ -182,6 +323,7 @@ pub(crate) async fn run(plugin: &Wasm, site: Site<'_>, request: &Request<'_>) ->
                         return (
                             Err(Failure::new(FailureReason::Unavailable, why)),
                             Cost::default(),
+                            None,
                         );
                     }
                 };
@@ -191,26 +333,27 @@ pub(crate) async fn run(plugin: &Wasm, site: Site<'_>, request: &Request<'_>) ->
                         fresh_cost = cost;
                         instance
                     }
-                    Err(failure) => return (Err(failure), Cost::default()),
+                    Err(failure) => return (Err(failure), Cost::default(), None),
                 }
             }
         };
         phase.store(PHASE_CALL, Ordering::Relaxed);
         let (result, cost) = instance.call(plugin, request, limits).await;
-        // A failed instance may be dead (a trap) or mid-call: never reuse it.
-        if result.is_ok()
-            && let Some(slot) = slot.as_mut()
-        {
-            **slot = Some(instance);
+        let cost = Cost {
+            fuel: cost.fuel + fresh_cost.fuel,
+        };
+        match slot.as_mut() {
+            // A failed instance may be dead (a trap) or mid-call: never reuse it.
+            Some(slot) if result.is_ok() => {
+                **slot = Some(instance);
+                (result, cost, None)
+            }
+            Some(_) => (result, cost, None),
+            // Used: freed after the answer, off the call's path when spares are made.
+            None => (result, cost, Some(instance)),
         }
-        (
-            result,
-            Cost {
-                fuel: cost.fuel + fresh_cost.fuel,
-            },
-        )
     };
-    let (result, cost) = tokio::select! {
+    let (result, cost, used) = tokio::select! {
         // Biased: a call that completes at its first poll never arms the watchdog's timer.
         biased;
         done = work => done,
@@ -230,15 +373,17 @@ pub(crate) async fn run(plugin: &Wasm, site: Site<'_>, request: &Request<'_>) ->
                     ),
                 )),
                 Cost::default(),
+                None,
             )
         }
     };
+    let duration = started.elapsed();
+    if site.lifetime == InstanceLifetime::PerCall && site.host.spares {
+        plugin.spares.replenish(site.env, site.sink, *limits, used);
+    }
     Run {
         result,
-        meter: Meter {
-            duration: started.elapsed(),
-            cost,
-        },
+        meter: Meter { duration, cost },
         logs: Vec::new(),
     }
 }
