@@ -129,7 +129,7 @@ impl Spares {
         env: &Arc<PluginEnv>,
         sink: &Option<Arc<dyn EventSink>>,
         limits: Limits,
-        used: Option<Instance>,
+        used: Instance,
     ) {
         if self.off() || self.making.swap(true, Ordering::AcqRel) {
             return;
@@ -301,21 +301,17 @@ pub(crate) async fn run(plugin: &Wasm, site: Site<'_>, request: &Request<'_>) ->
             _ => None,
         };
         let mut fresh_cost = Cost::default();
-        let spare = match site.lifetime {
-            InstanceLifetime::PerCall if site.host.spares => plugin.spares.take(limits),
-            _ => None,
-        };
-        let mut instance = match (slot.as_mut().and_then(|s| s.take()), spare) {
-            (Some(mut instance), _) => {
+        let mut instance = match slot.as_mut().and_then(|s| s.take()) {
+            Some(mut instance) => {
                 instance.begin(call, limits);
                 instance
             }
-            (None, Some((mut instance, cost))) => {
+            None if let Some((mut instance, cost)) = spare(plugin, &site, limits) => {
                 instance.begin(call, limits);
                 fresh_cost = cost;
                 instance
             }
-            (None, None) => {
+            None => {
                 phase.store(PHASE_INSTANTIATE, Ordering::Relaxed);
                 let state = match State::new(site.env.clone(), site.sink.clone(), call) {
                     Ok(state) => state,
@@ -323,7 +319,6 @@ pub(crate) async fn run(plugin: &Wasm, site: Site<'_>, request: &Request<'_>) ->
                         return (
                             Err(Failure::new(FailureReason::Unavailable, why)),
                             Cost::default(),
-                            None,
                         );
                     }
                 };
@@ -333,27 +328,32 @@ pub(crate) async fn run(plugin: &Wasm, site: Site<'_>, request: &Request<'_>) ->
                         fresh_cost = cost;
                         instance
                     }
-                    Err(failure) => return (Err(failure), Cost::default(), None),
+                    Err(failure) => return (Err(failure), Cost::default()),
                 }
             }
         };
         phase.store(PHASE_CALL, Ordering::Relaxed);
         let (result, cost) = instance.call(plugin, request, limits).await;
-        let cost = Cost {
-            fuel: cost.fuel + fresh_cost.fuel,
-        };
         match slot.as_mut() {
             // A failed instance may be dead (a trap) or mid-call: never reuse it.
-            Some(slot) if result.is_ok() => {
-                **slot = Some(instance);
-                (result, cost, None)
+            Some(slot) if result.is_ok() => **slot = Some(instance),
+            Some(_) => {}
+            // A per-call instance, used: freed with the next spare made, off the call's path.
+            None if site.lifetime == InstanceLifetime::PerCall && site.host.spares => {
+                plugin
+                    .spares
+                    .replenish(site.env, site.sink, *limits, instance);
             }
-            Some(_) => (result, cost, None),
-            // Used: freed after the answer, off the call's path when spares are made.
-            None => (result, cost, Some(instance)),
+            None => {}
         }
+        (
+            result,
+            Cost {
+                fuel: cost.fuel + fresh_cost.fuel,
+            },
+        )
     };
-    let (result, cost, used) = tokio::select! {
+    let (result, cost) = tokio::select! {
         // Biased: a call that completes at its first poll never arms the watchdog's timer.
         biased;
         done = work => done,
@@ -373,18 +373,24 @@ pub(crate) async fn run(plugin: &Wasm, site: Site<'_>, request: &Request<'_>) ->
                     ),
                 )),
                 Cost::default(),
-                None,
             )
         }
     };
-    let duration = started.elapsed();
-    if site.lifetime == InstanceLifetime::PerCall && site.host.spares {
-        plugin.spares.replenish(site.env, site.sink, *limits, used);
-    }
     Run {
         result,
-        meter: Meter { duration, cost },
+        meter: Meter {
+            duration: started.elapsed(),
+            cost,
+        },
         logs: Vec::new(),
+    }
+}
+
+/// A per-call plugin's spare instance for this call, if one is ready.
+fn spare(plugin: &Wasm, site: &Site<'_>, limits: &Limits) -> Option<(Instance, Cost)> {
+    match site.lifetime {
+        InstanceLifetime::PerCall if site.host.spares => plugin.spares.take(limits),
+        _ => None,
     }
 }
 
