@@ -2,7 +2,7 @@
 //! failures; no hook has ambient authority; instance lifetimes.
 
 use palisade::{EventKind, FailureReason, PreToolDecision, ToolCall};
-use palisade_tests::{PluginDir, load, load_recorded};
+use palisade_tests::{PluginDir, load, load_recorded, spare_settled};
 use serde_json::json;
 use std::time::{Duration, Instant};
 
@@ -261,20 +261,6 @@ async fn per_session_instances_keep_state_and_per_call_instances_do_not() {
     }
 }
 
-/// Waits until `plugin` has a spare instance ready, made after its last call.
-async fn spare_made(plugin: &palisade::Plugin) {
-    let until = Instant::now() + Duration::from_secs(60);
-    while !plugin.spare_ready() {
-        assert!(Instant::now() < until, "{}: no spare made", plugin.name());
-        assert!(
-            !plugin.spares_refused(),
-            "{}: spares refused",
-            plugin.name()
-        );
-        tokio::time::sleep(Duration::from_millis(2)).await;
-    }
-}
-
 /// A per-call plugin's calls after its first take a spare instance made ahead of them, and
 /// each is still an instance no call has used: a guard that denies from its instance's second
 /// call on allows every call. A host without spares instantiates for every call.
@@ -287,7 +273,7 @@ async fn per_call_calls_take_spares_made_ahead_and_each_gets_an_unused_instance(
     let session = plugins.session("s");
     for n in 0..4 {
         if n > 0 {
-            spare_made(plugin).await;
+            assert!(spare_settled(plugin).await, "spares refused");
         }
         assert_eq!(
             session.pre_tool(&call("Bash")).await,

@@ -273,14 +273,7 @@ fn a_c_plugin_that_logs_while_instantiated_gets_no_spare_instances() {
                     session.pre_tool(&call).await,
                     palisade::PreToolDecision::Allow
                 );
-                let until = std::time::Instant::now() + std::time::Duration::from_secs(60);
-                while !plugin.spare_ready() && !plugin.spares_refused() {
-                    assert!(
-                        std::time::Instant::now() < until,
-                        "no spare made or refused"
-                    );
-                    tokio::time::sleep(std::time::Duration::from_millis(5)).await;
-                }
+                palisade_tests::spare_settled(plugin).await;
             }
             (
                 plugin.calls_on_spares(),

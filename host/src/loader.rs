@@ -460,7 +460,11 @@ impl Host {
             path: wasm_path,
             sha256,
             component,
-            spares: crate::runtime::wasm::Spares::new(pre.clone(), direct),
+            spares: crate::runtime::wasm::Spares::new(crate::runtime::wasm::Loaded {
+                pre: pre.clone(),
+                exports: exports.clone(),
+                direct,
+            }),
             pre,
             exports,
             direct,

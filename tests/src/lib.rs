@@ -63,6 +63,26 @@ impl PluginDir {
     }
 }
 
+/// Waits until per-call `plugin` has its spare instance ready (`true`, made after its last
+/// call) or is refused spares (`false`); panics after a minute of neither.
+pub async fn spare_settled(plugin: &palisade::Plugin) -> bool {
+    let until = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    loop {
+        if plugin.spare_ready() {
+            return true;
+        }
+        if plugin.spares_refused() {
+            return false;
+        }
+        assert!(
+            std::time::Instant::now() < until,
+            "{}: no spare made or refused",
+            plugin.name()
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(2)).await;
+    }
+}
+
 /// Records every lifecycle event.
 #[derive(Debug, Default)]
 pub struct Recorder {

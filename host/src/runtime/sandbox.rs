@@ -606,9 +606,10 @@ impl bindings::palisade::hooks::host::Host for State {
 
 impl bindings::palisade::hooks::tool_dispatch::Host for State {
     async fn next(&mut self, timeout_ms: Option<u32>) -> wit::ToolOutcome {
-        let layer = match self.without_invocation() {
-            true => None,
-            false => self.next.clone(),
+        let layer = if self.without_invocation() {
+            None
+        } else {
+            self.next.clone()
         };
         let Some(layer) = layer else {
             return to_wit_outcome(&ToolOutcome::error(

@@ -50,12 +50,9 @@ pub(crate) struct Wasm {
 /// calls from then on, as is one whose instantiation fails or overruns its `timeout_ms`.
 /// A spare is taken only by a call under the limits it was made under.
 pub(crate) struct Spares {
-    pre: InstancePre<State>,
-    /// Whether its instances are linked for direct calls.
-    direct: bool,
+    /// The plugin's component in the pooled engine (as [`Wasm`] has it).
+    loaded: Loaded,
     ready: Mutex<Option<Spare>>,
-    /// The export indices of its instances (probed when the first spare is made).
-    exports: OnceLock<Exports>,
     /// Whether one is being made.
     making: AtomicBool,
     /// Set for good when one was spoiled, failed or overran.
@@ -72,20 +69,14 @@ struct Spare {
 }
 
 impl Spares {
-    pub fn new(pre: InstancePre<State>, direct: bool) -> Arc<Spares> {
+    pub fn new(loaded: Loaded) -> Arc<Spares> {
         Arc::new(Spares {
-            pre,
-            direct,
+            loaded,
             ready: Mutex::new(None),
-            exports: OnceLock::new(),
             making: AtomicBool::new(false),
             off: AtomicBool::new(false),
             taken: AtomicU64::new(0),
         })
-    }
-
-    fn exports(&self) -> &Exports {
-        self.exports.get_or_init(|| Exports::probe(&self.pre))
     }
 
     /// How many calls took a spare.
@@ -146,11 +137,12 @@ impl Spares {
             drop(used);
             let made = async {
                 let state = State::ahead(env, sink, limits.timeout).map_err(|_| ())?;
-                Ok::<_, ()>(Instance::ahead(&spares.pre, state, &limits, spares.direct).await)
+                let Loaded { pre, direct, .. } = &spares.loaded;
+                Ok::<_, ()>(Instance::ahead(pre, state, &limits, *direct).await)
             };
             match tokio::time::timeout(limits.timeout, made).await {
                 Ok(Ok(Some(Ok((mut instance, cost))))) if !instance.spoiled() => {
-                    instance.load_exports(spares.exports());
+                    instance.load_exports(&spares.loaded.exports);
                     *spares.ready.lock().unwrap_or_else(|e| e.into_inner()) = Some(Spare {
                         instance,
                         cost,
@@ -222,7 +214,7 @@ pub(crate) type Slot = tokio::sync::Mutex<Option<Instance>>;
 macro_rules! exports {
     (version $version:literal; $($(#[doc = $doc:literal])* $variant:ident $snake:ident $wit:literal $method:ident ($($arg:ident: $ty:ty),*) -> ($($ret:ty)?) $mdoc:literal;)*) => {
         /// The export indices of the interfaces a component has; `None` where it lacks one.
-        #[derive(Default)]
+        #[derive(Default, Clone)]
         pub(crate) struct Exports {
             $(pub $snake: Option<ex::$snake::GuestIndices>,)*
         }
