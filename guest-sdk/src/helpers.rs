@@ -40,8 +40,8 @@ pub mod log {
 
 /// State the host keeps for this plugin (the manifest's `[state]` grant): it outlives the
 /// instance — eviction, reload, a trapped call, a restart — and, with a shared backend, is one
-/// across hosts. [`session`] is this plugin's values in this agent session, [`global`] in
-/// every session; no other plugin sees them.
+/// across hosts. [`session`](state::session) is this plugin's values in this agent session,
+/// [`global`](state::global) in every session; no other plugin sees them.
 ///
 /// ```no_run
 /// # fn count() -> Result<(), palisade_sdk::state::Error> {
@@ -53,7 +53,8 @@ pub mod log {
 /// ```
 ///
 /// A store that fails stops the hook (the host reports `state-unavailable`, and a guard fails
-/// closed): the calls below only return the refusals of a working store ([`Error`]).
+/// closed): the calls below only return the refusals of a working store
+/// ([`Error`](state::Error)).
 pub mod state {
     use crate::bindings::palisade::hooks::state::{self as raw, Scope};
     pub use raw::Error;

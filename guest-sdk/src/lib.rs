@@ -46,8 +46,21 @@
 //! [`log`], [`config`], [`invocation`] and, inside `tool-execute`, [`next`] — are plain
 //! functions; so are [`state`] (values the host keeps, when the manifest grants `[state]`) and
 //! [`http`] (requests to the origins the manifest's `http` grant lists).
+//!
+//! The SDK sets the plugin's global allocator (the default feature `fast-alloc`): blocks of up
+//! to 4 KiB come from a free list per power-of-two size class, larger ones from the system
+//! allocator (`dlmalloc`). A call's strings and small values then cost a few instructions each
+//! to allocate and free instead of hundreds. A freed small block is kept for its class rather
+//! than returned, so an instance holds at most its peak use of each class (and, with the
+//! allocator's own state, a page more than it would otherwise). A plugin that sets a
+//! `#[global_allocator]` of its own depends on the SDK with `default-features = false` (else
+//! rustc refuses the build: "the `#[global_allocator]` in this crate conflicts with global
+//! allocator in: palisade_sdk").
 #![deny(missing_docs)]
 
+// The plugin's allocator (built natively only for its tests).
+#[cfg(any(all(target_arch = "wasm32", feature = "fast-alloc"), test))]
+mod alloc;
 mod helpers;
 pub mod http;
 
