@@ -158,7 +158,8 @@ unsafe impl<B: GlobalAlloc> GlobalAlloc for SizeClasses<B> {
     }
 }
 
-#[cfg(target_arch = "wasm32")]
+// The module is also built for its tests: the allocator is the plugin's only with the feature.
+#[cfg(all(target_arch = "wasm32", feature = "fast-alloc"))]
 #[global_allocator]
 static ALLOCATOR: SizeClasses<std::alloc::System> = SizeClasses::new(std::alloc::System);
 
