@@ -6,10 +6,21 @@
 //! wasm32's `dlmalloc` each of those costs hundreds of metered instructions to allocate and
 //! to free: about a tenth of a minimal guard's whole call went to its three strings'. Here a
 //! block of up to [`MAX_SMALL`] bytes is one of nine power-of-two classes: allocating pops
-//! the class's free list (or cuts a block from the current chunk), freeing pushes onto it —
+//! the class's free list (or cuts a block from its region), freeing pushes onto it —
 //! no header, no search, no coalescing, as Rust hands `dealloc` the block's layout. Freed
 //! small blocks are kept for their class, so a long-lived (`per-session`) instance holds at
 //! most its peak of each class; larger blocks go back to the system allocator.
+//!
+//! Not every block a plugin frees was allocated here, nor every block it hands on freed here:
+//! wasi-libc (which Rust's standard library calls for the environment, among others) frees
+//! with `free()` what the canonical ABI allocated for an import's result, and Rust code frees
+//! through this allocator what an import returned it. So the canonical ABI allocates for
+//! imports from the system allocator (the module's `cabi_import_realloc`, which the component
+//! linker uses for every import's results), and this allocator cuts its classes' blocks from
+//! at most [`REGIONS`] regions it took from the system allocator: a block outside them, or a
+//! block too large for the classes, is the system allocator's, and goes back to it. (With the classes handing out import results,
+//! wasi-libc freed one of their blocks and corrupted its heap: `std::env::var` trapped with
+//! an out-of-bounds access on rustc 1.97.)
 //!
 //! A plugin with an allocator of its own turns the feature off:
 //! `palisade-sdk = { version = "…", default-features = false }`.
@@ -30,11 +41,15 @@ const MAX_SMALL: usize = 4096;
 /// How many classes: 16, 32, ... [`MAX_SMALL`] bytes.
 const CLASSES: usize = (MAX_SMALL / MIN_BLOCK).trailing_zeros() as usize + 1;
 /// What the classes first take from the system allocator: an instance that allocates little
-/// takes little. Each later chunk is twice the one before, up to [`MAX_CHUNK`], and at least
-/// a block.
-const FIRST_CHUNK: usize = 512;
-/// The largest chunk taken at a time.
-const MAX_CHUNK: usize = 16 << 10;
+/// takes little (a larger first region grows a fresh instance's memory: 64 KiB made a fresh
+/// minimal guard 9.5 → 15 µs). Each later region is twice the one before, up to
+/// [`MAX_REGION`], and at least a block.
+const FIRST_REGION: usize = 512;
+/// The largest region taken at a time.
+const MAX_REGION: usize = 16 << 10;
+/// How many regions the classes take (~190 KiB in all); past them, small blocks come from the
+/// system allocator too. Few, as freeing a block looks for it among them.
+const REGIONS: usize = 16;
 
 /// Size classes over `backing` (the system allocator in a plugin; anything in a test).
 pub(crate) struct SizeClasses<B> {
@@ -45,11 +60,23 @@ pub(crate) struct SizeClasses<B> {
 struct State {
     /// Each class's freed blocks, linked through their first word.
     free: [*mut u8; CLASSES],
-    /// The current chunk's unused part: `next..end`.
+    /// The current region's part not cut yet: `next..end`.
     next: *mut u8,
     end: *mut u8,
-    /// The size of the next chunk (0 before the first).
-    chunk: usize,
+    /// The regions taken (`start..end`), the first `taken` of them.
+    regions: [(usize, usize); REGIONS],
+    taken: usize,
+}
+
+impl State {
+    /// Whether `block` was cut from one of the regions (the newest first: most blocks are).
+    fn owns(&self, block: *mut u8) -> bool {
+        let at = block as usize;
+        self.regions[..self.taken]
+            .iter()
+            .rev()
+            .any(|&(start, end)| (start..end).contains(&at))
+    }
 }
 
 /// The class of `layout`'s blocks, if the classes serve it.
@@ -69,7 +96,8 @@ impl<B> SizeClasses<B> {
                 free: [ptr::null_mut(); CLASSES],
                 next: ptr::null_mut(),
                 end: ptr::null_mut(),
-                chunk: 0,
+                regions: [(0, 0); REGIONS],
+                taken: 0,
             }),
         }
     }
@@ -81,12 +109,13 @@ impl<B> SizeClasses<B> {
 unsafe impl<B: Sync> Sync for SizeClasses<B> {}
 
 // SAFETY (for the whole impl): blocks of one class are `MIN_BLOCK << class` bytes, cut one
-// after another from chunks aligned to `MIN_BLOCK`, and every block and chunk size is a
-// multiple of `MIN_BLOCK`: so every block is aligned to `MIN_BLOCK` (the largest alignment
-// the classes serve) and holds its layout's size. A block
-// is on at most one free list, and only once it was freed; `dealloc` and `realloc` receive
-// the layout the block was allocated with (GlobalAlloc's contract), so `class` sends a block
-// back where it came from: a class's block to its class, the backing's to the backing.
+// after another from the regions, aligned to `MIN_BLOCK`, and every block size and the
+// regions' are multiples of `MIN_BLOCK`: so every block is aligned to `MIN_BLOCK` (the largest
+// alignment the classes serve) and holds its layout's size. A block is on at most one free
+// list, and only once it was freed; `dealloc` and `realloc` receive the layout the block was
+// allocated with (GlobalAlloc's contract), and a block lies in a region exactly when it was
+// cut from it: so a block goes back where it came from, a class's block to its class (by
+// `class`), any other to the backing.
 unsafe impl<B: GlobalAlloc> GlobalAlloc for SizeClasses<B> {
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
         let Some(class) = class(layout) else {
@@ -103,23 +132,29 @@ unsafe impl<B: GlobalAlloc> GlobalAlloc for SizeClasses<B> {
         }
         let block = MIN_BLOCK << class;
         if (state.end as usize) - (state.next as usize) < block {
-            // The rest of the chunk (smaller than this block) is left unused.
-            let size = state.chunk.max(FIRST_CHUNK).max(block);
-            // SAFETY: a non-zero size (at most `MAX_CHUNK`) and a valid alignment.
-            let chunk = unsafe {
+            // The rest of the region (smaller than this block) is left unused.
+            if state.taken == REGIONS {
+                // Out of regions: the system allocator's block, which `dealloc` sends back
+                // to it as it lies outside them.
+                return unsafe { self.backing.alloc(layout) };
+            }
+            let size = (FIRST_REGION << state.taken).min(MAX_REGION).max(block);
+            // SAFETY: a non-zero size (at most `MAX_REGION`) and a valid alignment.
+            let region = unsafe {
                 self.backing
                     .alloc(Layout::from_size_align_unchecked(size, MIN_BLOCK))
             };
-            if chunk.is_null() {
+            if region.is_null() {
                 return ptr::null_mut();
             }
-            state.next = chunk;
-            // SAFETY: the end of the chunk just allocated.
-            state.end = unsafe { chunk.add(size) };
-            state.chunk = (size * 2).min(MAX_CHUNK);
+            state.next = region;
+            // SAFETY: the end of the region just allocated.
+            state.end = unsafe { region.add(size) };
+            state.regions[state.taken] = (region as usize, state.end as usize);
+            state.taken += 1;
         }
         let taken = state.next;
-        // SAFETY: `block` bytes remain in the chunk (checked above).
+        // SAFETY: `block` bytes remain in the region (checked above).
         state.next = unsafe { taken.add(block) };
         taken
     }
@@ -130,6 +165,9 @@ unsafe impl<B: GlobalAlloc> GlobalAlloc for SizeClasses<B> {
         };
         // SAFETY: single-threaded (see `Sync`).
         let state = unsafe { &mut *self.state.get() };
+        if !state.owns(block) {
+            return unsafe { self.backing.dealloc(block, layout) };
+        }
         // SAFETY: a block of this class, no longer in use: its first word becomes the link.
         unsafe { block.cast::<*mut u8>().write(state.free[class]) };
         state.free[class] = block;
@@ -139,10 +177,13 @@ unsafe impl<B: GlobalAlloc> GlobalAlloc for SizeClasses<B> {
         // SAFETY: the caller passes a valid alignment and a non-zero size that, rounded up
         // to the alignment, does not overflow (GlobalAlloc's contract).
         let new_layout = unsafe { Layout::from_size_align_unchecked(new_size, layout.align()) };
+        // SAFETY: single-threaded (see `Sync`); the reference ends here.
+        let owned = unsafe { &*self.state.get() }.owns(block);
         match (class(layout), class(new_layout)) {
             // The block already fits: a string or vector grown or shrunk within its class.
-            (Some(old), Some(new)) if old == new => block,
-            (None, None) => unsafe { self.backing.realloc(block, layout, new_size) },
+            (Some(old), Some(new)) if old == new && owned => block,
+            // The system allocator's block stays its own, whatever its new size.
+            _ if !owned => unsafe { self.backing.realloc(block, layout, new_size) },
             _ => {
                 // SAFETY: as for `alloc`; both blocks hold `min(old, new)` bytes.
                 let moved = unsafe { self.alloc(new_layout) };
@@ -162,6 +203,45 @@ unsafe impl<B: GlobalAlloc> GlobalAlloc for SizeClasses<B> {
 #[cfg(all(target_arch = "wasm32", feature = "fast-alloc"))]
 #[global_allocator]
 static ALLOCATOR: SizeClasses<std::alloc::System> = SizeClasses::new(std::alloc::System);
+
+/// The canonical ABI's allocator for what imports return (the component linker uses a
+/// module's `cabi_import_realloc` for every import, `cabi_realloc` for the exports'
+/// arguments): the system allocator's blocks, as wasi-libc frees its imports' results with
+/// `free()`. Rust code that frees one goes through [`SizeClasses`], which hands it back to the
+/// system allocator (it lies outside the region).
+///
+/// # Safety
+///
+/// The canonical ABI's contract: `old` is null with `old_size` 0, or a block this function
+/// returned with that size and `align`; `align` is a power of two.
+#[cfg(all(target_arch = "wasm32", feature = "fast-alloc"))]
+#[unsafe(export_name = "cabi_import_realloc")]
+unsafe extern "C" fn cabi_import_realloc(
+    old: *mut u8,
+    old_size: usize,
+    align: usize,
+    new_size: usize,
+) -> *mut u8 {
+    use std::alloc::System;
+    if new_size == 0 {
+        // Nothing to hold: any aligned non-null address will do (the canonical ABI never
+        // frees through this function).
+        return align as *mut u8;
+    }
+    // SAFETY: the caller's contract (above); sizes are non-zero.
+    let block = unsafe {
+        let layout = Layout::from_size_align_unchecked(old_size.max(1), align);
+        if old_size == 0 {
+            System.alloc(Layout::from_size_align_unchecked(new_size, align))
+        } else {
+            System.realloc(old, layout, new_size)
+        }
+    };
+    if block.is_null() {
+        std::process::abort();
+    }
+    block
+}
 
 #[cfg(test)]
 mod tests {
@@ -280,5 +360,67 @@ mod tests {
         let moved = unsafe { heap.realloc(same, Layout::from_size_align(32, 1).unwrap(), 33) };
         assert_ne!(moved, same);
         unsafe { heap.dealloc(moved, Layout::from_size_align(33, 1).unwrap()) };
+    }
+
+    /// The system allocator, counting the blocks it holds.
+    struct Counting(std::cell::Cell<isize>);
+
+    unsafe impl GlobalAlloc for Counting {
+        unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+            self.0.set(self.0.get() + 1);
+            unsafe { System.alloc(layout) }
+        }
+        unsafe fn dealloc(&self, block: *mut u8, layout: Layout) {
+            self.0.set(self.0.get() - 1);
+            unsafe { System.dealloc(block, layout) }
+        }
+    }
+
+    /// A small block the classes did not cut (as an import's result, allocated by
+    /// `cabi_import_realloc`) goes back to the system allocator when freed or grown, never
+    /// onto a free list; past the region, small blocks are the system allocator's too.
+    #[test]
+    fn blocks_from_outside_the_region_go_back_to_the_system_allocator() {
+        let heap = SizeClasses::new(Counting(std::cell::Cell::new(0)));
+        let small = Layout::from_size_align(24, 1).unwrap();
+        let ours = unsafe { heap.alloc(small) };
+        assert_eq!(heap.backing.0.get(), 1, "the first region");
+        let foreign = unsafe { heap.backing.alloc(small) };
+        assert_eq!(heap.backing.0.get(), 2);
+        // Grown within its class: the system allocator's still.
+        let foreign = unsafe { heap.realloc(foreign, small, 30) };
+        unsafe { heap.dealloc(foreign, Layout::from_size_align(30, 1).unwrap()) };
+        assert_eq!(heap.backing.0.get(), 1, "freed to the system allocator");
+        unsafe { heap.dealloc(ours, small) };
+        assert_eq!(
+            heap.backing.0.get(),
+            1,
+            "a class's block stays with its class"
+        );
+        // The largest class until every region is taken, then one more: the system
+        // allocator's block.
+        let big = Layout::from_size_align(MAX_SMALL, 8).unwrap();
+        let mut blocks = Vec::new();
+        while heap.backing.0.get() < REGIONS as isize {
+            blocks.push(unsafe { heap.alloc(big) });
+        }
+        let state = unsafe { &*heap.state.get() };
+        let left = (state.end as usize - state.next as usize) / MAX_SMALL;
+        blocks.extend((0..left).map(|_| unsafe { heap.alloc(big) }));
+        assert_eq!(heap.backing.0.get(), REGIONS as isize, "the regions");
+        blocks.push(unsafe { heap.alloc(big) });
+        assert_eq!(
+            heap.backing.0.get(),
+            REGIONS as isize + 1,
+            "past the regions"
+        );
+        for block in blocks {
+            unsafe { heap.dealloc(block, big) };
+        }
+        assert_eq!(
+            heap.backing.0.get(),
+            REGIONS as isize,
+            "only the regions are left"
+        );
     }
 }

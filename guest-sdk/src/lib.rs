@@ -48,14 +48,16 @@
 //! [`http`] (requests to the origins the manifest's `http` grant lists).
 //!
 //! The SDK sets the plugin's global allocator (the default feature `fast-alloc`): blocks of up
-//! to 4 KiB come from a free list per power-of-two size class, larger ones from the system
-//! allocator (`dlmalloc`). A call's strings and small values then cost a few instructions each
-//! to allocate and free instead of hundreds. A freed small block is kept for its class rather
-//! than returned, so an instance holds at most its peak use of each class (and, with the
-//! allocator's own state, a page more than it would otherwise). A plugin that sets a
-//! `#[global_allocator]` of its own depends on the SDK with `default-features = false` (else
-//! rustc refuses the build: "the `#[global_allocator]` in this crate conflicts with global
-//! allocator in: palisade_sdk").
+//! to 4 KiB come from a free list per power-of-two size class, cut from a few regions it takes
+//! from the system allocator (`dlmalloc`), larger ones (and small ones past those regions)
+//! from the system allocator itself. A call's strings and small values then cost a few
+//! instructions each to allocate and free instead of hundreds. A freed small block is kept for
+//! its class rather than returned, so an instance holds at most its peak use of each class
+//! (and, with the allocator's own state, a page more than it would otherwise). What imports
+//! return is allocated by the system allocator (the SDK exports `cabi_import_realloc`), as
+//! wasi-libc frees some of it itself. A plugin that sets a `#[global_allocator]` of its own
+//! depends on the SDK with `default-features = false` (else rustc refuses the build: "the
+//! `#[global_allocator]` in this crate conflicts with global allocator in: palisade_sdk").
 #![deny(missing_docs)]
 
 // The plugin's allocator (built natively only for its tests).
