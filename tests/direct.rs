@@ -7,7 +7,7 @@ use palisade_tests::{PluginDir, load, load_recorded};
 use serde_json::json;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 fn command(command: &str) -> ToolCall {
     ToolCall::new("toolu_1", "Bash", json!({ "command": command }))
@@ -36,8 +36,12 @@ fn failure(decision: &PreToolDecision) -> Option<FailureReason> {
     decision.denial().and_then(|d| d.failure)
 }
 
+/// A plugin that may wait on the world (plugin state, `next()`, HTTP) is never called
+/// directly. One whose only wait is a clock's is, until it sleeps: its sleep holds the thread,
+/// and its later calls go on a fiber. (Every Rust component built by rustc 1.97 or later
+/// imports the clock's subscriptions through its standard library, sleeping or not.)
 #[tokio::test]
-async fn only_a_plugin_that_imports_nothing_that_may_wait_is_called_directly() {
+async fn only_a_plugin_that_cannot_wait_on_the_world_is_called_directly_until_it_sleeps() {
     let dir = PluginDir::new();
     guard(&dir, "allow", palisade_fixtures::ALLOW, "");
     guard(&dir, "direct", palisade_fixtures::DIRECT, "");
@@ -51,20 +55,52 @@ async fn only_a_plugin_that_imports_nothing_that_may_wait_is_called_directly() {
     let plugins = load(&dir);
     assert!(direct_calls(&plugins, "allow"));
     assert!(direct_calls(&plugins, "direct"));
-    assert!(!direct_calls(&plugins, "napper"));
+    assert!(direct_calls(&plugins, "napper"));
     assert!(!direct_calls(&plugins, "scripted"));
-    // Each is served: the napper's sleep on its fiber, the others directly.
+    // Each is served: the napper's first sleep on the thread, its second on its fiber.
     let session = plugins.session("s");
     for _ in 0..2 {
         assert_eq!(
             session.pre_tool(&command("ls")).await,
             PreToolDecision::Allow
         );
+        assert!(
+            !direct_calls(&plugins, "napper"),
+            "its sleep sent it to a fiber"
+        );
     }
     assert!(
         direct_calls(&plugins, "direct"),
         "a short call keeps it direct"
     );
+}
+
+/// A direct call that sleeps past its deadline holds the thread to the deadline, no longer,
+/// and fails as `timeout`, as a call on a fiber does.
+#[tokio::test]
+async fn a_direct_sleep_past_the_deadline_is_cut_at_the_deadline() {
+    let dir = PluginDir::new();
+    guard(
+        &dir,
+        "napper",
+        palisade_fixtures::NAPPER,
+        "[limits]\ntimeout_ms = 100\n[config]\nms = 60000",
+    );
+    let plugins = load(&dir);
+    assert!(direct_calls(&plugins, "napper"));
+    let session = plugins.session("s");
+    let started = Instant::now();
+    let slept = session.pre_tool(&command("ls")).await;
+    let took = started.elapsed();
+    assert_eq!(failure(&slept), Some(FailureReason::Timeout), "{slept:?}");
+    assert!(
+        took < Duration::from_secs(5),
+        "held the thread for {took:?}"
+    );
+    assert!(!direct_calls(&plugins, "napper"));
+    // On its fiber, the same.
+    let slept = session.pre_tool(&command("ls")).await;
+    assert_eq!(failure(&slept), Some(FailureReason::Timeout), "{slept:?}");
 }
 
 #[tokio::test]

@@ -119,11 +119,13 @@ impl Plugin {
     }
 
     /// Whether its hooks are called directly, on the caller's thread, rather than on a fiber.
-    /// A component is called directly when it imports nothing that may wait — no plugin
-    /// state, files, HTTP, clock subscription or `next()` — which makes a warm call a fraction
-    /// of a microsecond. It turns false for good once one of its calls (or instantiations)
-    /// runs for an epoch tick or more ([`EPOCH_TICK`](crate::EPOCH_TICK), 1 ms): a long call
-    /// on a fiber yields the thread at every tick, where a direct call holds it to the end.
+    /// A component is called directly when it imports nothing that may wait on the world —
+    /// no plugin state, files, HTTP or `next()` — which makes a warm call a fraction of a
+    /// microsecond. It turns false for good once one of its calls (or instantiations) runs
+    /// for an epoch tick or more ([`EPOCH_TICK`](crate::EPOCH_TICK), 1 ms), or waits for a
+    /// clock (a sleep): a long call on a fiber yields the thread at every tick, and a sleep
+    /// lets others run, where a direct call holds the thread to its end (a sleep, to its
+    /// deadline at most).
     /// `false` for a command or HTTP plugin.
     pub fn direct_calls(&self) -> bool {
         self.wasm()

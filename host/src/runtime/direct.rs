@@ -5,15 +5,16 @@
 //! async host function, and that fiber — its switch in and out, the async lowering — is most
 //! of a warm call's cost. Only a few of Palisade's imports need it: WASI's blocking I/O,
 //! files, sockets, HTTP, host-kept state and `next()`. A component whose imports are all in
-//! this linker — the hook host functions, `wasi:cli`, `wasi:random`, the wall clock, the
-//! monotonic clock's `now`, and `wasi:io` — is linked here, and its calls are plain
-//! synchronous calls ([`super::instance`]).
+//! this linker — the hook host functions, `wasi:cli`, `wasi:random`, the clocks and `wasi:io`
+//! — is linked here, and its calls are plain synchronous calls ([`super::instance`]).
 //!
 //! `wasi:io` is async in WASI's own bindings because a pollable may wait. In this linker
-//! none can: every stream a directly linked instance can reach is ready at once (stdout and
-//! stderr are [`super::sandbox::Captured`], written synchronously; stdin is closed), and the
-//! imports that make pollables which wait (clock subscriptions, files, sockets, HTTP) are not
-//! here. So each blocking `wasi:io` function polls its operation once; should it ever not be
+//! only a clock's can: every stream a directly linked instance can reach is ready at once
+//! (stdout and stderr are [`super::sandbox::Captured`], written synchronously; stdin is
+//! closed), the imports that make pollables which wait on the world (files, sockets, HTTP)
+//! are not here, and a clock subscription is a [`Nap`], which holds the thread until it is
+//! due (at most to the invocation's deadline) and sends the plugin to a fiber after the call.
+//! So each blocking `wasi:io` function polls its operation once; should it ever not be
 //! ready, the call traps (`would block`) instead of blocking the thread: it fails closed like
 //! any trap, and never waits.
 
@@ -21,6 +22,7 @@ use super::sandbox::{State, bindings};
 use std::future::Future;
 use std::pin::pin;
 use std::task::{Context, Poll, Waker};
+use std::time::{Duration, Instant};
 use wasmtime::component::{HasData, HasSelf, Linker, Resource, ResourceTable};
 use wasmtime_wasi::p2::bindings::sync::io::{poll, streams};
 use wasmtime_wasi::p2::{DynInputStream, DynOutputStream, DynPollable, StreamError, StreamResult};
@@ -72,9 +74,54 @@ pub(crate) fn linker(engine: &wasmtime::Engine) -> wasmtime::Result<Linker<State
         let mut clocks = wasmtime_wasi::clocks::WasiClocksView::clocks(store.data_mut());
         Ok((clocks::monotonic_clock::Host::resolution(&mut clocks)?,))
     })?;
+    // Its subscriptions, as naps: see `Nap`.
+    monotonic.func_wrap("subscribe-duration", |mut store, (after,): (u64,)| {
+        let until = Instant::now().checked_add(Duration::from_nanos(after));
+        nap(store.data_mut(), until)
+    })?;
+    monotonic.func_wrap("subscribe-instant", |mut store, (when,): (u64,)| {
+        let state = store.data_mut();
+        let mut clocks = wasmtime_wasi::clocks::WasiClocksView::clocks(state);
+        let now = clocks::monotonic_clock::Host::now(&mut clocks)?;
+        let until = Instant::now().checked_add(Duration::from_nanos(when.saturating_sub(now)));
+        nap(state, until)
+    })?;
     bindings::palisade::hooks::types::add_to_linker::<State, HasSelf<State>>(l, |s| s)?;
     bindings::palisade::hooks::host::add_to_linker::<State, HasSelf<State>>(l, |s| s)?;
     Ok(linker)
+}
+
+/// A clock subscription of a directly called instance. Nothing can wait for it without
+/// holding the thread (there is no fiber to suspend): so waiting for it — or asking whether
+/// it is ready — holds the thread until it is due or the invocation's deadline comes,
+/// whichever is first, as a direct call that computes holds it to its end; and the call
+/// counts as long, so the plugin's later calls go on a fiber, where a wait yields
+/// ([`State::direct_waits`]). (Rust's standard library links these subscriptions into every
+/// component that can write to stdout or stderr, since rustc 1.97, whether it ever waits or
+/// not: were they left out of this linker, no Rust plugin would be called directly.)
+struct Nap {
+    until: Instant,
+}
+
+#[wasmtime_wasi::async_trait]
+impl wasmtime_wasi::p2::Pollable for Nap {
+    async fn ready(&mut self) {
+        let now = Instant::now();
+        if self.until > now {
+            std::thread::sleep(self.until - now);
+        }
+    }
+}
+
+/// A nap until `until` (`None`: further than the clock can count), cut at the invocation's
+/// deadline.
+fn nap(state: &mut State, until: Option<Instant>) -> wasmtime::Result<(Resource<DynPollable>,)> {
+    let deadline = state.call.clock.deadline();
+    let until = until.map_or(deadline, |until| until.min(deadline));
+    state.direct_waits();
+    let table = state.ctx().table;
+    let nap = table.push(Nap { until })?;
+    Ok((wasmtime_wasi_io::poll::subscribe(table, nap)?,))
 }
 
 struct Table;
