@@ -4,7 +4,8 @@
 //!
 //! `[config] pre_tool` is one of: `allow`, `deny`, `ask`, `loop`, `membomb`, `panic`,
 //! `bad-payload`, `probe` (try files, env and network), `http` (see [`http_behaviour`]), `deny-after:N` (deny from the N+1-th call of this instance on),
-//! `huge-payload` / `huge-message` (`size_mb` MiB), `pollables` (hoard WASI resources).
+//! `huge-payload` / `huge-message` (`size_mb` MiB), `pollables` (hoard WASI resources),
+//! `scatter` (write every other page of a 1 MiB block).
 //! `[config] tool_result` is one of: `ok`, `panic`, `loop`.
 //! `[config] panic_on_call = N` panics on the N-th `pre-tool` call of the instance.
 //! `[config] log_new = true` logs `made` when the instance makes the plugin's value.
@@ -283,6 +284,17 @@ impl PreTool for Scripted {
             }),
             "huge-message" => PreToolDecision::Deny(Deny::new("huge", "x".repeat(size()))),
             "pollables" => hoard_pollables(),
+            // Writes one byte in every other page of a 1 MiB block: 128 pages written, none
+            // beside another (how an interpreter's heap dirties its memory).
+            "scatter" => {
+                // Not zeroed first (that would write every page): only the bytes below are.
+                let mut block: Vec<u8> = Vec::with_capacity(1 << 20);
+                for page in (0..block.capacity()).step_by(2 * 4096) {
+                    block.spare_capacity_mut()[page].write(1);
+                }
+                black_box(&block);
+                PreToolDecision::Allow
+            }
             "bad-payload" => PreToolDecision::Deny(Deny {
                 reason_code: "bad".into(),
                 message: "bad payload".into(),
