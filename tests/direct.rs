@@ -39,7 +39,9 @@ fn failure(decision: &PreToolDecision) -> Option<FailureReason> {
 /// A plugin that may wait on the world (plugin state, `next()`, HTTP) is never called
 /// directly. One whose only wait is a clock's is, until it sleeps: its sleep holds the thread,
 /// and its later calls go on a fiber. (Every Rust component built by rustc 1.97 or later
-/// imports the clock's subscriptions through its standard library, sleeping or not.)
+/// imports the clock's subscriptions through its standard library, sleeping or not.) Its
+/// instances keep the direct linker's synchronous imports, so on a fiber a sleep would hold
+/// the thread at every call: it fails the call, closed, instead.
 #[tokio::test]
 async fn only_a_plugin_that_cannot_wait_on_the_world_is_called_directly_until_it_sleeps() {
     let dir = PluginDir::new();
@@ -57,22 +59,23 @@ async fn only_a_plugin_that_cannot_wait_on_the_world_is_called_directly_until_it
     assert!(direct_calls(&plugins, "direct"));
     assert!(direct_calls(&plugins, "napper"));
     assert!(!direct_calls(&plugins, "scripted"));
-    // Each is served: the napper's first sleep on the thread, its second on its fiber.
+    // Each is served: the napper's first sleep on the thread.
     let session = plugins.session("s");
-    for _ in 0..2 {
-        assert_eq!(
-            session.pre_tool(&command("ls")).await,
-            PreToolDecision::Allow
-        );
-        assert!(
-            !direct_calls(&plugins, "napper"),
-            "its sleep sent it to a fiber"
-        );
-    }
+    assert_eq!(
+        session.pre_tool(&command("ls")).await,
+        PreToolDecision::Allow
+    );
+    assert!(
+        !direct_calls(&plugins, "napper"),
+        "its sleep sent it to a fiber"
+    );
     assert!(
         direct_calls(&plugins, "direct"),
         "a short call keeps it direct"
     );
+    // On its fiber, its sleep fails closed (a trap, not a wait to the deadline).
+    let slept = session.pre_tool(&command("ls")).await;
+    assert_eq!(failure(&slept), Some(FailureReason::Trap), "{slept:?}");
 }
 
 /// A direct call that sleeps past its deadline holds the thread to the deadline, no longer,
@@ -98,9 +101,9 @@ async fn a_direct_sleep_past_the_deadline_is_cut_at_the_deadline() {
         "held the thread for {took:?}"
     );
     assert!(!direct_calls(&plugins, "napper"));
-    // On its fiber, the same.
+    // On its fiber, its sleep fails closed at once (a trap), not at the deadline.
     let slept = session.pre_tool(&command("ls")).await;
-    assert_eq!(failure(&slept), Some(FailureReason::Timeout), "{slept:?}");
+    assert_eq!(failure(&slept), Some(FailureReason::Trap), "{slept:?}");
 }
 
 #[tokio::test]

@@ -18,9 +18,9 @@
 //! imports from the system allocator (the module's `cabi_import_realloc`, which the component
 //! linker uses for every import's results), and this allocator cuts its classes' blocks from
 //! at most [`REGIONS`] regions it took from the system allocator: a block outside them, or a
-//! block too large for the classes, is the system allocator's, and goes back to it. (With the classes handing out import results,
-//! wasi-libc freed one of their blocks and corrupted its heap: `std::env::var` trapped with
-//! an out-of-bounds access on rustc 1.97.)
+//! block too large for the classes, is the system allocator's, and goes back to it. (With the
+//! classes handing out import results, wasi-libc freed one of their blocks and corrupted its
+//! heap: `std::env::var` trapped with an out-of-bounds access on rustc 1.97.)
 //!
 //! A plugin with an allocator of its own turns the feature off:
 //! `palisade-sdk = { version = "…", default-features = false }`.
@@ -230,11 +230,14 @@ unsafe extern "C" fn cabi_import_realloc(
     }
     // SAFETY: the caller's contract (above); sizes are non-zero.
     let block = unsafe {
-        let layout = Layout::from_size_align_unchecked(old_size.max(1), align);
         if old_size == 0 {
             System.alloc(Layout::from_size_align_unchecked(new_size, align))
         } else {
-            System.realloc(old, layout, new_size)
+            System.realloc(
+                old,
+                Layout::from_size_align_unchecked(old_size, align),
+                new_size,
+            )
         }
     };
     if block.is_null() {

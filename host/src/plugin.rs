@@ -125,7 +125,8 @@ impl Plugin {
     /// for an epoch tick or more ([`EPOCH_TICK`](crate::EPOCH_TICK), 1 ms), or waits for a
     /// clock (a sleep): a long call on a fiber yields the thread at every tick, and a sleep
     /// lets others run, where a direct call holds the thread to its end (a sleep, to its
-    /// deadline at most).
+    /// deadline at most; its instances keep their synchronous imports, so a later sleep fails
+    /// its call, closed).
     /// `false` for a command or HTTP plugin.
     pub fn direct_calls(&self) -> bool {
         self.wasm()

@@ -13,7 +13,8 @@
 //! (stdout and stderr are [`super::sandbox::Captured`], written synchronously; stdin is
 //! closed), the imports that make pollables which wait on the world (files, sockets, HTTP)
 //! are not here, and a clock subscription is a [`Nap`], which holds the thread until it is
-//! due (at most to the invocation's deadline) and sends the plugin to a fiber after the call.
+//! due (at most to the invocation's deadline) and sends the plugin to a fiber after the call
+//! (where such a wait fails the call: see [`Nap`]).
 //! So each blocking `wasi:io` function polls its operation once; should it ever not be
 //! ready, the call traps (`would block`) instead of blocking the thread: it fails closed like
 //! any trap, and never waits.
@@ -91,14 +92,16 @@ pub(crate) fn linker(engine: &wasmtime::Engine) -> wasmtime::Result<Linker<State
     Ok(linker)
 }
 
-/// A clock subscription of a directly called instance. Nothing can wait for it without
-/// holding the thread (there is no fiber to suspend): so waiting for it — or asking whether
-/// it is ready — holds the thread until it is due or the invocation's deadline comes,
-/// whichever is first, as a direct call that computes holds it to its end; and the call
-/// counts as long, so the plugin's later calls go on a fiber, where a wait yields
-/// ([`State::direct_waits`]). (Rust's standard library links these subscriptions into every
-/// component that can write to stdout or stderr, since rustc 1.97, whether it ever waits or
-/// not: were they left out of this linker, no Rust plugin would be called directly.)
+/// A clock subscription of an instance linked for direct calls. Its imports are synchronous,
+/// so nothing can wait for it without holding the thread: in a direct call, waiting for it —
+/// or asking whether it is ready — holds the thread until it is due or the invocation's
+/// deadline comes, whichever is first, as a direct call that computes holds it to its end,
+/// and the call counts as long ([`State::direct_waits`]): the plugin's later calls go on a
+/// fiber. There (and while an instance is made ahead, also on a fiber) the same synchronous
+/// wait would hold the thread at every call, so the subscription fails the call instead,
+/// closed. (Rust's standard library links these subscriptions into every component that can
+/// write to stdout or stderr, since rustc 1.97, whether it ever waits or not: were they left
+/// out of this linker, no Rust plugin would be called directly.)
 struct Nap {
     until: Instant,
 }
@@ -116,9 +119,13 @@ impl wasmtime_wasi::p2::Pollable for Nap {
 /// A nap until `until` (`None`: further than the clock can count), cut at the invocation's
 /// deadline.
 fn nap(state: &mut State, until: Option<Instant>) -> wasmtime::Result<(Resource<DynPollable>,)> {
+    if !state.direct_waits() {
+        return Err(wasmtime::Error::msg(
+            "a clock wait on a fiber: this plugin is linked for direct calls, whose waits hold              the thread, and it has slept (or is being made ahead): its waits fail closed",
+        ));
+    }
     let deadline = state.call.clock.deadline();
     let until = until.map_or(deadline, |until| until.min(deadline));
-    state.direct_waits();
     let table = state.ctx().table;
     let nap = table.push(Nap { until })?;
     Ok((wasmtime_wasi_io::poll::subscribe(table, nap)?,))

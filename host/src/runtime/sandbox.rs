@@ -279,10 +279,12 @@ impl State {
 
     /// A direct call (or instantiation) made a clock subscription, which it can only wait
     /// for by holding the thread: it counts as long (its plugin goes on a fiber after it).
-    pub fn direct_waits(&mut self) {
-        if let Some(ticks) = self.direct.as_mut() {
-            *ticks = (*ticks).max(DIRECT_TICKS);
-        }
+    /// `false` when the instance is not running directly.
+    pub fn direct_waits(&mut self) -> bool {
+        self.direct
+            .as_mut()
+            .map(|ticks| *ticks = (*ticks).max(DIRECT_TICKS))
+            .is_some()
     }
 
     /// Counts an epoch tick of a direct call; `false` when the instance is not running
