@@ -32,6 +32,24 @@ fn direct_calls(plugins: &palisade::Plugins, name: &str) -> bool {
         .direct_calls()
 }
 
+/// A task that counts the runtime's millisecond ticks, started: its count grows only while
+/// the thread is free to run it.
+async fn ticker() -> (Arc<AtomicU64>, tokio::task::JoinHandle<()>) {
+    let ticks = Arc::new(AtomicU64::new(0));
+    let ticker = tokio::spawn({
+        let ticks = ticks.clone();
+        async move {
+            loop {
+                tokio::time::sleep(Duration::from_millis(1)).await;
+                ticks.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+    });
+    // Let it start.
+    tokio::time::sleep(Duration::from_millis(5)).await;
+    (ticks, ticker)
+}
+
 fn failure(decision: &PreToolDecision) -> Option<FailureReason> {
     decision.denial().and_then(|d| d.failure)
 }
@@ -39,9 +57,7 @@ fn failure(decision: &PreToolDecision) -> Option<FailureReason> {
 /// A plugin that may wait on the world (plugin state, `next()`, HTTP) is never called
 /// directly. One whose only wait is a clock's is, until it sleeps: its sleep holds the thread,
 /// and its later calls go on a fiber. (Every Rust component built by rustc 1.97 or later
-/// imports the clock's subscriptions through its standard library, sleeping or not.) Its
-/// instances keep the direct linker's synchronous imports, so on a fiber a sleep would hold
-/// the thread at every call: it fails the call, closed, instead.
+/// imports the clock's subscriptions through its standard library, sleeping or not.)
 #[tokio::test]
 async fn only_a_plugin_that_cannot_wait_on_the_world_is_called_directly_until_it_sleeps() {
     let dir = PluginDir::new();
@@ -73,9 +89,63 @@ async fn only_a_plugin_that_cannot_wait_on_the_world_is_called_directly_until_it
         direct_calls(&plugins, "direct"),
         "a short call keeps it direct"
     );
-    // On its fiber, its sleep fails closed (a trap, not a wait to the deadline).
-    let slept = session.pre_tool(&command("ls")).await;
-    assert_eq!(failure(&slept), Some(FailureReason::Trap), "{slept:?}");
+    // Served on a fiber, in a new session.
+    assert_eq!(
+        plugins.session("t").pre_tool(&command("ls")).await,
+        PreToolDecision::Allow
+    );
+}
+
+/// Once a plugin has slept (or run long), its new instances — a new session's, a per-call
+/// plugin's — are linked to the full linker: a sleep there waits on the executor, which runs
+/// the runtime's other tasks meanwhile. A session's instance made before keeps the direct
+/// linker's synchronous imports, where a sleep would hold the thread at every call: its
+/// sleep fails the call, closed, at once.
+#[tokio::test(flavor = "current_thread")]
+async fn after_its_first_sleep_a_plugins_new_instances_sleep_without_holding_the_thread() {
+    for lifetime in ["per-session", "per-call"] {
+        let dir = PluginDir::new();
+        guard(
+            &dir,
+            "napper",
+            palisade_fixtures::NAPPER,
+            &format!("instance = \"{lifetime}\"\n[limits]\ntimeout_ms = 5000\n[config]\nms = 50"),
+        );
+        let plugins = load(&dir);
+        let (ticks, ticker) = ticker().await;
+        let ticked = async |session: &palisade::Session| {
+            let before = ticks.load(Ordering::Relaxed);
+            let decision = session.pre_tool(&command("ls")).await;
+            (decision, ticks.load(Ordering::Relaxed) - before)
+        };
+
+        let first = plugins.session("s");
+        let (decision, during_direct) = ticked(&first).await;
+        assert_eq!(decision, PreToolDecision::Allow, "{lifetime}");
+        assert_eq!(during_direct, 0, "{lifetime}: the direct sleep yielded");
+        assert!(!direct_calls(&plugins, "napper"), "{lifetime}");
+
+        let (decision, during_fiber) = ticked(&plugins.session("t")).await;
+        assert_eq!(decision, PreToolDecision::Allow, "{lifetime}");
+        // About fifty in its 50 ms; ten is the bound no scheduling noise crosses.
+        assert!(
+            during_fiber >= 10,
+            "{lifetime}: the ticker ran {during_fiber} times during a sleep on a fiber"
+        );
+
+        let (decision, _) = ticked(&first).await;
+        if lifetime == "per-session" {
+            // The session's instance, linked for direct calls before the plugin slept.
+            assert_eq!(
+                failure(&decision),
+                Some(FailureReason::Trap),
+                "{decision:?}"
+            );
+        } else {
+            assert_eq!(decision, PreToolDecision::Allow, "{lifetime}");
+        }
+        ticker.abort();
+    }
 }
 
 /// A direct call that sleeps past its deadline holds the thread to the deadline, no longer,
@@ -101,9 +171,10 @@ async fn a_direct_sleep_past_the_deadline_is_cut_at_the_deadline() {
         "held the thread for {took:?}"
     );
     assert!(!direct_calls(&plugins, "napper"));
-    // On its fiber, its sleep fails closed at once (a trap), not at the deadline.
+    // The failed instance is dropped; the next, linked to the full linker, sleeps on a fiber
+    // to the deadline as well.
     let slept = session.pre_tool(&command("ls")).await;
-    assert_eq!(failure(&slept), Some(FailureReason::Trap), "{slept:?}");
+    assert_eq!(failure(&slept), Some(FailureReason::Timeout), "{slept:?}");
 }
 
 #[tokio::test]
@@ -166,18 +237,7 @@ async fn after_a_long_direct_call_a_long_call_yields_the_thread() {
     );
     let plugins = load(&dir);
     let session = plugins.session("s");
-    let ticks = Arc::new(AtomicU64::new(0));
-    let ticker = tokio::spawn({
-        let ticks = ticks.clone();
-        async move {
-            loop {
-                tokio::time::sleep(Duration::from_millis(1)).await;
-                ticks.fetch_add(1, Ordering::Relaxed);
-            }
-        }
-    });
-    // Let the ticker start.
-    tokio::time::sleep(Duration::from_millis(5)).await;
+    let (ticks, ticker) = ticker().await;
 
     let before = ticks.load(Ordering::Relaxed);
     let spun = session.pre_tool(&command("spin")).await;

@@ -98,6 +98,14 @@ pub(crate) struct Runtime {
 }
 
 impl HostInner {
+    /// The linkers of `engine`, which is this host's first engine or its on-demand one.
+    pub(crate) fn linkers(&self, engine: &Engine) -> Result<&Linkers, String> {
+        if Engine::same(engine, &self.engine) {
+            return self.linker.get();
+        }
+        self.on_demand().map(|(_, linkers)| linkers)
+    }
+
     /// The engine that allocates instances on demand, and its linker: `engine` itself when it
     /// is not pooled.
     pub(crate) fn on_demand(&self) -> Result<(&Engine, &Linkers), String> {
@@ -243,7 +251,15 @@ impl Linkers {
         if let Some(Ok(pre)) = self.direct.as_ref().map(|l| l.instantiate_pre(component)) {
             return Ok((pre, true));
         }
-        self.full.instantiate_pre(component).map(|pre| (pre, false))
+        self.full(component).map(|pre| (pre, false))
+    }
+
+    /// Links `component` to the full linker.
+    pub fn full(
+        &self,
+        component: &wasmtime::component::Component,
+    ) -> wasmtime::Result<wasmtime::component::InstancePre<State>> {
+        self.full.instantiate_pre(component)
     }
 }
 

@@ -442,11 +442,11 @@ impl Host {
                 return None;
             }
         };
-        let exports = Exports::probe(&pre);
+        let loaded = Arc::new(crate::runtime::wasm::Loaded::new(pre, direct));
         if !subscriptions_exported(
             engine,
             &component,
-            &exports,
+            &loaded.exports,
             manifest,
             manifest_path,
             &wasm_path,
@@ -460,14 +460,8 @@ impl Host {
             path: wasm_path,
             sha256,
             component,
-            spares: crate::runtime::wasm::Spares::new(crate::runtime::wasm::Loaded {
-                pre: pre.clone(),
-                exports: exports.clone(),
-                direct,
-            }),
-            pre,
-            exports,
-            direct,
+            spares: crate::runtime::wasm::Spares::new(loaded.clone()),
+            loaded,
             ran_long: std::sync::atomic::AtomicBool::new(false),
             on_demand: std::sync::OnceLock::new(),
         })

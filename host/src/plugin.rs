@@ -125,12 +125,14 @@ impl Plugin {
     /// for an epoch tick or more ([`EPOCH_TICK`](crate::EPOCH_TICK), 1 ms), or waits for a
     /// clock (a sleep): a long call on a fiber yields the thread at every tick, and a sleep
     /// lets others run, where a direct call holds the thread to its end (a sleep, to its
-    /// deadline at most; its instances keep their synchronous imports, so a later sleep fails
-    /// its call, closed).
+    /// deadline at most). Its new instances are linked for calls on a fiber then; a session's
+    /// instance made before keeps its synchronous imports, where a sleep fails its call,
+    /// closed.
     /// `false` for a command or HTTP plugin.
     pub fn direct_calls(&self) -> bool {
-        self.wasm()
-            .is_some_and(|w| w.direct && !w.ran_long.load(std::sync::atomic::Ordering::Relaxed))
+        self.wasm().is_some_and(|w| {
+            w.loaded.direct && !w.ran_long.load(std::sync::atomic::Ordering::Relaxed)
+        })
     }
 
     /// How many of its calls took a spare instance, made ahead of them instead of for them
@@ -161,7 +163,7 @@ impl Plugin {
     /// those of the points it subscribes to (it answers whatever it is sent).
     pub fn exported_interfaces(&self) -> Vec<Interface> {
         match self.wasm() {
-            Some(wasm) => wasm.exports.interfaces(),
+            Some(wasm) => wasm.loaded.exports.interfaces(),
             None => self.manifest.hooks.iter().fold(Vec::new(), |mut acc, h| {
                 if !acc.contains(&h.point.interface()) {
                     acc.push(h.point.interface());

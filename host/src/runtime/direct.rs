@@ -14,7 +14,7 @@
 //! closed), the imports that make pollables which wait on the world (files, sockets, HTTP)
 //! are not here, and a clock subscription is a [`Nap`], which holds the thread until it is
 //! due (at most to the invocation's deadline) and sends the plugin to a fiber after the call
-//! (where such a wait fails the call: see [`Nap`]).
+//! (its new instances are linked to the full linker then: see [`Nap`]).
 //! So each blocking `wasi:io` function polls its operation once; should it ever not be
 //! ready, the call traps (`would block`) instead of blocking the thread: it fails closed like
 //! any trap, and never waits.
@@ -97,11 +97,13 @@ pub(crate) fn linker(engine: &wasmtime::Engine) -> wasmtime::Result<Linker<State
 /// or asking whether it is ready — holds the thread until it is due or the invocation's
 /// deadline comes, whichever is first, as a direct call that computes holds it to its end,
 /// and the call counts as long ([`State::direct_waits`]): the plugin's later calls go on a
-/// fiber. There (and while an instance is made ahead, also on a fiber) the same synchronous
-/// wait would hold the thread at every call, so the subscription fails the call instead,
-/// closed. (Rust's standard library links these subscriptions into every component that can
-/// write to stdout or stderr, since rustc 1.97, whether it ever waits or not: were they left
-/// out of this linker, no Rust plugin would be called directly.)
+/// fiber, and its new instances are linked to the full linker, where a sleep waits on the
+/// executor ([`super::wasm::Loaded::pre`]). An instance of this linker that lives on — a
+/// session's, made before — is called on a fiber too, where the same synchronous wait would
+/// hold the thread at every call: there the subscription fails the call instead, closed.
+/// (Rust's standard library links these subscriptions into every component that can write
+/// to stdout or stderr, since rustc 1.97, whether it ever waits or not: were they left out
+/// of this linker, no Rust plugin would be called directly.)
 struct Nap {
     until: Instant,
 }
@@ -121,7 +123,9 @@ impl wasmtime_wasi::p2::Pollable for Nap {
 fn nap(state: &mut State, until: Option<Instant>) -> wasmtime::Result<(Resource<DynPollable>,)> {
     if !state.direct_waits() {
         return Err(wasmtime::Error::msg(
-            "a clock wait on a fiber: this plugin is linked for direct calls, whose waits hold              the thread, and it has slept (or is being made ahead): its waits fail closed",
+            "a clock wait on a fiber in an instance linked for direct calls (made before its \
+             plugin first slept or ran long), whose waits would hold the thread: it fails \
+             closed; the plugin's new instances wait on the executor",
         ));
     }
     let deadline = state.call.clock.deadline();

@@ -87,17 +87,21 @@ impl Instance {
         limits: &Limits,
     ) -> Result<(Instance, Cost), Failure> {
         let ran_long = &plugin.ran_long;
-        let mut state =
-            match Self::instantiate(&plugin.pre, state, limits, plugin.direct, ran_long).await {
-                Attempt::Done(done) => return done,
-                Attempt::PoolFull(state) => state,
-            };
-        let loaded = plugin
+        let (pre, linked) = plugin
+            .loaded
+            .pre(Some(host), ran_long.load(Ordering::Relaxed))
+            .map_err(|why| Failure::new(FailureReason::Unavailable, why))?;
+        let mut state = match Self::instantiate(pre, state, limits, linked, ran_long).await {
+            Attempt::Done(done) => return done,
+            Attempt::PoolFull(state) => state,
+        };
+        let (pre, linked) = plugin
             .on_demand(host)
+            .and_then(|loaded| loaded.pre(Some(host), ran_long.load(Ordering::Relaxed)))
             .map_err(|why| Failure::new(FailureReason::Unavailable, why))?;
         // What the failed attempt allocated went with its store: the caps count afresh.
         state.limiter = Default::default();
-        match Self::instantiate(&loaded.pre, *state, limits, loaded.direct, ran_long).await {
+        match Self::instantiate(pre, *state, limits, linked, ran_long).await {
             Attempt::Done(done) => done.map(|(mut instance, cost)| {
                 instance.on_demand = true;
                 (instance, cost)
@@ -133,6 +137,11 @@ impl Instance {
     pub fn load_exports(&mut self, exports: &super::wasm::Exports) {
         self.guests
             .load_all(&mut self.store, &self.instance, exports);
+    }
+
+    /// Whether it was linked for direct calls.
+    pub fn direct(&self) -> bool {
+        self.direct
     }
 
     /// Whether, made ahead of its call, it asked for what only an invocation has.

@@ -25,11 +25,8 @@ pub(crate) struct Wasm {
     pub size: usize,
     /// The component, compiled for the host's first engine.
     pub component: Component,
-    pub pre: InstancePre<State>,
-    pub exports: Exports,
-    /// Whether its instances are called directly, on the caller's thread: its imports are all
-    /// in the direct linker ([`super::direct`]).
-    pub direct: bool,
+    /// The component linked in the host's first engine (shared with [`Spares`]).
+    pub loaded: Arc<Loaded>,
     /// Set when one of its direct calls ran long ([`super::sandbox::DIRECT_TICKS`]): its calls
     /// go on a fiber from then on, where a long call yields to the executor at every tick.
     pub ran_long: AtomicBool,
@@ -50,8 +47,8 @@ pub(crate) struct Wasm {
 /// calls from then on, as is one whose instantiation fails or overruns its `timeout_ms`.
 /// A spare is taken only by a call under the limits it was made under.
 pub(crate) struct Spares {
-    /// The plugin's component in the pooled engine (as [`Wasm`] has it).
-    loaded: Loaded,
+    /// The plugin's component, as [`Wasm`] has it.
+    loaded: Arc<Loaded>,
     ready: Mutex<Option<Spare>>,
     /// Whether one is being made.
     making: AtomicBool,
@@ -69,7 +66,7 @@ struct Spare {
 }
 
 impl Spares {
-    pub fn new(loaded: Loaded) -> Arc<Spares> {
+    pub fn new(loaded: Arc<Loaded>) -> Arc<Spares> {
         Arc::new(Spares {
             loaded,
             ready: Mutex::new(None),
@@ -111,12 +108,14 @@ impl Spares {
         Some((spare.instance, spare.cost))
     }
 
-    /// Starts making the next spare on the current tokio runtime, under `limits`, unless
-    /// one is ready or being made, the plugin gets none, or there is no runtime.
-    /// `used`, the instance of the call just made, is freed there first (its slot reset
-    /// for the spare), or here when no spare is made.
+    /// Starts making the next spare of `plugin` on the current tokio runtime, under
+    /// `limits`, unless one is ready or being made, the plugin gets none, or there is no
+    /// runtime. `used`, the instance of the call just made, is freed there first (its slot
+    /// reset for the spare), or here when no spare is made.
     fn replenish(
         self: &Arc<Self>,
+        host: &crate::engine::HostInner,
+        plugin: &Wasm,
         env: &Arc<PluginEnv>,
         sink: &Option<Arc<dyn EventSink>>,
         limits: Limits,
@@ -132,13 +131,21 @@ impl Spares {
                 return;
             }
         };
+        let ran_long = plugin.ran_long.load(Ordering::Relaxed);
+        // Linked again here, if it must be, where the host is at hand (the spare's task finds
+        // it linked).
+        if self.loaded.pre(Some(host), ran_long).is_err() {
+            self.off.store(true, Ordering::Relaxed);
+            self.making.store(false, Ordering::Release);
+            return;
+        }
         let (spares, env, sink) = (self.clone(), env.clone(), sink.clone());
         runtime.spawn(async move {
             drop(used);
             let made = async {
                 let state = State::ahead(env, sink, limits.timeout).map_err(|_| ())?;
-                let Loaded { pre, direct, .. } = &spares.loaded;
-                Ok::<_, ()>(Instance::ahead(pre, state, &limits, *direct).await)
+                let (pre, direct) = spares.loaded.pre(None, ran_long).map_err(|_| ())?;
+                Ok::<_, ()>(Instance::ahead(pre, state, &limits, direct).await)
             };
             match tokio::time::timeout(limits.timeout, made).await {
                 Ok(Ok(Some(Ok((mut instance, cost))))) if !instance.spoiled() => {
@@ -161,10 +168,57 @@ impl Spares {
 
 /// A component ready to instantiate in one engine.
 pub(crate) struct Loaded {
-    pub pre: InstancePre<State>,
+    /// The component linked: to the direct linker if it has all its imports.
+    pre: InstancePre<State>,
     pub exports: Exports,
-    /// Whether it was linked for direct calls (as [`Wasm::direct`]).
+    /// Whether it was linked for direct calls: its instances are called directly, on the
+    /// caller's thread ([`super::direct`]), until its plugin runs long.
     pub direct: bool,
+    /// For one linked for direct calls, the same component linked to the full linker, for
+    /// its instances made once its plugin ran long: linked at the first.
+    relinked: OnceLock<Result<InstancePre<State>, String>>,
+}
+
+impl Loaded {
+    pub fn new(pre: InstancePre<State>, direct: bool) -> Loaded {
+        Loaded {
+            exports: Exports::probe(&pre),
+            pre,
+            direct,
+            relinked: OnceLock::new(),
+        }
+    }
+
+    /// What its next instance is made from, and whether that instance is called directly.
+    /// Once its plugin ran long (`ran_long`), a component linked for direct calls is linked
+    /// again, to the full linker of its engine in `host`, so that its new instances wait
+    /// on a fiber as every other plugin's do: the direct linker's clock waits hold the
+    /// thread, which is only right in a direct call. Without `host`, it must have been linked
+    /// again already.
+    pub fn pre(
+        &self,
+        host: Option<&crate::engine::HostInner>,
+        ran_long: bool,
+    ) -> Result<(&InstancePre<State>, bool), String> {
+        if !self.direct || !ran_long {
+            return Ok((&self.pre, self.direct));
+        }
+        let relinked = match host {
+            Some(host) => self.relinked.get_or_init(|| {
+                host.linkers(self.pre.engine())?
+                    .full(self.pre.component())
+                    .map_err(|e| format!("cannot link for calls on a fiber: {e:#}"))
+            }),
+            None => self
+                .relinked
+                .get()
+                .ok_or_else(|| "not linked for calls on a fiber yet".to_string())?,
+        };
+        relinked
+            .as_ref()
+            .map(|pre| (pre, false))
+            .map_err(Clone::clone)
+    }
 }
 
 impl Wasm {
@@ -188,11 +242,7 @@ impl Wasm {
                 let (pre, direct) = linker
                     .link(&component)
                     .map_err(|e| format!("cannot link in the on-demand engine: {e:#}"))?;
-                Ok(Loaded {
-                    exports: Exports::probe(&pre),
-                    pre,
-                    direct,
-                })
+                Ok(Loaded::new(pre, direct))
             })
             .as_ref()
             .map_err(Clone::clone)
@@ -203,7 +253,7 @@ impl Wasm {
     pub(crate) fn exports(&self, on_demand: bool) -> &Exports {
         match (on_demand, self.on_demand.get()) {
             (true, Some(Ok(loaded))) => &loaded.exports,
-            _ => &self.exports,
+            _ => &self.loaded.exports,
         }
     }
 }
@@ -334,7 +384,7 @@ pub(crate) async fn run(plugin: &Wasm, site: Site<'_>, request: &Request<'_>) ->
             None if site.lifetime == InstanceLifetime::PerCall && site.host.spares => {
                 plugin
                     .spares
-                    .replenish(site.env, site.sink, *limits, instance);
+                    .replenish(site.host, plugin, site.env, site.sink, *limits, instance);
             }
             None => {}
         }
@@ -378,10 +428,14 @@ pub(crate) async fn run(plugin: &Wasm, site: Site<'_>, request: &Request<'_>) ->
     }
 }
 
-/// A per-call plugin's spare instance for this call, if one is ready.
+/// A per-call plugin's spare instance for this call, if one is ready (one linked for direct
+/// calls, made before its plugin ran long, is dropped: its clock waits would fail on a fiber).
 fn spare(plugin: &Wasm, site: &Site<'_>, limits: &Limits) -> Option<(Instance, Cost)> {
     match site.lifetime {
-        InstanceLifetime::PerCall if site.host.spares => plugin.spares.take(limits),
+        InstanceLifetime::PerCall if site.host.spares => plugin
+            .spares
+            .take(limits)
+            .filter(|(instance, _)| !instance.direct() || !plugin.ran_long.load(Ordering::Relaxed)),
         _ => None,
     }
 }
