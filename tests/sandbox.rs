@@ -425,17 +425,6 @@ fn minor_faults() -> i64 {
     unsafe { usage.assume_init() }.ru_minflt
 }
 
-/// Whether the kernel reports the pages a process wrote (`PAGEMAP_SCAN`, Linux 6.7), which the
-/// pool's slot reset needs to keep them (docs/manifest.md).
-fn kernel_reports_written_pages() -> bool {
-    let release = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();
-    let mut numbers = release
-        .split(|c: char| !c.is_ascii_digit())
-        .filter_map(|n| n.parse::<u32>().ok());
-    let (major, minor) = (numbers.next().unwrap_or(0), numbers.next().unwrap_or(0));
-    (major, minor) >= (6, 7)
-}
-
 /// A freed slot of the pool is reset by rewriting the pages its instance wrote, which stay
 /// mapped (up to 1 MiB), however scattered they are: the next instance in the slot writes
 /// them again without a page fault. (wasmtime 49 kept the first 32 runs of written pages
@@ -443,7 +432,9 @@ fn kernel_reports_written_pages() -> bool {
 /// interpreter does, faulted them all in again, ~2 µs each on the development VM.)
 #[tokio::test(flavor = "current_thread")]
 async fn a_freed_slot_keeps_the_scattered_pages_its_instance_wrote() {
-    if !kernel_reports_written_pages() {
+    // The host keeps a freed slot's written pages only where the kernel reports them
+    // (`PAGEMAP_SCAN`, Linux 6.7): the same check as its pool's.
+    if !wasmtime::PoolingAllocationConfig::is_pagemap_scan_available() {
         eprintln!("this kernel has no PAGEMAP_SCAN (Linux < 6.7): freed slots are unmapped");
         return;
     }
