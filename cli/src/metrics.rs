@@ -9,7 +9,7 @@
 //! - `palisade_hook_duration_seconds{hook}`: a histogram of invocation wall time;
 //! - `palisade_hook_fuel_consumed_total{hook}`: fuel spent.
 
-use palisade::{Event, EventKind, EventSink};
+use palisade::{Event, EventKind, EventSink, FailureReason, Interest, Point};
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::sync::{Arc, Mutex};
@@ -27,13 +27,22 @@ struct Histogram {
     sum_us: u64,
 }
 
+/// The counts of one hook. Its invocations and failures are few kinds each (a point or two,
+/// a handful of outcomes and reasons): a short list found by comparing, so that counting an
+/// event allocates nothing once its kind has been seen.
 #[derive(Default)]
-struct Counters {
-    invocations: BTreeMap<(String, String, String), u64>,
-    failures: BTreeMap<(String, String), u64>,
-    durations: BTreeMap<String, Histogram>,
-    fuel: BTreeMap<String, u64>,
+struct HookCounters {
+    /// By point and outcome.
+    invocations: Vec<(Point, String, u64)>,
+    /// By reason.
+    failures: Vec<(FailureReason, u64)>,
+    duration: Histogram,
+    fuel: u64,
 }
+
+/// The counts by hook id (sorted: `/metrics` lists hooks in order).
+#[derive(Default)]
+struct Counters(BTreeMap<String, HookCounters>);
 
 /// An event sink that counts; [`Metrics::render`] writes the counts out.
 #[derive(Default)]
@@ -47,48 +56,57 @@ impl EventSink for Metrics {
                 duration_us,
                 fuel_consumed,
                 ..
-            } => (decision.clone(), *duration_us, *fuel_consumed, None),
+            } => (decision.as_str(), *duration_us, *fuel_consumed, None),
             EventKind::HookDenied {
                 duration_us,
                 fuel_consumed,
                 ..
-            } => ("deny".to_string(), *duration_us, *fuel_consumed, None),
+            } => ("deny", *duration_us, *fuel_consumed, None),
             EventKind::HookFailed {
                 duration_us,
                 fuel_consumed,
                 reason,
                 ..
-            } => (
-                "failed".to_string(),
-                *duration_us,
-                *fuel_consumed,
-                Some(reason.to_string()),
-            ),
+            } => ("failed", *duration_us, *fuel_consumed, Some(*reason)),
             EventKind::HookShadowed {
                 decision,
                 duration_us,
                 fuel_consumed,
                 ..
-            } => (decision.clone(), *duration_us, *fuel_consumed, None),
+            } => (decision.as_str(), *duration_us, *fuel_consumed, None),
             _ => return,
         };
         let mut counters = self.0.lock().unwrap_or_else(|e| e.into_inner());
-        let hook = event.hook_id.clone();
-        *counters
+        let hook = match counters.0.get_mut(event.hook_id.as_str()) {
+            Some(hook) => hook,
+            None => counters.0.entry(event.hook_id.clone()).or_default(),
+        };
+        match hook
             .invocations
-            .entry((hook.clone(), event.point.to_string(), outcome))
-            .or_default() += 1;
-        if let Some(reason) = failure {
-            *counters.failures.entry((hook.clone(), reason)).or_default() += 1;
+            .iter_mut()
+            .find(|(point, seen, _)| *point == event.point && seen == outcome)
+        {
+            Some((_, _, n)) => *n += 1,
+            None => hook.invocations.push((event.point, outcome.to_string(), 1)),
         }
-        *counters.fuel.entry(hook.clone()).or_default() += fuel;
-        let histogram = counters.durations.entry(hook).or_default();
+        if let Some(reason) = failure {
+            match hook.failures.iter_mut().find(|(seen, _)| *seen == reason) {
+                Some((_, n)) => *n += 1,
+                None => hook.failures.push((reason, 1)),
+            }
+        }
+        hook.fuel += fuel;
+        let histogram = &mut hook.duration;
         let seconds = duration_us as f64 / 1e6;
         if let Some(i) = BUCKETS.iter().position(|bound| seconds <= *bound) {
             histogram.counts[i] += 1;
         }
         histogram.count += 1;
         histogram.sum_us += duration_us;
+    }
+
+    fn interest(&self) -> Interest {
+        Interest::ENDS
     }
 }
 
@@ -119,7 +137,17 @@ impl Metrics {
             "Finished hook invocations by hook, point and outcome (a decision, failed, or a shadow hook's would_...).",
         );
         let mut lines = String::new();
-        for ((hook, point, outcome), n) in &counters.invocations {
+        let mut invocations: Vec<(&str, &str, &str, u64)> = counters
+            .0
+            .iter()
+            .flat_map(|(hook, counts)| {
+                counts.invocations.iter().map(|(point, outcome, n)| {
+                    (hook.as_str(), point.as_str(), outcome.as_str(), *n)
+                })
+            })
+            .collect();
+        invocations.sort_unstable();
+        for (hook, point, outcome, n) in invocations {
             let _ = writeln!(
                 lines,
                 "{name}{{hook=\"{}\",point=\"{}\",outcome=\"{}\"}} {n}",
@@ -136,7 +164,18 @@ impl Metrics {
             "Hook failures by hook and reason (dropped-saturated: background work dropped, its session's queue full).",
         );
         let mut lines = String::new();
-        for ((hook, reason), n) in &counters.failures {
+        let mut failures: Vec<(&str, &str, u64)> = counters
+            .0
+            .iter()
+            .flat_map(|(hook, counts)| {
+                counts
+                    .failures
+                    .iter()
+                    .map(|(reason, n)| (hook.as_str(), reason.as_str(), *n))
+            })
+            .collect();
+        failures.sort_unstable();
+        for (hook, reason, n) in failures {
             let _ = writeln!(
                 lines,
                 "{name}{{hook=\"{}\",reason=\"{}\"}} {n}",
@@ -152,7 +191,8 @@ impl Metrics {
             "Wall time of hook invocations.",
         );
         let mut lines = String::new();
-        for (hook, histogram) in &counters.durations {
+        for (hook, counts) in &counters.0 {
+            let histogram = &counts.duration;
             let hook = label(hook);
             let mut cumulative = 0;
             for (bound, n) in BUCKETS.iter().zip(histogram.counts) {
@@ -178,8 +218,8 @@ impl Metrics {
             "Fuel spent by wasm hooks.",
         );
         let mut lines = String::new();
-        for (hook, fuel) in &counters.fuel {
-            let _ = writeln!(lines, "{name}{{hook=\"{}\"}} {fuel}", label(hook));
+        for (hook, counts) in &counters.0 {
+            let _ = writeln!(lines, "{name}{{hook=\"{}\"}} {}", label(hook), counts.fuel);
         }
         out.push_str(&lines);
         let name = family(
@@ -209,5 +249,115 @@ impl EventSink for Tee {
         if let Some(second) = &self.1 {
             second.dispatched(dispatch);
         }
+    }
+
+    fn interest(&self) -> Interest {
+        match &self.1 {
+            Some(second) => self.0.interest().or(second.interest()),
+            None => self.0.interest(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn event(hook: &str, point: Point, kind: EventKind) -> Event {
+        Event {
+            kind,
+            at_ms: 0,
+            session_id: "s".into(),
+            invocation_id: "inv-00000001".into(),
+            hook_id: hook.into(),
+            plugin: hook.split('/').next().unwrap().into(),
+            point,
+        }
+    }
+
+    fn completed(decision: &str, duration_us: u64) -> EventKind {
+        EventKind::HookCompleted {
+            duration_us,
+            fuel_consumed: 10,
+            decision: decision.into(),
+            honoured: true,
+        }
+    }
+
+    fn failed(reason: FailureReason) -> EventKind {
+        EventKind::HookFailed {
+            duration_us: 2_000,
+            fuel_consumed: 1,
+            reason,
+            detail: String::new(),
+            failed_closed: true,
+        }
+    }
+
+    /// Counted by hook, point and outcome (and failures by reason), listed in order whatever
+    /// order the events came in; events that are not an invocation's end are not counted.
+    #[test]
+    fn counts_are_by_hook_point_and_outcome_in_order() {
+        let metrics = Metrics::default();
+        for (hook, point, kind) in [
+            ("z/pre-tool", Point::PreTool, completed("allow", 5)),
+            (
+                "a/post-tool",
+                Point::PostTool,
+                failed(FailureReason::Timeout),
+            ),
+            ("z/pre-tool", Point::PreTool, completed("deny", 70)),
+            ("z/pre-tool", Point::PreTool, completed("allow", 5)),
+            ("a/post-tool", Point::PostTool, failed(FailureReason::Trap)),
+            (
+                "a/post-tool",
+                Point::PostTool,
+                failed(FailureReason::Timeout),
+            ),
+            ("z/pre-tool", Point::PreTool, EventKind::HookStarted),
+        ] {
+            metrics.emit(&event(hook, point, kind));
+        }
+        let text = metrics.render(3);
+        let lines: Vec<&str> = text
+            .lines()
+            .filter(|l| {
+                !l.starts_with('#')
+                    && (l.starts_with("palisade_hook_invocations_total")
+                        || l.starts_with("palisade_hook_failures_total")
+                        || l.starts_with("palisade_hook_fuel")
+                        || l.contains("_count")
+                        || l.starts_with("palisade_sessions"))
+            })
+            .collect();
+        assert_eq!(
+            lines,
+            [
+                r#"palisade_hook_invocations_total{hook="a/post-tool",point="post-tool",outcome="failed"} 3"#,
+                r#"palisade_hook_invocations_total{hook="z/pre-tool",point="pre-tool",outcome="allow"} 2"#,
+                r#"palisade_hook_invocations_total{hook="z/pre-tool",point="pre-tool",outcome="deny"} 1"#,
+                r#"palisade_hook_failures_total{hook="a/post-tool",reason="timeout"} 2"#,
+                r#"palisade_hook_failures_total{hook="a/post-tool",reason="trap"} 1"#,
+                r#"palisade_hook_duration_seconds_count{hook="a/post-tool"} 3"#,
+                r#"palisade_hook_duration_seconds_count{hook="z/pre-tool"} 3"#,
+                r#"palisade_hook_fuel_consumed_total{hook="a/post-tool"} 3"#,
+                r#"palisade_hook_fuel_consumed_total{hook="z/pre-tool"} 30"#,
+                "palisade_sessions 3",
+            ],
+            "{text}"
+        );
+        // The bucket of a 70 µs call: ≤ 100 µs and up, not ≤ 50 µs.
+        assert!(
+            text.contains(
+                r#"palisade_hook_duration_seconds_bucket{hook="z/pre-tool",le="0.00005"} 2"#
+            ),
+            "{text}"
+        );
+        assert!(
+            text.contains(
+                r#"palisade_hook_duration_seconds_bucket{hook="z/pre-tool",le="0.0001"} 3"#
+            ),
+            "{text}"
+        );
     }
 }

@@ -67,6 +67,10 @@ pub(crate) struct HostInner {
     /// (`Err`: it could not be, which fails only those instances).
     on_demand: OnceLock<Result<Runtime, String>>,
     pub sink: Option<Arc<dyn EventSink>>,
+    /// What the sink wants ([`EventSink::interest`], asked once); nothing without a sink.
+    pub interest: crate::Interest,
+    /// The sink, for plugins' logs: none when the sink does not want them.
+    pub log_sink: Option<Arc<dyn EventSink>>,
     pub background_queue: usize,
     pub cache: Option<crate::runtime::cache::Cache>,
     pub on_compile: Option<CompileObserver>,
@@ -501,6 +505,10 @@ impl HostBuilder {
             ),
             None => None,
         };
+        let interest = match &self.sink {
+            Some(sink) => sink.interest(),
+            None => crate::Interest::ENDS,
+        };
         let stop_ticker = Arc::new(AtomicBool::new(false));
         spawn_ticker(engine.weak(), stop_ticker.clone()).map_err(|e| Error::Engine {
             message: format!("cannot start the epoch ticker thread: {e}"),
@@ -513,6 +521,8 @@ impl HostBuilder {
                 direct_calls: self.direct_calls,
                 spares: self.spare_instances,
                 on_demand: OnceLock::new(),
+                interest,
+                log_sink: self.sink.clone().filter(|_| interest.logs),
                 sink: self.sink,
                 background_queue: self.background_queue,
                 cache,

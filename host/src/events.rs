@@ -25,6 +25,51 @@ pub trait EventSink: Send + Sync {
     fn dispatched(&self, dispatch: &Dispatch) {
         let _ = dispatch;
     }
+
+    /// What the sink wants besides the end of every invocation, which it is always sent.
+    /// Asked once, when a host is built with the sink; everything unless the sink says
+    /// otherwise. What no sink wants is not made: a sink that only counts outcomes
+    /// ([`Interest::ENDS`]) spares every call its `hook_started` event, and every dispatch
+    /// its clock reads and report.
+    fn interest(&self) -> Interest {
+        Interest::ALL
+    }
+}
+
+/// What an [`EventSink`] is sent besides the end of each invocation (`hook_completed`,
+/// `hook_denied`, `hook_failed`, `hook_shadowed`), which every sink is sent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Interest {
+    /// `hook_started`, before each hook runs.
+    pub started: bool,
+    /// `plugin_log`: what plugins log (and a command hook's standard error).
+    pub logs: bool,
+    /// [`EventSink::dispatched`]: each dispatch's report.
+    pub dispatches: bool,
+}
+
+impl Interest {
+    /// Every event and every dispatch's report.
+    pub const ALL: Interest = Interest {
+        started: true,
+        logs: true,
+        dispatches: true,
+    };
+    /// The ends of invocations only.
+    pub const ENDS: Interest = Interest {
+        started: false,
+        logs: false,
+        dispatches: false,
+    };
+
+    /// What either wants.
+    pub fn or(self, other: Interest) -> Interest {
+        Interest {
+            started: self.started || other.started,
+            logs: self.logs || other.logs,
+            dispatches: self.dispatches || other.dispatches,
+        }
+    }
 }
 
 /// One dispatch of one point: the parent of its hooks' events (same `invocation_id`).
@@ -226,6 +271,13 @@ impl EventSink for JsonlSink {
         // One write call per line: appends from several processes do not interleave lines.
         let _ = file.write_all(&line).and_then(|()| file.flush());
     }
+
+    fn interest(&self) -> Interest {
+        Interest {
+            dispatches: false,
+            ..Interest::ALL
+        }
+    }
 }
 
 /// Writes every event as one JSON line to standard error.
@@ -236,6 +288,13 @@ impl EventSink for StderrSink {
     fn emit(&self, event: &Event) {
         if let Ok(line) = serde_json::to_string(event) {
             eprintln!("{line}");
+        }
+    }
+
+    fn interest(&self) -> Interest {
+        Interest {
+            dispatches: false,
+            ..Interest::ALL
         }
     }
 }

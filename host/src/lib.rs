@@ -57,7 +57,7 @@ pub use engine::{
     DEFAULT_WRAPPED_EXECUTION_DEADLINE, EPOCH_TICK, Host, HostBuilder,
 };
 pub use error::{Error, Problem};
-pub use events::{Dispatch, Event, EventKind, EventSink, JsonlSink};
+pub use events::{Dispatch, Event, EventKind, EventSink, Interest, JsonlSink};
 pub use failure::{Failure, FailureReason};
 pub use hook::BoxFuture;
 pub use lifecycle::Lifecycle;

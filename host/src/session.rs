@@ -594,11 +594,12 @@ impl Drop for Unfinished {
 
 /// One dispatch's report to the sink ([`crate::EventSink::dispatched`]): sent when it is
 /// dropped, with the outcome [`DispatchReport::end`] gave it, or `cancelled` if the dispatch's
-/// future was dropped first; not sent when no hook ran, nor without a sink.
+/// future was dropped first; not sent when no hook ran, nor without a sink that wants it
+/// ([`crate::Interest::dispatches`]).
 pub(crate) struct DispatchReport<'a> {
     shared: &'a SessionShared,
     inv: Invocation,
-    /// When the dispatch began; `None` without a sink (nothing is reported).
+    /// When the dispatch began; `None` without a sink that wants it (nothing is reported).
     started: Option<(SystemTime, Instant)>,
     /// The hooks it started.
     pub hooks: u32,
@@ -612,8 +613,8 @@ impl<'a> DispatchReport<'a> {
             .plugins
             .host
             .inner
-            .sink
-            .is_some()
+            .interest
+            .dispatches
             .then(|| (SystemTime::now(), Instant::now()));
         DispatchReport {
             shared,
@@ -803,7 +804,10 @@ impl SessionShared {
         reentrant: bool,
         started: Instant,
     ) -> Run {
-        self.emit(hook, inv, EventKind::HookStarted);
+        let interest = self.plugins.host.inner.interest;
+        if interest.started {
+            self.emit(hook, inv, EventKind::HookStarted);
+        }
         let plugin = &self.plugins.plugins[hook.plugin];
         let site = Site {
             session_id: &self.id,
@@ -815,13 +819,15 @@ impl SessionShared {
             env: &plugin.env,
             lifetime: plugin.manifest().instance,
             host: &self.plugins.host.inner,
-            sink: &self.plugins.host.inner.sink,
+            sink: &self.plugins.host.inner.log_sink,
             slot: (!reentrant).then(|| &self.instances[hook.plugin]),
             started,
         };
         let mut run = plugin.runtime.call(site, request).await;
-        for (level, message) in std::mem::take(&mut run.logs) {
-            self.emit(hook, inv, EventKind::PluginLog { level, message });
+        if interest.logs {
+            for (level, message) in std::mem::take(&mut run.logs) {
+                self.emit(hook, inv, EventKind::PluginLog { level, message });
+            }
         }
         run
     }

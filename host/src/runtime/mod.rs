@@ -58,6 +58,7 @@ pub(crate) struct Site<'a> {
     pub lifetime: InstanceLifetime,
     /// The host: its engines (the pooled one and the on-demand one behind it).
     pub host: &'a crate::engine::HostInner,
+    /// Where the plugin's logs go: none when no sink wants them.
     pub sink: &'a Option<Arc<dyn EventSink>>,
     /// The plugin's per-session instance slot in this session; `None` when an invocation up
     /// this call chain holds it (see [`wasm::run`]).

@@ -167,6 +167,7 @@ pub(crate) struct State {
     table: ResourceTable,
     pub limiter: Limiter,
     pub env: Arc<PluginEnv>,
+    /// Where the guest's logs go (`plugin_log`): none when no sink wants them.
     pub sink: Option<Arc<dyn EventSink>>,
     pub call: CallContext,
     /// Set while a `tool-execute` hook runs.
@@ -340,7 +341,7 @@ impl State {
             (self.stderr.take(), "stderr"),
         ];
         for (bytes, level) in output {
-            if bytes.is_empty() {
+            if bytes.is_empty() || self.sink.is_none() {
                 continue;
             }
             let text = String::from_utf8_lossy(&bytes).into_owned();

@@ -112,6 +112,51 @@ async fn the_first_honoured_deny_wins_and_the_hooks_after_it_do_not_run() {
     assert_eq!(second_calls.load(Ordering::SeqCst), 0);
 }
 
+/// A sink that wants only what ended is sent only that: no `hook_started`, no dispatch report;
+/// a sink that says nothing is sent everything.
+#[tokio::test]
+async fn a_sink_is_sent_only_what_it_is_interested_in() {
+    struct Ends(Arc<Events>);
+    impl EventSink for Ends {
+        fn emit(&self, event: &Event) {
+            self.0.emit(event);
+        }
+        fn dispatched(&self, dispatch: &Dispatch) {
+            self.0.dispatched(dispatch);
+        }
+        fn interest(&self) -> crate::Interest {
+            crate::Interest::ENDS
+        }
+    }
+    let events = Arc::new(Events::default());
+    let host = Host::builder()
+        .event_sink(Arc::new(Ends(events.clone())))
+        .build()
+        .unwrap();
+    let (guard, _) = counted(Answer::PreTool(hook::PreToolDecision::Allow));
+    let session = Plugins::new(host, vec![plugin("a", GUARD, guard)], vec![]).session("s");
+    assert_eq!(session.pre_tool(&call()).await, PreToolDecision::Allow);
+    let kinds = events.kinds("a/pre-tool");
+    assert!(
+        matches!(kinds[..], [EventKind::HookCompleted { .. }]),
+        "{kinds:?}"
+    );
+    assert!(events.1.lock().unwrap().is_empty());
+
+    let (guard, _) = counted(Answer::PreTool(hook::PreToolDecision::Allow));
+    let (session, events) = open(vec![plugin("a", GUARD, guard)]);
+    session.pre_tool(&call()).await;
+    let kinds = events.kinds("a/pre-tool");
+    assert!(
+        matches!(
+            kinds[..],
+            [EventKind::HookStarted, EventKind::HookCompleted { .. }]
+        ),
+        "{kinds:?}"
+    );
+    assert_eq!(events.1.lock().unwrap().len(), 1);
+}
+
 #[tokio::test]
 async fn an_observers_deny_is_not_honoured_and_is_reported_not_granted() {
     let (observer, _) = counted(deny("nope"));
