@@ -6,7 +6,8 @@
 //! agent pays through `install --serve`: a `palisade forward` process per event, spawn to
 //! exit.
 //!
-//! The plugin sets are the bridge bench's (`support/plugin_sets.rs`), so the two compare.
+//! The plugin sets are the bridge bench's (`support/plugin_sets.rs`), so the two compare; the
+//! load is measured with no plugin too, the server's own floor.
 //!
 //! Run: `cargo bench -p palisade-cli --bench serve`; with
 //! `PALISADE_BENCH_DIST_BIN=target/dist/palisade` (built with `cargo build --profile dist -p
@@ -74,6 +75,16 @@ fn bench(c: &mut Criterion) {
     let runtime = tokio::runtime::Runtime::new().unwrap();
     let mut group = c.benchmark_group("serve");
     let binaries = binaries();
+    // The floor under every set: the server with no plugin (HTTP, the event's JSON, the
+    // session, the answer), loaded as below.
+    let none = dir.path().join("no-plugins");
+    std::fs::create_dir_all(&none).unwrap();
+    for (suffix, binary) in &binaries {
+        report_load(
+            &serve(binary, &none, &cache),
+            &format!("no plugins{suffix}"),
+        );
+    }
     for (name, plugins) in &sets {
         let served = serve(&binaries[0].1, plugins, &cache);
         let client = served.client();

@@ -262,6 +262,11 @@ pub async fn next_message<R: AsyncRead + Unpin>(
 /// takes and serde_json refuses, is read as U+FFFD: a message the peer reads must never be one
 /// the proxy cannot, or it would pass unjudged.
 pub fn parse(line: &str) -> serde_json::Result<Value> {
+    parse_as(line)
+}
+
+/// [`parse`], read straight into a `T`.
+pub fn parse_as<T: serde::de::DeserializeOwned>(line: &str) -> serde_json::Result<T> {
     serde_json::from_str(line).or_else(|e| match without_lone_surrogates(line) {
         Some(fixed) => serde_json::from_str(&fixed),
         None => Err(e),

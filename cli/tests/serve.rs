@@ -116,6 +116,38 @@ fn per_session_state_lasts_across_events_and_sessions_are_independent() {
     assert_eq!(health["sessions"], 2, "{health}");
 }
 
+/// The server reads an event straight from the body in one pass; what that cannot read goes
+/// the long way, as JSON, and is judged as before: a lone surrogate's escape (which Claude
+/// Code writes) still reaches the guards, and a field of the wrong type fails the event
+/// closed, with `--record` or without.
+#[test]
+fn an_event_is_judged_the_same_read_in_one_pass_or_as_json() {
+    let dir = plugins();
+    let log = tempfile::tempdir().unwrap();
+    let log = log.path().join("audit.jsonl");
+    let plain = Server::start(dir.path(), &[], &[]);
+    let recording = Server::start(
+        dir.path(),
+        &["--audit-log", log.to_str().unwrap(), "--record"],
+        &[],
+    );
+    for server in [&plain, &recording] {
+        let mut event = bash("surrogate", "rm -rf /").to_string();
+        event = event.replacen("\"tool_name\"", "\"note\":\"x\\ud800y\",\"tool_name\"", 1);
+        assert!(event.contains("\\ud800"), "{event}");
+        let reason = denied(&server.post("/claude-code", event.as_bytes())).expect("a deny");
+        assert!(reason.contains("rm -rf"), "{reason}");
+        let mut wrong = bash("wrong-type", "ls");
+        wrong["tool_name"] = json!(7);
+        let reason = denied(&server.event(wrong)).expect("failed closed");
+        assert!(
+            reason.contains("not a Claude Code, Codex or Gemini CLI hook event"),
+            "{reason}"
+        );
+        assert_eq!(denied(&server.event(bash("fine", "ls"))), None);
+    }
+}
+
 #[test]
 fn sessions_go_when_idle_or_ended_never_for_capacity_while_they_hold_state() {
     let dir = plugins();

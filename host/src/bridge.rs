@@ -197,17 +197,22 @@ pub async fn handle(plugins: &Plugins, dialect: Dialect, input: &Value) -> Reply
 /// a long-running server. Background hooks go on after it returns, in the session's tasks.
 pub async fn handle_in(lifecycle: &Lifecycle, dialect: Dialect, input: &Value) -> Reply {
     // Read from the borrowed JSON: the event (up to the input bound) is not copied first.
-    let mut input = match HookEvent::deserialize(input) {
-        Ok(input) => input,
+    match HookEvent::deserialize(input) {
+        Ok(input) => handle_event(lifecycle, dialect, input).await,
         Err(e) => {
             // What the event is decides whether failing blocks: read its name alone.
             let event = input.get("hook_event_name").and_then(Value::as_str);
-            return failure(
+            failure(
                 event.unwrap_or(""),
                 &format!("the input is not a Claude Code, Codex or Gemini CLI hook event: {e}"),
-            );
+            )
         }
-    };
+    }
+}
+
+/// [`handle_in`] for an event already read (a server that reads the request's body straight
+/// into a [`HookEvent`]).
+pub async fn handle_event(lifecycle: &Lifecycle, dialect: Dialect, mut input: HookEvent) -> Reply {
     let asked = input.hook_event_name.clone();
     if dialect == Dialect::Gemini {
         gemini_as_claude(&mut input);

@@ -13,7 +13,7 @@ use serde_json::{Map, Value};
 /// One hook event, as the agent writes it to a hook command's stdin (or POSTs it to an HTTP
 /// hook). Every field but the event's name depends on the event; fields this type does not
 /// name are kept in [`HookEvent::other`].
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
 pub struct HookEvent {
     /// `SessionStart`, `UserPromptSubmit`, `PreToolUse`, `PostToolUse`, `Stop`,
     /// `SubagentStop`, `SessionEnd`, ...
@@ -58,6 +58,109 @@ pub struct HookEvent {
     /// to a command or HTTP hook, Palisade's own).
     #[serde(flatten)]
     pub other: Map<String, Value>,
+}
+
+/// Read in one pass, each field taken as it comes and every other one kept in `other` (what
+/// `#[serde(flatten)]` would do, without first buffering the whole event): a server reads one
+/// per request. As for any JSON object, a name given twice keeps its last value; a named
+/// field's `null` is its absence.
+impl<'de> Deserialize<'de> for HookEvent {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        use serde::de::{Error, MapAccess, Visitor};
+        use std::fmt;
+
+        /// A field's name: one [`HookEvent`] names (read without a copy), or another.
+        enum Field {
+            HookEventName,
+            SessionId,
+            PromptId,
+            TurnId,
+            Source,
+            Prompt,
+            ToolName,
+            ToolInput,
+            ToolUseId,
+            ToolResponse,
+            StopHookActive,
+            LastAssistantMessage,
+            Reason,
+            Other(String),
+        }
+
+        impl<'de> Deserialize<'de> for Field {
+            fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+                struct Name;
+                impl Visitor<'_> for Name {
+                    type Value = Field;
+                    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                        f.write_str("a field name")
+                    }
+                    fn visit_str<E: Error>(self, name: &str) -> Result<Field, E> {
+                        Ok(match name {
+                            "hook_event_name" => Field::HookEventName,
+                            "session_id" => Field::SessionId,
+                            "prompt_id" => Field::PromptId,
+                            "turn_id" => Field::TurnId,
+                            "source" => Field::Source,
+                            "prompt" => Field::Prompt,
+                            "tool_name" => Field::ToolName,
+                            "tool_input" => Field::ToolInput,
+                            "tool_use_id" => Field::ToolUseId,
+                            "tool_response" => Field::ToolResponse,
+                            "stop_hook_active" => Field::StopHookActive,
+                            "last_assistant_message" => Field::LastAssistantMessage,
+                            "reason" => Field::Reason,
+                            other => Field::Other(other.to_string()),
+                        })
+                    }
+                }
+                deserializer.deserialize_identifier(Name)
+            }
+        }
+
+        struct Event;
+
+        impl<'de> Visitor<'de> for Event {
+            type Value = HookEvent;
+
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("a hook event: a JSON object with a `hook_event_name`")
+            }
+
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<HookEvent, A::Error> {
+                let mut event = HookEvent::default();
+                let mut name = None;
+                while let Some(field) = map.next_key::<Field>()? {
+                    match field {
+                        Field::HookEventName => name = Some(map.next_value::<String>()?),
+                        Field::SessionId => event.session_id = map.next_value()?,
+                        Field::PromptId => event.prompt_id = map.next_value()?,
+                        Field::TurnId => event.turn_id = map.next_value()?,
+                        Field::Source => event.source = map.next_value()?,
+                        Field::Prompt => event.prompt = map.next_value()?,
+                        Field::ToolName => event.tool_name = map.next_value()?,
+                        Field::ToolInput => event.tool_input = map.next_value()?,
+                        Field::ToolUseId => event.tool_use_id = map.next_value()?,
+                        Field::ToolResponse => event.tool_response = map.next_value()?,
+                        Field::StopHookActive => event.stop_hook_active = map.next_value()?,
+                        Field::LastAssistantMessage => {
+                            event.last_assistant_message = map.next_value()?
+                        }
+                        Field::Reason => event.reason = map.next_value()?,
+                        Field::Other(key) => {
+                            let value = map.next_value()?;
+                            event.other.insert(key, value);
+                        }
+                    }
+                }
+                event.hook_event_name =
+                    name.ok_or_else(|| Error::missing_field("hook_event_name"))?;
+                Ok(event)
+            }
+        }
+
+        deserializer.deserialize_map(Event)
+    }
 }
 
 impl HookEvent {
@@ -233,6 +336,51 @@ impl SettingsEntry {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    /// An event reads the same straight from its text (what `palisade serve` does) as from a
+    /// JSON tree (the bridges, replay): each named field in its place, `null` as absent, the
+    /// last of a name given twice, every other field in `other`.
+    #[test]
+    fn an_event_reads_the_same_from_text_and_from_json() {
+        let text = r#"{"session_id":"s","hook_event_name":"PreToolUse","cwd":"/w",
+            "tool_name":"Bash","tool_input":{"command":"ls"},"tool_use_id":"t1",
+            "prompt":null,"prompt_id":"p","turn_id":"u","source":"startup","reason":"r",
+            "tool_response":"out","stop_hook_active":true,"last_assistant_message":"m",
+            "permission_mode":"default","cwd":"/last","hook_event_name":"PreToolUse"}"#;
+        let expected = HookEvent {
+            hook_event_name: "PreToolUse".into(),
+            session_id: Some("s".into()),
+            prompt_id: Some("p".into()),
+            turn_id: Some("u".into()),
+            source: Some("startup".into()),
+            prompt: None,
+            tool_name: Some("Bash".into()),
+            tool_input: Some(json!({ "command": "ls" })),
+            tool_use_id: Some("t1".into()),
+            tool_response: Some(json!("out")),
+            stop_hook_active: Some(true),
+            last_assistant_message: Some("m".into()),
+            reason: Some("r".into()),
+            other: serde_json::from_value(json!({ "cwd": "/last", "permission_mode": "default" }))
+                .unwrap(),
+        };
+        assert_eq!(serde_json::from_str::<HookEvent>(text).unwrap(), expected);
+        let tree: Value = serde_json::from_str(text).unwrap();
+        assert_eq!(HookEvent::deserialize(&tree).unwrap(), expected);
+        // And it writes back as it was read (the fields a command hook is sent).
+        assert_eq!(
+            serde_json::from_value::<HookEvent>(serde_json::to_value(&expected).unwrap()).unwrap(),
+            expected
+        );
+        for refused in [r#"{"session_id":"s"}"#, "[]", r#"{"hook_event_name":1}"#] {
+            assert!(
+                serde_json::from_str::<HookEvent>(refused).is_err(),
+                "{refused}"
+            );
+        }
+        let wrong_type = r#"{"hook_event_name":"PreToolUse","tool_name":7}"#;
+        assert!(serde_json::from_str::<HookEvent>(wrong_type).is_err());
+    }
 
     #[test]
     fn answers_serialize_as_claude_code_reads_them() {

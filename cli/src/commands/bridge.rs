@@ -244,3 +244,9 @@ async fn load(options: &BridgeCommand, name: &str, watch: Arc<Watch>) -> Result<
 pub fn read_event(raw: &[u8]) -> serde_json::Result<Value> {
     crate::jsonrpc::parse(&String::from_utf8_lossy(raw))
 }
+
+/// [`read_event`], straight into a [`palisade::claude_code::HookEvent`]: one pass, no JSON
+/// tree. An event this cannot read, [`read_event`] reads to say why.
+pub fn read_hook_event(raw: &[u8]) -> serde_json::Result<palisade::claude_code::HookEvent> {
+    crate::jsonrpc::parse_as(&String::from_utf8_lossy(raw))
+}

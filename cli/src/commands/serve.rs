@@ -815,28 +815,21 @@ async fn read_body(server: &Server, body: Body) -> Result<Bytes, Box<Response>> 
 }
 
 async fn answer(server: &Arc<Server>, dialect: Dialect, body: &[u8]) -> Response {
-    let input: Value = match crate::commands::bridge::read_event(body) {
-        Ok(Value::Object(map)) => Value::Object(map),
-        Ok(_) => {
-            return problem(
-                StatusCode::BAD_REQUEST,
-                "the body must be a JSON object: the hook event",
-            );
-        }
-        Err(err) => {
-            return problem(
-                StatusCode::BAD_REQUEST,
-                format!(
-                    "the body is not JSON ({err}): POST the hook event as Claude Code sends it"
-                ),
-            );
-        }
+    // Straight into the event, in one pass, when it reads as one and no recording wants the
+    // agent's JSON as it came; otherwise as JSON, which says what is wrong with the body (or
+    // is what the recording keeps).
+    let read = match &server.recorder {
+        None => crate::commands::bridge::read_hook_event(body).ok(),
+        Some(_) => None,
     };
-    let event = input
-        .get("hook_event_name")
-        .and_then(Value::as_str)
-        .unwrap_or_default()
-        .to_string();
+    let input = match read {
+        Some(event) => Read::Event(event),
+        None => match read_json(body) {
+            Ok(input) => Read::Json(input),
+            Err(response) => return *response,
+        },
+    };
+    let event = input.name().to_string();
     if !bridge::EVENTS.contains(&event.as_str()) {
         return problem(
             StatusCode::BAD_REQUEST,
@@ -846,18 +839,14 @@ async fn answer(server: &Arc<Server>, dialect: Dialect, body: &[u8]) -> Response
             ),
         );
     }
-    let Some(session_id) = input
-        .get("session_id")
-        .and_then(Value::as_str)
-        .map(str::to_string)
-    else {
+    let Some(session_id) = input.session_id().map(str::to_string) else {
         return problem(
             StatusCode::BAD_REQUEST,
             "the event has no `session_id`: every event names its agent session",
         );
     };
-    if let Some(log) = &server.recorder {
-        log.record(&bridge::agent_event(dialect, &input));
+    if let (Some(log), Read::Json(input)) = (&server.recorder, &input) {
+        log.record(&bridge::agent_event(dialect, input));
     }
     let Ok(Ok(_permit)) = tokio::time::timeout(QUEUE_WAIT, server.permits.acquire()).await else {
         return problem(
@@ -892,7 +881,10 @@ async fn answer(server: &Arc<Server>, dialect: Dialect, body: &[u8]) -> Response
         id: session_id,
         ended: event == "SessionEnd",
     };
-    let reply = bridge::handle_in(&session, dialect, &input).await;
+    let reply = match input {
+        Read::Event(input) => bridge::handle_event(&session, dialect, input).await,
+        Read::Json(input) => bridge::handle_in(&session, dialect, &input).await,
+    };
     drop(session);
     drop(busy);
     let (status, body) = reply.http(&event);
@@ -900,6 +892,50 @@ async fn answer(server: &Arc<Server>, dialect: Dialect, body: &[u8]) -> Response
     match body {
         Some(body) => (status, axum::Json(body)).into_response(),
         None => status.into_response(),
+    }
+}
+
+/// A request's hook event, as [`answer`] read it.
+enum Read {
+    /// Straight into the event.
+    Event(palisade::claude_code::HookEvent),
+    /// As JSON (an object).
+    Json(Value),
+}
+
+impl Read {
+    /// The event's `hook_event_name` (empty if it has none).
+    fn name(&self) -> &str {
+        match self {
+            Read::Event(event) => &event.hook_event_name,
+            Read::Json(input) => input
+                .get("hook_event_name")
+                .and_then(Value::as_str)
+                .unwrap_or_default(),
+        }
+    }
+
+    /// The event's `session_id`, if it is a string.
+    fn session_id(&self) -> Option<&str> {
+        match self {
+            Read::Event(event) => event.session_id.as_deref(),
+            Read::Json(input) => input.get("session_id").and_then(Value::as_str),
+        }
+    }
+}
+
+/// The body as a JSON object, or the `400` that says why it is not one.
+fn read_json(body: &[u8]) -> Result<Value, Box<Response>> {
+    match crate::commands::bridge::read_event(body) {
+        Ok(Value::Object(map)) => Ok(Value::Object(map)),
+        Ok(_) => Err(Box::new(problem(
+            StatusCode::BAD_REQUEST,
+            "the body must be a JSON object: the hook event",
+        ))),
+        Err(err) => Err(Box::new(problem(
+            StatusCode::BAD_REQUEST,
+            format!("the body is not JSON ({err}): POST the hook event as Claude Code sends it"),
+        ))),
     }
 }
 
