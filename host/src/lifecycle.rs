@@ -144,7 +144,7 @@ impl Lifecycle {
     }
 
     fn commit(&self, turn: u32, interaction_id: String, fact: CommittedFact) {
-        self.session.committed(&Observation {
+        self.session.commit(Observation {
             interaction_id,
             turn,
             fact,
@@ -304,7 +304,12 @@ impl Lifecycle {
     fn call_id(&self, what: &str, tool_use_id: &str) -> String {
         let session = self.session.id();
         if !tool_use_id.is_empty() {
-            return format!("{session}:{what}:{tool_use_id}");
+            // `{session}:{what}:{tool_use_id}`, made for every call: without `format!`.
+            let mut id = String::with_capacity(session.len() + what.len() + tool_use_id.len() + 2);
+            for part in [session, ":", what, ":", tool_use_id] {
+                id.push_str(part);
+            }
+            return id;
         }
         // No id from the agent: the call's place in its turn.
         let mut state = self.state();

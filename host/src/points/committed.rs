@@ -15,7 +15,13 @@ use crate::types::Observation;
 impl Session {
     /// Hands a committed fact to the hooks of its point, without waiting for them.
     pub fn committed(&self, observation: &Observation) {
-        let request = Request::Committed(Shared::new(observation.clone()));
-        self.notify(observation.point(), observation.tool_name(), request);
+        self.commit(observation.clone());
+    }
+
+    /// [`Session::committed`], given the observation (not copied again).
+    pub(crate) fn commit(&self, observation: Observation) {
+        let shared = Shared::new(observation);
+        let request = Request::Committed(shared.clone());
+        self.notify(shared.point(), shared.tool_name(), request);
     }
 }
