@@ -463,7 +463,8 @@ async fn pre_tool(lifecycle: &Lifecycle, dialect: Dialect, call: &ToolCall) -> R
     let session = lifecycle.session();
     // The call as recorded, before any policy runs on it.
     lifecycle.tool_call(call);
-    let mut points = vec!["tool-call-committed", "pre-tool"];
+    let mut points = Vec::with_capacity(3);
+    points.extend(["tool-call-committed", "pre-tool"]);
     // The agent resolves an ask itself, after the hook: tool-guard runs now, and its deny
     // wins over the ask.
     let ask = match session.pre_tool(call).await {

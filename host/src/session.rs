@@ -629,7 +629,7 @@ impl<'a> DispatchReport<'a> {
     /// The dispatch ended with `outcome`, decided by `hook` (see [`Dispatch::outcome`]).
     pub fn end(mut self, outcome: &'static str, hook: Option<&HookRef>) {
         self.outcome = outcome;
-        self.decided_by = hook.map(|hook| hook.id.to_string());
+        self.decided_by = hook.map(|hook| String::from(&*hook.id));
     }
 }
 
@@ -644,7 +644,7 @@ impl Drop for DispatchReport<'_> {
             return;
         }
         sink.dispatched(&Dispatch {
-            session_id: self.shared.id.to_string(),
+            session_id: String::from(&*self.shared.id),
             invocation_id: invocation_id(self.inv.id),
             point: self.inv.point,
             started: at,
@@ -727,12 +727,13 @@ impl SessionShared {
         let Some(sink) = &self.plugins.host.inner.sink else {
             return;
         };
+        // `String::from(&*…)`, not `to_string()`: for an `Arc<str>` that goes through `Display`.
         sink.emit(&Event {
             kind: kind(),
             at_ms: now_ms(),
-            session_id: self.id.to_string(),
+            session_id: String::from(&*self.id),
             invocation_id: invocation_id(inv.id),
-            hook_id: hook.id.to_string(),
+            hook_id: String::from(&*hook.id),
             plugin: self.plugins.plugins[hook.plugin].name().to_string(),
             point: inv.point,
         });
