@@ -848,7 +848,8 @@ async fn answer(server: &Arc<Server>, dialect: Dialect, body: &[u8]) -> Response
     if let (Some(log), Read::Json(input)) = (&server.recorder, &input) {
         log.record(&bridge::agent_event(dialect, input));
     }
-    // A permit at once when one is free (no timer to set and cancel), else a wait in line.
+    // A permit at once when one is free (no timeout made: a clock read, the runtime's timer
+    // handle), else a wait in line.
     let permit = match server.permits.try_acquire() {
         Ok(permit) => Ok(Ok(permit)),
         Err(_) => tokio::time::timeout(QUEUE_WAIT, server.permits.acquire()).await,
