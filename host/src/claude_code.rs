@@ -63,7 +63,9 @@ pub struct HookEvent {
 /// Read in one pass, each field taken as it comes and every other one kept in `other` (what
 /// `#[serde(flatten)]` would do, without first buffering the whole event): a server reads one
 /// per request. As for any JSON object, a name given twice keeps its last value; a named
-/// field's `null` is its absence.
+/// field's `null` is its absence. A field added to [`HookEvent`] is named here too, or it is
+/// read into `other`: `an_event_reads_the_same_from_text_and_from_json` sets every field and
+/// fails until it is.
 impl<'de> Deserialize<'de> for HookEvent {
     fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
         use serde::de::{Error, MapAccess, Visitor};
