@@ -73,6 +73,18 @@ impl EventSink for Watch {
             inner.dispatched(dispatch);
         }
     }
+
+    /// The starts (to name the hook that overran) and what the inner sink wants; nothing else
+    /// is made for a bridge without an audit log or OpenTelemetry.
+    fn interest(&self) -> palisade::Interest {
+        let started = palisade::Interest {
+            started: true,
+            ..palisade::Interest::ENDS
+        };
+        self.inner
+            .as_ref()
+            .map_or(started, |inner| inner.interest().or(started))
+    }
 }
 
 impl BridgeCommand {
@@ -249,4 +261,41 @@ pub fn read_event(raw: &[u8]) -> serde_json::Result<Value> {
 /// tree. An event this cannot read, [`read_event`] reads to say why.
 pub fn read_hook_event(raw: &[u8]) -> serde_json::Result<palisade::claude_code::HookEvent> {
     crate::jsonrpc::parse_as(&String::from_utf8_lossy(raw))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use palisade::Interest;
+
+    fn watch(inner: Option<Arc<dyn EventSink>>) -> Watch {
+        Watch {
+            doing: Arc::default(),
+            inner,
+        }
+    }
+
+    /// A bridge always hears which hook started (its budget's message names it), and
+    /// otherwise only what its audit log or exporter wants: without them, no log line and no
+    /// dispatch report is made.
+    #[test]
+    fn a_watch_wants_the_starts_and_what_its_sink_wants() {
+        let started = Interest {
+            started: true,
+            ..Interest::ENDS
+        };
+        assert_eq!(watch(None).interest(), started);
+        let dir = tempfile::tempdir().unwrap();
+        let audit = JsonlSink::open(dir.path().join("audit.jsonl")).unwrap();
+        assert_eq!(
+            watch(Some(Arc::new(audit))).interest(),
+            Interest {
+                dispatches: false,
+                ..Interest::ALL
+            }
+        );
+        let metrics: Arc<dyn EventSink> = Arc::new(crate::metrics::Metrics::default());
+        assert_eq!(metrics.interest(), Interest::ENDS);
+        assert_eq!(watch(Some(metrics)).interest(), started);
+    }
 }
