@@ -304,12 +304,8 @@ impl Lifecycle {
     fn call_id(&self, what: &str, tool_use_id: &str) -> String {
         let session = self.session.id();
         if !tool_use_id.is_empty() {
-            // `{session}:{what}:{tool_use_id}`, made for every call: without `format!`.
-            let mut id = String::with_capacity(session.len() + what.len() + tool_use_id.len() + 2);
-            for part in [session, ":", what, ":", tool_use_id] {
-                id.push_str(part);
-            }
-            return id;
+            // `{session}:{what}:{tool_use_id}`, made for every call: one sized copy, no `format!`.
+            return [session, ":", what, ":", tool_use_id].concat();
         }
         // No id from the agent: the call's place in its turn.
         let mut state = self.state();
@@ -348,5 +344,28 @@ fn source_name(source: SessionSource) -> &'static str {
         SessionSource::Resume => "resume",
         SessionSource::Clear => "clear",
         SessionSource::Compact => "compact",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A call the agent named is identified by its session, the point and the agent's id;
+    /// one it did not name, by its place in the turn.
+    #[test]
+    fn a_named_call_is_identified_by_session_point_and_the_agents_id() {
+        let dir = tempfile::tempdir().unwrap();
+        let plugins = crate::Host::new().unwrap().load_dir(dir.path()).unwrap();
+        let lifecycle = Lifecycle::new(plugins.session("s-1"));
+        assert_eq!(
+            lifecycle.call_id("tool-call", "toolu_01"),
+            "s-1:tool-call:toolu_01"
+        );
+        assert_eq!(
+            lifecycle.call_id("tool-result", "toolu_01"),
+            "s-1:tool-result:toolu_01"
+        );
+        assert!(lifecycle.call_id("tool-call", "").starts_with("s-1:"));
     }
 }
