@@ -64,6 +64,59 @@ fn passes_the_shared_cases(lang: &str) {
         stdout.contains(&format!("cases: {expected} passed, 0 failed")),
         "{lang}: not every case ran:\n{stdout}"
     );
+    answers_alike_in_one_session(lang, dir.path(), &cases);
+}
+
+/// Every `pre-tool` case of `cases` answered twice over in one session, by per-session
+/// instances that live through all of them, as each is answered in a session of its own
+/// (which `palisade test` checked against the cases). A plugin keeps what it may between
+/// calls — the examples read their `[config]` at an instance's first call and keep it — and
+/// nothing it keeps may change a later call's answer.
+fn answers_alike_in_one_session(lang: &str, dir: &std::path::Path, cases: &std::path::Path) {
+    let calls: Vec<palisade::ToolCall> = std::fs::read_to_string(cases)
+        .unwrap()
+        .lines()
+        .filter(|l| l.starts_with('{'))
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+        .filter(|case| case["point"] == "pre-tool")
+        .map(|case| {
+            let input = &case["input"];
+            palisade::ToolCall::new(
+                input["tool_use_id"].as_str().unwrap(),
+                input["name"].as_str().unwrap(),
+                input["arguments"].clone(),
+            )
+        })
+        .collect();
+    assert!(calls.len() > 3, "{lang}: too few pre-tool cases");
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    runtime.block_on(async {
+        let host = palisade::Host::builder()
+            .cache_dir(toolchain::component_cache())
+            .build()
+            .unwrap();
+        let plugins = host.load_dir(dir).unwrap();
+        let mut alone = Vec::new();
+        for (i, call) in calls.iter().enumerate() {
+            alone.push(plugins.session(format!("alone-{i}")).pre_tool(call).await);
+        }
+        let session = plugins.session("one-session");
+        for round in 1..=2 {
+            for (call, expected) in calls.iter().zip(&alone) {
+                assert_eq!(
+                    &session.pre_tool(call).await,
+                    expected,
+                    "{lang}: {} {} answered otherwise in round {round} of one session than \
+                     in a session of its own",
+                    call.name,
+                    call.arguments,
+                );
+            }
+        }
+    });
 }
 
 #[test]
