@@ -22,6 +22,20 @@ def config(key, default):
     return default if raw is None else json.loads(raw)
 
 
+_settings = None
+
+
+def settings():
+    """The allow-list (lowercase) and `unknown_host`, read at the first call that needs them
+    and kept: a plugin's [config] does not change while it is loaded, and a host call costs
+    more than the lookup."""
+    global _settings
+    if _settings is None:
+        allow_list = [h.lower() for h in config("allowed_hosts", [])]
+        _settings = (allow_list, config("unknown_host", "ask"))
+    return _settings
+
+
 def urls_of(arguments):
     urls = []
     if isinstance(arguments.get("url"), str):
@@ -51,8 +65,7 @@ class PreTool(exports.PreTool):
             arguments = {}
         if not isinstance(arguments, dict):
             return types.PreToolDecision_Allow()
-        allow_list = [h.lower() for h in config("allowed_hosts", [])]
-        unknown = config("unknown_host", "ask")
+        allow_list, unknown = settings()
         for url in urls_of(arguments):
             hostname = urlsplit(url).hostname or ""
             if allowed(hostname, allow_list):

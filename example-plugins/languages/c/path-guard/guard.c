@@ -125,6 +125,20 @@ static strings_t config(const char *key) {
   return list;
 }
 
+// The `deny`, `ask` and `except` lists, read at the instance's first call and kept: a
+// plugin's [config] does not change while it is loaded, and a host call costs more than the
+// lookup.
+static strings_t deny, ask, except;
+static int have_patterns;
+
+static void read_patterns(void) {
+  if (have_patterns) return;
+  deny = config("deny");
+  ask = config("ask");
+  except = config("except");
+  have_patterns = 1;
+}
+
 static int contains_any(const strings_t *patterns, const char *s) {
   for (size_t i = 0; i < patterns->len; i++)
     if (patterns->items[i][0] && strstr(s, patterns->items[i])) return 1;
@@ -176,7 +190,7 @@ static char *json_quote(const char *s) {
 void exports_palisade_hooks_pre_tool_on_pre_tool(
     exports_palisade_hooks_pre_tool_tool_call_t *call,
     exports_palisade_hooks_pre_tool_pre_tool_decision_t *ret) {
-  strings_t deny = config("deny"), ask = config("ask"), except = config("except");
+  read_patterns();
   strings_t all = json_strings((const char *)call->arguments.ptr, call->arguments.len);
   strings_t checked = {0};  // borrows from `all`
   for (size_t i = 0; i < all.len; i++)
@@ -205,8 +219,5 @@ void exports_palisade_hooks_pre_tool_on_pre_tool(
 
   free(checked.items);
   strings_free(&all);
-  strings_free(&deny);
-  strings_free(&ask);
-  strings_free(&except);
   exports_palisade_hooks_pre_tool_tool_call_free(call);
 }

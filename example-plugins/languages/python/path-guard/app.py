@@ -19,6 +19,19 @@ def config(key):
     return [] if raw is None else json.loads(raw)
 
 
+_configured = None
+
+
+def configured():
+    """The `deny`, `ask` and `except` lists, read at the instance's first call and kept: a
+    plugin's [config] does not change while it is loaded, and a host call costs more than the
+    lookup."""
+    global _configured
+    if _configured is None:
+        _configured = (config("deny"), config("ask"), config("except"))
+    return _configured
+
+
 def strings(value):
     """Every string of `value`, keys included."""
     if isinstance(value, str):
@@ -39,7 +52,7 @@ def found(patterns, checked):
 
 class PreTool(exports.PreTool):
     def on_pre_tool(self, call: types.ToolCall) -> types.PreToolDecision:
-        deny, ask, excepted = config("deny"), config("ask"), config("except")
+        deny, ask, excepted = configured()
         checked = [
             s for s in strings(json.loads(call.arguments)) if not any(e and e in s for e in excepted)
         ]
