@@ -103,6 +103,13 @@ fn answers_alike_in_one_session(lang: &str, dir: &std::path::Path, cases: &std::
         for (i, call) in calls.iter().enumerate() {
             alone.push(plugins.session(format!("alone-{i}")).pre_tool(call).await);
         }
+        // The cases allow, deny and ask: a plugin that answered nothing would not pass here.
+        for kind in ["Allow", "Deny", "Ask"] {
+            assert!(
+                alone.iter().any(|d| format!("{d:?}").starts_with(kind)),
+                "{lang}: no case answered {kind}: {alone:?}"
+            );
+        }
         let session = plugins.session("one-session");
         for round in 1..=2 {
             for (call, expected) in calls.iter().zip(&alone) {
