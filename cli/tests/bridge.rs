@@ -19,9 +19,14 @@ fn state_dir() -> &'static Path {
 }
 
 fn palisade(args: &[&str], stdin: &str) -> Output {
+    palisade_caching_in(&cache_dir(), args, stdin)
+}
+
+/// [`palisade`] with the component cache `cache`.
+fn palisade_caching_in(cache: &Path, args: &[&str], stdin: &str) -> Output {
     let mut child = Command::new(env!("CARGO_BIN_EXE_palisade"))
         .args(args)
-        .env("PALISADE_CACHE_DIR", cache_dir())
+        .env("PALISADE_CACHE_DIR", cache)
         .env("PALISADE_STATE_DIR", state_dir())
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
@@ -567,6 +572,67 @@ fn an_event_whose_budget_runs_out_gets_its_fail_closed_answer_naming_what_overra
         "{stderr}"
     );
     assert!(took < std::time::Duration::from_secs(5), "took {took:?}");
+}
+
+/// A component not yet in the cache that compiles for longer than an event's budget (the
+/// Python `url-guard`: seconds) gets that event refused, as any overrun does; the bridge
+/// leaves a `palisade check` compiling it into the cache in the background, so the events
+/// after it answer, instead of each starting the same compile and running out the same way.
+#[test]
+fn an_event_that_runs_out_while_compiling_leaves_the_compile_to_finish_for_the_next() {
+    let plugins = tempfile::tempdir().unwrap();
+    let folder = plugins.path().join("url-guard");
+    std::fs::create_dir_all(&folder).unwrap();
+    let source = crate::toolchain::workspace().join("example-plugins/url-guard");
+    std::fs::copy(source.join("plugin.toml"), folder.join("plugin.toml")).unwrap();
+    let (_, componentize_py) = crate::toolchain::toolchain("python").remove(0);
+    let built = Command::new(componentize_py)
+        .arg("-d")
+        .arg(crate::toolchain::workspace().join("wit"))
+        .args(["-w", "pre-tool-hook", "componentize", "-p"])
+        .arg(&source)
+        .args(["app", "-o"])
+        .arg(folder.join("url_guard.wasm"))
+        .output()
+        .expect("componentize-py runs");
+    assert!(
+        built.status.success(),
+        "{}",
+        String::from_utf8_lossy(&built.stderr)
+    );
+    let cache = tempfile::tempdir().unwrap();
+    let event = sample("claude", "PreToolUse");
+    let dir = plugins.path().to_str().unwrap();
+    let args = ["claude-code", dir, "--budget-ms", "2000"];
+
+    let first = palisade_caching_in(cache.path(), &args, &event);
+    let stderr = String::from_utf8_lossy(&first.stderr);
+    assert_eq!(first.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("ran out while compiling the component of `url-guard`"),
+        "{stderr}"
+    );
+    let pid = stderr
+        .split_once("in the background (pid ")
+        .and_then(|(_, rest)| rest.split_once(')'))
+        .map(|(pid, _)| pid.to_string())
+        .unwrap_or_else(|| panic!("no compile was left running: {stderr}"));
+    // It is not this test's child: wait for it to be gone.
+    let waited = std::time::Instant::now();
+    while Path::new("/proc").join(&pid).exists() {
+        assert!(
+            waited.elapsed() < std::time::Duration::from_secs(300),
+            "the background compile (pid {pid}) is still running"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    }
+
+    let next = palisade_caching_in(cache.path(), &args, &event);
+    assert!(
+        next.status.success(),
+        "the event after the compile: {}",
+        String::from_utf8_lossy(&next.stderr)
+    );
 }
 
 /// A `prompt-submit` hook may enter a reshaped batch (`enter-batch`); Claude Code and Codex take

@@ -5,8 +5,9 @@ use crate::hook_io::{DEFAULT_BUDGET_MS, answer, read_stdin, write};
 use palisade::bridge::{self, Dialect, Reply};
 use palisade::{EventSink, JsonlSink, Plugins};
 use serde_json::Value;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -39,15 +40,19 @@ pub struct BridgeCommand {
 
 /// Records what the bridge is doing, so that a budget that runs out can name it.
 #[derive(Default)]
-struct Doing(Mutex<String>);
+struct Doing {
+    what: Mutex<String>,
+    /// How many components are compiling (they were not in the cache).
+    compiling: AtomicUsize,
+}
 
 impl Doing {
     fn set(&self, what: impl Into<String>) {
-        *self.0.lock().unwrap_or_else(|e| e.into_inner()) = what.into();
+        *self.what.lock().unwrap_or_else(|e| e.into_inner()) = what.into();
     }
 
     fn get(&self) -> String {
-        self.0.lock().unwrap_or_else(|e| e.into_inner()).clone()
+        self.what.lock().unwrap_or_else(|e| e.into_inner()).clone()
     }
 }
 
@@ -133,16 +138,17 @@ async fn bridge_event(dialect: Dialect, options: BridgeCommand) -> anyhow::Resul
             } else {
                 event
             };
-            answer(bridge::failure(
-                &event,
-                &format!(
-                    "the event's budget of {} ms ran out while {}; refused, since what \
-                     the plugins decide could not be known in time (raise --budget-ms, or \
-                     the hook's timeout_ms)",
-                    budget.as_millis(),
-                    doing.get()
-                ),
-            ))
+            let mut message = format!(
+                "the event's budget of {} ms ran out while {}; refused, since what the \
+                 plugins decide could not be known in time (raise --budget-ms, or the \
+                 hook's timeout_ms)",
+                budget.as_millis(),
+                doing.get()
+            );
+            if doing.compiling.load(Ordering::Relaxed) > 0 {
+                message.push_str(&compile_in_background(&options.dir));
+            }
+            answer(bridge::failure(&event, &message))
         }
     }
 }
@@ -199,7 +205,7 @@ async fn decide(
         "loading the plugins of {} (compiling any not in the cache)",
         options.dir.display()
     ));
-    let plugins = load(options, &name, watch).await?;
+    let plugins = load(options, &name, watch, doing).await?;
     let loaded = started.elapsed();
     let session_id = input
         .get("session_id")
@@ -226,12 +232,37 @@ async fn decide(
 
 /// Loads the plugins of `options.dir` that subscribe to the points of event `name` (it may
 /// compile: on a thread of its own, so the budget can still answer).
-async fn load(options: &BridgeCommand, name: &str, watch: Arc<Watch>) -> Result<Plugins, Reply> {
+async fn load(
+    options: &BridgeCommand,
+    name: &str,
+    watch: Arc<Watch>,
+    doing: &Arc<Doing>,
+) -> Result<Plugins, Reply> {
     let dir = options.dir.clone();
     let points = bridge::points_for(name);
+    let (doing, loading) = (
+        doing.clone(),
+        format!("loading the plugins of {}", dir.display()),
+    );
+    let compiling: palisade::CompileObserver = Arc::new(move |progress| match progress {
+        palisade::CompileProgress::Started { plugin, .. } => {
+            doing.compiling.fetch_add(1, Ordering::Relaxed);
+            doing.set(format!(
+                "compiling the component of `{plugin}` (it is not in the cache yet)"
+            ));
+        }
+        palisade::CompileProgress::Finished { .. } => {
+            let before = doing.compiling.fetch_sub(1, Ordering::Relaxed);
+            if before == 1 {
+                doing.set(loading.clone());
+            }
+        }
+        _ => {}
+    });
     let loaded = tokio::task::spawn_blocking(move || {
         crate::cache::one_event_host_builder()
             .event_sink(watch)
+            .on_compile(compiling)
             .build()
             .map_err(anyhow::Error::from)
             .and_then(|host| Ok(host.load_dir_for(&dir, points)?))
@@ -248,6 +279,71 @@ async fn load(options: &BridgeCommand, name: &str, watch: Arc<Watch>) -> Result<
             ),
         )
     })
+}
+
+/// After an event ran out of its budget while a component compiled: compiles the components
+/// of `dir` into the cache in a process of its own (`palisade check DIR`, its output
+/// discarded, in a process group of its own, which an agent that kills the hook's group
+/// leaves be), unless one is already at it. Otherwise no event would ever find them compiled:
+/// each would start the same compile and run out of its budget the same way, refused, until
+/// somebody ran `palisade install` or `check`. Returns what to add to the refusal's message.
+fn compile_in_background(dir: &Path) -> String {
+    let Some(cache) = crate::cache::cache_dir() else {
+        return "; the component cache is off (PALISADE_CACHE_DIR=off), so every event \
+                compiles its components"
+            .into();
+    };
+    match spawn_compile(&cache, dir) {
+        Ok((pid, true)) => format!(
+            "; compiling the plugins into the cache in the background (pid {pid}), so that \
+             the events after it do not wait for a compiler (`palisade check {}` does it ahead)",
+            dir.display()
+        ),
+        Ok((pid, false)) => {
+            format!("; the plugins are being compiled into the cache in the background (pid {pid})")
+        }
+        Err(e) => format!(
+            "; compiling them in the background could not start ({e}): `palisade check {}` \
+             compiles them into the cache",
+            dir.display()
+        ),
+    }
+}
+
+/// Starts `palisade check dir` unless the one last started for `dir` (its pid kept under
+/// `cache`) is still running: the pid, and whether it was started now.
+fn spawn_compile(cache: &Path, dir: &Path) -> std::io::Result<(u32, bool)> {
+    use std::hash::{Hash, Hasher};
+    use std::os::unix::process::CommandExt;
+    let marks = cache.join("compiling");
+    std::fs::create_dir_all(&marks)?;
+    let mut hasher = std::hash::DefaultHasher::new();
+    std::fs::canonicalize(dir)
+        .unwrap_or_else(|_| dir.to_path_buf())
+        .hash(&mut hasher);
+    let mark = marks.join(format!("{:016x}.pid", hasher.finish()));
+    // A pid reused since by another process only skips this start; a later overrun starts one.
+    let running = std::fs::read_to_string(&mark)
+        .ok()
+        .and_then(|pid| pid.trim().parse::<i32>().ok())
+        .filter(|&pid| {
+            pid > 0
+                && nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), None)
+                    != Err(nix::errno::Errno::ESRCH)
+        });
+    if let Some(pid) = running {
+        return Ok((pid.unsigned_abs(), false));
+    }
+    let child = std::process::Command::new(std::env::current_exe()?)
+        .arg("check")
+        .arg(dir)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .process_group(0)
+        .spawn()?;
+    std::fs::write(&mark, child.id().to_string())?;
+    Ok((child.id(), true))
 }
 
 /// A hook event as JSON, read as the agent meant it: a lone surrogate's escape (which
