@@ -322,17 +322,12 @@ fn spawn_compile(cache: &Path, dir: &Path) -> std::io::Result<(u32, bool)> {
         .unwrap_or_else(|_| dir.to_path_buf())
         .hash(&mut hasher);
     let mark = marks.join(format!("{:016x}.pid", hasher.finish()));
-    // A pid reused since by another process only skips this start; a later overrun starts one.
     let running = std::fs::read_to_string(&mark)
         .ok()
-        .and_then(|pid| pid.trim().parse::<i32>().ok())
-        .filter(|&pid| {
-            pid > 0
-                && nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), None)
-                    != Err(nix::errno::Errno::ESRCH)
-        });
+        .and_then(|pid| pid.trim().parse::<u32>().ok())
+        .filter(|&pid| compiles(pid, dir));
     if let Some(pid) = running {
-        return Ok((pid.unsigned_abs(), false));
+        return Ok((pid, false));
     }
     let child = std::process::Command::new(std::env::current_exe()?)
         .arg("check")
@@ -344,6 +339,23 @@ fn spawn_compile(cache: &Path, dir: &Path) -> std::io::Result<(u32, bool)> {
         .spawn()?;
     std::fs::write(&mark, child.id().to_string())?;
     Ok((child.id(), true))
+}
+
+/// Whether process `pid` is still a compile of `dir` as [`spawn_compile`] starts one (its
+/// command line ends with `check DIR`): not one that has ended, nor another process that got
+/// its pid since, which would otherwise stand for it as long as it lives. Where there is no
+/// `/proc`, never: each overrun then starts a compile, which only costs time.
+fn compiles(pid: u32, dir: &Path) -> bool {
+    use std::os::unix::ffi::OsStrExt;
+    let Ok(cmdline) = std::fs::read(format!("/proc/{pid}/cmdline")) else {
+        return false;
+    };
+    let args: Vec<&[u8]> = cmdline
+        .strip_suffix(b"\0")
+        .unwrap_or(&cmdline)
+        .split(|&b| b == 0)
+        .collect();
+    args.ends_with(&[b"check".as_slice(), dir.as_os_str().as_bytes()])
 }
 
 /// A hook event as JSON, read as the agent meant it: a lone surrogate's escape (which
@@ -374,6 +386,32 @@ mod tests {
     /// A bridge always hears which hook started (its budget's message names it), and
     /// otherwise only what its audit log or exporter wants: without them, no log line and no
     /// dispatch report is made.
+    /// A compile left running is known by its command line, not its pid alone: a process that
+    /// ended, or another one, is none.
+    #[test]
+    fn a_compile_left_running_is_known_by_its_command_line() {
+        let dir = tempfile::tempdir().unwrap();
+        let spawn = |args: &[&std::ffi::OsStr]| {
+            std::process::Command::new("sh")
+                .arg("-c")
+                // Not a lone command, which a shell may exec in its place.
+                .arg("sleep 30; exit 0")
+                .args(args)
+                .spawn()
+                .unwrap()
+        };
+        let check = std::ffi::OsStr::new("check");
+        let mut compile = spawn(&[check, dir.path().as_os_str()]);
+        let mut other = spawn(&[check, std::ffi::OsStr::new("/elsewhere")]);
+        assert!(compiles(compile.id(), dir.path()));
+        assert!(!compiles(other.id(), dir.path()));
+        for child in [&mut compile, &mut other] {
+            child.kill().unwrap();
+            child.wait().unwrap();
+        }
+        assert!(!compiles(compile.id(), dir.path()));
+    }
+
     #[test]
     fn a_watch_wants_the_starts_and_what_its_sink_wants() {
         let started = Interest {
