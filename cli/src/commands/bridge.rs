@@ -315,23 +315,23 @@ fn compile_in_background(dir: &Path) -> String {
 fn spawn_compile(cache: &Path, dir: &Path) -> std::io::Result<(u32, bool)> {
     use std::hash::{Hash, Hasher};
     use std::os::unix::process::CommandExt;
+    // One name for the folder however the agent's command spells it.
+    let dir = std::fs::canonicalize(dir).unwrap_or_else(|_| dir.to_path_buf());
     let marks = cache.join("compiling");
     std::fs::create_dir_all(&marks)?;
     let mut hasher = std::hash::DefaultHasher::new();
-    std::fs::canonicalize(dir)
-        .unwrap_or_else(|_| dir.to_path_buf())
-        .hash(&mut hasher);
+    dir.hash(&mut hasher);
     let mark = marks.join(format!("{:016x}.pid", hasher.finish()));
     let running = std::fs::read_to_string(&mark)
         .ok()
         .and_then(|pid| pid.trim().parse::<u32>().ok())
-        .filter(|&pid| compiles(pid, dir));
+        .filter(|&pid| compiles(pid, &dir));
     if let Some(pid) = running {
         return Ok((pid, false));
     }
     let child = std::process::Command::new(std::env::current_exe()?)
         .arg("check")
-        .arg(dir)
+        .arg(&dir)
         .stdin(std::process::Stdio::null())
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null())
@@ -392,13 +392,22 @@ mod tests {
     fn a_compile_left_running_is_known_by_its_command_line() {
         let dir = tempfile::tempdir().unwrap();
         let spawn = |args: &[&std::ffi::OsStr]| {
-            std::process::Command::new("sh")
+            let child = std::process::Command::new("sh")
                 .arg("-c")
                 // Not a lone command, which a shell may exec in its place.
                 .arg("sleep 30; exit 0")
                 .args(args)
                 .spawn()
-                .unwrap()
+                .unwrap();
+            // `spawn` returns once the child is past the point of no return in `execve`, which
+            // may not have laid out its arguments yet (`cmdline` reads empty until it has).
+            let cmdline = format!("/proc/{}/cmdline", child.id());
+            let waited = std::time::Instant::now();
+            while std::fs::read(&cmdline).unwrap_or_default().is_empty() {
+                assert!(waited.elapsed() < std::time::Duration::from_secs(10));
+                std::thread::sleep(std::time::Duration::from_millis(1));
+            }
+            child
         };
         let check = std::ffi::OsStr::new("check");
         let mut compile = spawn(&[check, dir.path().as_os_str()]);
