@@ -402,10 +402,10 @@ mod tests {
             // `spawn` returns once the child is past the point of no return in `execve`, which
             // may not have laid out its arguments yet (`cmdline` reads empty until it has).
             let cmdline = format!("/proc/{}/cmdline", child.id());
-            let waited = std::time::Instant::now();
+            let waited = Instant::now();
             while std::fs::read(&cmdline).unwrap_or_default().is_empty() {
-                assert!(waited.elapsed() < std::time::Duration::from_secs(10));
-                std::thread::sleep(std::time::Duration::from_millis(1));
+                assert!(waited.elapsed() < Duration::from_secs(10));
+                std::thread::sleep(Duration::from_millis(1));
             }
             child
         };
