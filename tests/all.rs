@@ -12,6 +12,7 @@ mod loading;
 mod outbound;
 mod pipeline;
 mod pre_tool;
+mod prepare;
 mod runtimes;
 mod sandbox;
 mod semantics;

@@ -2,7 +2,7 @@
 //! failures; no hook has ambient authority; instance lifetimes.
 
 use palisade::{EventKind, FailureReason, PreToolDecision, ToolCall};
-use palisade_tests::{PluginDir, load, load_recorded, spare_settled};
+use palisade_tests::{PluginDir, calls_on_spares, load, load_recorded, load_without_spares};
 use serde_json::json;
 use std::time::{Duration, Instant};
 
@@ -271,25 +271,13 @@ async fn per_call_calls_take_spares_made_ahead_and_each_gets_an_unused_instance(
     let plugins = load(&dir);
     let plugin = plugins.iter().next().unwrap();
     let session = plugins.session("s");
-    for n in 0..4 {
-        if n > 0 {
-            assert!(spare_settled(plugin).await, "spares refused");
-        }
-        assert_eq!(
-            session.pre_tool(&call("Bash")).await,
-            PreToolDecision::Allow,
-            "call {n}"
-        );
-    }
+    let bash = call("Bash");
+    let answers = calls_on_spares(plugin, 4, |_| session.pre_tool(&bash)).await;
+    assert_eq!(answers, vec![PreToolDecision::Allow; 4]);
     assert_eq!(plugin.calls_on_spares(), 3);
     assert!(!plugin.spares_refused());
 
-    let plugins = palisade::Host::builder()
-        .spare_instances(false)
-        .build()
-        .unwrap()
-        .load_dir(dir.path())
-        .unwrap();
+    let plugins = load_without_spares(&dir);
     let plugin = plugins.iter().next().unwrap();
     let session = plugins.session("s");
     for _ in 0..3 {

@@ -109,6 +109,21 @@ pub trait Plugin: Sized + 'static {
     fn new(config: &Config) -> Self;
 }
 
+/// Readies each instance before its first call. Name it in [`export!`]
+/// (`export!(MyPlugin: PreTool + Prepare)`) and the component exports `prepare`, which the host
+/// calls once per instance, right after instantiating it: [`Plugin::new`] runs there, then this
+/// method. A per-call plugin's next instance is made ahead of its call, so both run off the
+/// call's path (without it, they run in the call). Only [`config`] is certain to answer here:
+/// made ahead of its call, an instance that logs, asks for the [`invocation`] or state, or sends
+/// a request is discarded (`palisade:hooks/prepare`).
+pub trait Prepare: Plugin {
+    /// Readies the plugin's value, once, after [`Plugin::new`]. An error fails the instance:
+    /// the hook it was made for fails closed with this text.
+    fn prepare(&mut self) -> Result<(), String> {
+        Ok(())
+    }
+}
+
 // One trait per extension point, from the package's table (`palisade_wit::foreach_interface!`):
 // implement the ones your plugin exports, and name them in `export!`.
 macro_rules! point_traits {

@@ -159,6 +159,13 @@ impl Plugin {
         &self.manifest
     }
 
+    /// Whether its component exports `prepare` (each instance is prepared before its first
+    /// call); `false` for a command or HTTP plugin.
+    pub fn prepares(&self) -> bool {
+        self.wasm()
+            .is_some_and(|wasm| wasm.loaded.exports.prepare.is_some())
+    }
+
     /// The extension-point interfaces its component exports; for a command or HTTP plugin,
     /// those of the points it subscribes to (it answers whatever it is sent).
     pub fn exported_interfaces(&self) -> Vec<Interface> {

@@ -83,6 +83,39 @@ pub async fn spare_settled(plugin: &palisade::Plugin) -> bool {
     }
 }
 
+/// Makes `calls` calls of per-call `plugin` with `call` (given the call's number), each after
+/// the first once the plugin's spare is ready, so that each takes one (panics if spares are
+/// refused); their answers.
+pub async fn calls_on_spares<T, F: Future<Output = T>>(
+    plugin: &palisade::Plugin,
+    calls: usize,
+    mut call: impl FnMut(usize) -> F,
+) -> Vec<T> {
+    let mut answers = Vec::with_capacity(calls);
+    for n in 0..calls {
+        if n > 0 {
+            assert!(
+                spare_settled(plugin).await,
+                "{}: spares refused",
+                plugin.name()
+            );
+        }
+        answers.push(call(n).await);
+    }
+    answers
+}
+
+/// Loads `dir` with a fresh host that makes no spare instances.
+pub fn load_without_spares(dir: &PluginDir) -> palisade::Plugins {
+    palisade::Host::builder()
+        .state(palisade::StateStore::memory())
+        .spare_instances(false)
+        .build()
+        .unwrap()
+        .load_dir(dir.path())
+        .unwrap_or_else(|e| panic!("{e}"))
+}
+
 /// Records every lifecycle event.
 #[derive(Debug, Default)]
 pub struct Recorder {

@@ -24,6 +24,7 @@ pub const FILES: &[(&str, &str)] = &[
     ("tool-result.wit", include_str!("../tool-result.wit")),
     ("turn-stopping.wit", include_str!("../turn-stopping.wit")),
     ("committed.wit", include_str!("../committed.wit")),
+    ("prepare.wit", include_str!("../prepare.wit")),
 ];
 
 /// The folder that holds the package (this crate's own), for tools that read it from disk.
@@ -117,7 +118,8 @@ mod tests {
     }
 
     /// The interfaces the `.wit` files declare, but the shared ones (`types`, the host's
-    /// imports): each must be a row of the table, and each row one of them.
+    /// imports) and `prepare` (an export of any plugin, not a point): each must be a row of
+    /// the table, and each row one of them.
     #[test]
     fn every_extension_point_interface_has_a_row_of_the_table() {
         let mut declared: Vec<&str> = super::FILES
@@ -125,7 +127,7 @@ mod tests {
             .flat_map(|(_, text)| text.lines())
             .filter_map(|line| line.trim().strip_prefix("interface "))
             .filter_map(|rest| rest.split_whitespace().next())
-            .filter(|name| !["types", "host", "tool-dispatch", "state"].contains(name))
+            .filter(|name| !["types", "host", "tool-dispatch", "state", "prepare"].contains(name))
             .collect();
         declared.sort();
         let mut rows = super::INTERFACES.to_vec();

@@ -138,11 +138,14 @@ fn plugins_table(plugins: &Plugins) -> String {
         .to_vec(),
     ];
     for plugin in plugins.iter() {
-        let exports: Vec<_> = plugin
+        let mut exports: Vec<_> = plugin
             .exported_interfaces()
             .iter()
             .map(|i| i.name())
             .collect();
+        if plugin.prepares() {
+            exports.push("prepare");
+        }
         let runtime = &plugin.manifest().runtime;
         let wasm = runtime.family() == "wasm";
         rows.push(vec![

@@ -36,7 +36,8 @@ macro_rules! points {
 palisade_wit::foreach_interface!(points);
 
 /// `export!(MyPlugin: PreTool + ToolResult)`: exports the named extension points, each
-/// implemented by `MyPlugin`'s impl of the SDK trait of the same name.
+/// implemented by `MyPlugin`'s impl of the SDK trait of the same name. `+ Prepare` also
+/// exports `prepare`, implemented by its impl of `palisade_sdk::Prepare`.
 #[proc_macro]
 pub fn export(input: TokenStream) -> TokenStream {
     match expand(input) {
@@ -49,7 +50,8 @@ pub fn export(input: TokenStream) -> TokenStream {
 
 fn expand(input: TokenStream) -> Result<TokenStream, String> {
     const USAGE: &str = "usage: palisade_sdk::export!(MyPlugin: PreTool + ToolResult) — a type, a colon, \
-         then the SDK traits it implements, joined by `+`";
+         then the SDK traits it implements, joined by `+` (at least one extension point; \
+         `+ Prepare` to have each instance prepared before its first call)";
     let mut tokens = input.into_iter().peekable();
     // The plugin type: a path such as `MyPlugin` or `crate::MyPlugin`.
     let mut ty = String::new();
@@ -77,15 +79,23 @@ fn expand(input: TokenStream) -> Result<TokenStream, String> {
         return Err(USAGE.to_string());
     }
     let mut points: Vec<&Point> = Vec::new();
+    let mut prepare = false;
     let mut expect_trait = true;
     for token in tokens {
         match token {
+            TokenTree::Ident(i) if expect_trait && i.to_string() == "Prepare" => {
+                if prepare {
+                    return Err("`Prepare` is named twice".to_string());
+                }
+                prepare = true;
+                expect_trait = false;
+            }
             TokenTree::Ident(i) if expect_trait => {
                 let name = i.to_string();
                 let point = POINTS.iter().find(|p| p.sdk_trait == name).ok_or_else(|| {
                     let known: Vec<_> = POINTS.iter().map(|p| p.sdk_trait).collect();
                     format!(
-                        "`{name}` is not an extension-point trait of palisade_sdk; expected one of: {}",
+                        "`{name}` is not an extension-point trait of palisade_sdk; expected one of: {}, or Prepare",
                         known.join(", ")
                     )
                 })?;
@@ -103,10 +113,12 @@ fn expand(input: TokenStream) -> Result<TokenStream, String> {
     if points.is_empty() || expect_trait {
         return Err(USAGE.to_string());
     }
-    Ok(render(&ty, &points).parse().expect("generated code parses"))
+    Ok(render(&ty, &points, prepare)
+        .parse()
+        .expect("generated code parses"))
 }
 
-fn render(ty: &str, points: &[&Point]) -> String {
+fn render(ty: &str, points: &[&Point], prepare: bool) -> String {
     // A world of its own package that exports just the named points of `palisade:hooks`, which
     // the bindings generator reads from `palisade-wit`'s folder (and only from there: a `wit/`
     // folder in the plugin's crate is not read).
@@ -123,6 +135,9 @@ fn render(ty: &str, points: &[&Point]) -> String {
             p.interface
         ));
     }
+    if prepare {
+        wit.push_str(&format!("    export palisade:hooks/prepare@{version};\n"));
+    }
     wit.push_str("}\n");
     let dir = palisade_wit::DIR;
 
@@ -134,6 +149,19 @@ fn render(ty: &str, points: &[&Point]) -> String {
         ));
     }
     let mut impls = String::new();
+    if prepare {
+        uses.push_str(&format!(
+            "let _ = <{ty} as ::palisade_sdk::Prepare>::prepare;"
+        ));
+        // The plugin's value is made here, ahead of the first call, then prepared.
+        impls.push_str(&format!(
+            "impl self::exports::palisade::hooks::prepare::Guest for __PalisadeAdapter {{
+                fn prepare() -> ::core::result::Result<(), ::std::string::String> {{
+                    __with_plugin(<super::{ty} as ::palisade_sdk::Prepare>::prepare)
+                }}
+            }}\n"
+        ));
+    }
     for p in points {
         impls.push_str(&format!(
             "impl self::exports::palisade::hooks::{module}::Guest for __PalisadeAdapter {{
@@ -175,8 +203,8 @@ fn render(ty: &str, points: &[&Point]) -> String {
             use ::palisade_sdk::types::*;
             struct __PalisadeAdapter;
             ::std::thread_local! {{
-                /// The plugin's value: made by the instance's first call, kept while the
-                /// instance lives.
+                /// The plugin's value: made by the instance's `prepare` or first call, kept while
+                /// the instance lives.
                 static __PLUGIN: ::core::cell::RefCell<::core::option::Option<super::{ty}>> =
                     const {{ ::core::cell::RefCell::new(::core::option::Option::None) }};
             }}

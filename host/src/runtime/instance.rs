@@ -91,17 +91,21 @@ impl Instance {
             .loaded
             .pre(Some(host), ran_long.load(Ordering::Relaxed))
             .map_err(|why| Failure::new(FailureReason::Unavailable, why))?;
-        let mut state = match Self::instantiate(pre, state, limits, linked, ran_long).await {
+        let exports = &plugin.loaded.exports;
+        let mut state = match Self::instantiate(pre, exports, state, limits, linked, ran_long).await
+        {
             Attempt::Done(done) => return done,
             Attempt::PoolFull(state) => state,
         };
-        let (pre, linked) = plugin
+        let loaded = plugin
             .on_demand(host)
-            .and_then(|loaded| loaded.pre(Some(host), ran_long.load(Ordering::Relaxed)))
+            .map_err(|why| Failure::new(FailureReason::Unavailable, why))?;
+        let (pre, linked) = loaded
+            .pre(Some(host), ran_long.load(Ordering::Relaxed))
             .map_err(|why| Failure::new(FailureReason::Unavailable, why))?;
         // What the failed attempt allocated went with its store: the caps count afresh.
         state.limiter = Default::default();
-        match Self::instantiate(pre, *state, limits, linked, ran_long).await {
+        match Self::instantiate(pre, &loaded.exports, *state, limits, linked, ran_long).await {
             Attempt::Done(done) => done.map(|(mut instance, cost)| {
                 instance.on_demand = true;
                 (instance, cost)
@@ -119,12 +123,13 @@ impl Instance {
     /// directly when `direct` (linked for direct calls), as an instance made for its call.
     pub async fn ahead(
         pre: &InstancePre<State>,
+        exports: &super::wasm::Exports,
         state: State,
         limits: &Limits,
         direct: bool,
     ) -> Option<Result<(Instance, Cost), Failure>> {
         let unused = AtomicBool::new(false);
-        match Self::instantiate(pre, state, limits, false, &unused).await {
+        match Self::instantiate(pre, exports, state, limits, false, &unused).await {
             Attempt::Done(done) => Some(done.map(|(mut instance, cost)| {
                 instance.direct = direct;
                 (instance, cost)
@@ -149,11 +154,13 @@ impl Instance {
         self.store.data().spoiled()
     }
 
-    /// Instantiates `pre` into a new store: directly when `pre` was linked for direct calls
+    /// Instantiates `pre` into a new store and, if it exports `prepare` (`exports`), prepares
+    /// the instance, within the same limits: directly when `pre` was linked for direct calls
     /// (`linked`) and its plugin never ran long (`ran_long`, set here if it does), else on a
     /// fiber.
     async fn instantiate(
         pre: &InstancePre<State>,
+        exports: &super::wasm::Exports,
         state: State,
         limits: &Limits,
         linked: bool,
@@ -180,6 +187,21 @@ impl Instance {
         } else {
             pre.instantiate_async(&mut store).await
         };
+        let (result, phase) = match (result, &exports.prepare) {
+            (Ok(instance), Some(indices)) => {
+                match prepare(&mut store, &instance, indices, linked, ran_long).await {
+                    Ok(Ok(())) => (Ok(instance), "prepare"),
+                    Ok(Err(refused)) => {
+                        return Attempt::Done(Err(Failure::new(
+                            FailureReason::Unavailable,
+                            format!("its `prepare` failed: {}", super::clip(refused.trim())),
+                        )));
+                    }
+                    Err(err) => (Err(err), "prepare"),
+                }
+            }
+            (result, _) => (result, "instantiation"),
+        };
         let cost = spent(&store, limits);
         Attempt::Done(match result {
             Ok(instance) => Ok((
@@ -195,12 +217,7 @@ impl Instance {
             Err(err) if err.downcast_ref::<PoolConcurrencyLimitError>().is_some() => {
                 return Attempt::PoolFull(Box::new(store.into_data()));
             }
-            Err(err) => Err(classify(
-                err,
-                store.data().limiter.hit,
-                limits,
-                "instantiation",
-            )),
+            Err(err) => Err(classify(err, store.data().limiter.hit, limits, phase)),
         })
     }
 
@@ -312,6 +329,26 @@ impl Instance {
             .and_then(|answer| within_bound(answer, limits.payload_max_bytes.max(given)));
         store.data_mut().report_output();
         (result, spent(store, limits))
+    }
+}
+
+/// Calls a new instance's `prepare` (`indices`): directly when it was instantiated directly
+/// (`linked`, and its plugin never ran long), else on a fiber. `Ok(Err(_))`: it refused.
+async fn prepare(
+    store: &mut Store<State>,
+    instance: &ComponentInstance,
+    indices: &ex::prepare::GuestIndices,
+    linked: bool,
+    ran_long: &AtomicBool,
+) -> wasmtime::Result<Result<(), String>> {
+    let guest = indices.load(&mut *store, instance)?;
+    if linked && !ran_long.load(Ordering::Relaxed) {
+        directly(store, ran_long, |store| {
+            guest.func_prepare().call(store, ())
+        })
+        .map(Returned::value)
+    } else {
+        guest.call_prepare(&mut *store).await
     }
 }
 

@@ -130,3 +130,11 @@ impl Runtime {
         }
     }
 }
+
+/// The first 500 characters of `text` (a hook's own words), for a failure's detail.
+pub(crate) fn clip(text: &str) -> &str {
+    match text.char_indices().nth(500) {
+        Some((i, _)) => &text[..i],
+        None => text,
+    }
+}

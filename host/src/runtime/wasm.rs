@@ -145,7 +145,8 @@ impl Spares {
             let made = async {
                 let state = State::ahead(env, sink, limits.timeout).map_err(|_| ())?;
                 let (pre, direct) = spares.loaded.pre(None, ran_long).map_err(|_| ())?;
-                Ok::<_, ()>(Instance::ahead(pre, state, &limits, direct).await)
+                let exports = &spares.loaded.exports;
+                Ok::<_, ()>(Instance::ahead(pre, exports, state, &limits, direct).await)
             };
             match tokio::time::timeout(limits.timeout, made).await {
                 Ok(Ok(Some(Ok((mut instance, cost))))) if !instance.spoiled() => {
@@ -267,6 +268,8 @@ macro_rules! exports {
         #[derive(Default, Clone)]
         pub(crate) struct Exports {
             $(pub $snake: Option<ex::$snake::GuestIndices>,)*
+            /// `prepare`, called once per instance before its first call, if exported.
+            pub prepare: Option<ex::prepare::GuestIndices>,
         }
 
         impl Exports {
@@ -275,6 +278,7 @@ macro_rules! exports {
                 // loads.
                 Exports {
                     $($snake: ex::$snake::GuestIndices::new(pre).ok(),)*
+                    prepare: ex::prepare::GuestIndices::new(pre).ok(),
                 }
             }
 

@@ -181,7 +181,7 @@ impl External {
                     if stderr.is_empty() {
                         format!("exited with status {code}")
                     } else {
-                        format!("exited with status {code}: {}", clip(&stderr))
+                        format!("exited with status {code}: {}", super::clip(&stderr))
                     },
                 ));
             }
@@ -192,18 +192,10 @@ impl External {
                     if stderr.is_empty() {
                         why.clone()
                     } else {
-                        format!("{why}: {}", clip(&stderr))
+                        format!("{why}: {}", super::clip(&stderr))
                     },
                 ));
             }
         })
-    }
-}
-
-/// The first 500 bytes of `text`, for a failure's detail.
-fn clip(text: &str) -> &str {
-    match text.char_indices().nth(500) {
-        Some((i, _)) => &text[..i],
-        None => text,
     }
 }

@@ -1,0 +1,156 @@
+//! `prepare`: a component that exports it has each instance prepared once, after
+//! instantiation and before its first call — on a per-call plugin's spare, ahead of the call —
+//! within the plugin's limits; a `prepare` that fails, traps or overruns fails the call closed.
+
+use palisade::{FailureReason, PreToolDecision, ToolCall};
+use palisade_tests::{
+    PluginDir, calls_on_spares, load, load_recorded, load_without_spares, spare_settled,
+};
+use serde_json::{Value, json};
+
+fn call() -> ToolCall {
+    ToolCall::new("toolu_1", "Bash", json!({ "command": "ls" }))
+}
+
+/// A `pre-tool` guard of the `prepared` test guest, with `extra` manifest lines before its
+/// hook and `config` after `[config]`.
+fn prepared(dir: &PluginDir, extra: &str, config: &str) {
+    dir.plugin(
+        "prepared",
+        palisade_fixtures::PREPARED,
+        &format!(
+            "name = \"prepared\"\nwasm = \"plugin.wasm\"\n{extra}\n\
+             [[hooks]]\npoint = \"pre-tool\"\ncapability = \"guard\"\n[config]\n{config}\n"
+        ),
+    );
+}
+
+/// What the guest's instance saw, from its denial.
+fn seen(decision: PreToolDecision) -> Value {
+    let denial = decision
+        .denial()
+        .unwrap_or_else(|| panic!("expected the guest's denial, got {decision:?}"));
+    assert_eq!(denial.reason_code, "prepared", "{denial:?}");
+    serde_json::from_str(&denial.message).unwrap()
+}
+
+fn failure(decision: &PreToolDecision) -> FailureReason {
+    let denial = decision
+        .denial()
+        .unwrap_or_else(|| panic!("expected a denial, got {decision:?}"));
+    denial
+        .failure
+        .unwrap_or_else(|| panic!("expected a failure, got {denial:?}"))
+}
+
+#[tokio::test]
+async fn a_per_call_instance_is_prepared_once_before_its_call_on_a_spare_or_not() {
+    let dir = PluginDir::new();
+    prepared(&dir, "instance = \"per-call\"", "word = \"ready\"");
+    let expected = json!({ "prepared": 1, "calls": 1, "word": "ready", "session": null });
+
+    let plugins = load(&dir);
+    let plugin = plugins.iter().next().unwrap();
+    let session = plugins.session("s");
+    let bash = call();
+    let answers = calls_on_spares(plugin, 4, |_| session.pre_tool(&bash)).await;
+    for (n, answer) in answers.into_iter().enumerate() {
+        assert_eq!(seen(answer), expected, "call {n}");
+    }
+    // Calls 1 to 3 took spares: their `prepare` ran before the call, when the spare was made.
+    assert_eq!(plugin.calls_on_spares(), 3);
+
+    let plugins = load_without_spares(&dir);
+    let session = plugins.session("s");
+    for n in 0..2 {
+        assert_eq!(seen(session.pre_tool(&call()).await), expected, "call {n}");
+    }
+}
+
+#[tokio::test]
+async fn a_per_session_instance_is_prepared_once_for_all_its_calls() {
+    let dir = PluginDir::new();
+    prepared(&dir, "instance = \"per-session\"", "word = \"once\"");
+    let plugins = load(&dir);
+    let session = plugins.session("s");
+    for calls in 1..=3 {
+        assert_eq!(
+            seen(session.pre_tool(&call()).await),
+            json!({ "prepared": 1, "calls": calls, "word": "once", "session": null })
+        );
+    }
+    // Another session, another instance, prepared again.
+    assert_eq!(
+        seen(plugins.session("t").pre_tool(&call()).await),
+        json!({ "prepared": 1, "calls": 1, "word": "once", "session": null })
+    );
+}
+
+/// A `prepare` that returns an error, traps or overruns fails the call it was made for
+/// closed, naming what happened, and so every later call (no spare is made after an
+/// instance that failed).
+#[tokio::test]
+async fn a_prepare_that_fails_traps_or_overruns_fails_each_call_closed() {
+    for (behaviour, reason, says) in [
+        (
+            "fail",
+            FailureReason::Unavailable,
+            "its `prepare` failed: no rules to read",
+        ),
+        (
+            "fail-long",
+            FailureReason::Unavailable,
+            "its `prepare` failed: no rules xxxx",
+        ),
+        ("panic", FailureReason::Trap, "during prepare"),
+        ("loop", FailureReason::Timeout, "during prepare"),
+    ] {
+        for lifetime in ["per-call", "per-session"] {
+            let dir = PluginDir::new();
+            prepared(
+                &dir,
+                &format!(
+                    "instance = \"{lifetime}\"\n[limits]\ntimeout_ms = 100\nfuel = 1_000_000_000_000"
+                ),
+                &format!("prepare = \"{behaviour}\""),
+            );
+            let (plugins, recorder) = load_recorded(&dir);
+            let plugin = plugins.iter().next().unwrap();
+            let session = plugins.session("s");
+            for n in 0..3 {
+                recorder.clear();
+                let decision = session.pre_tool(&call()).await;
+                assert_eq!(
+                    failure(&decision),
+                    reason,
+                    "{behaviour} {lifetime} call {n}"
+                );
+                let detail = recorder.first_failure_detail().unwrap();
+                assert!(
+                    detail.contains(says),
+                    "{behaviour} {lifetime} call {n}: {detail}"
+                );
+                // A plugin's words in a failure's detail are clipped: not a mebibyte.
+                assert!(detail.len() < 1024, "{behaviour}: {} bytes", detail.len());
+            }
+            assert_eq!(plugin.calls_on_spares(), 0, "{behaviour} {lifetime}");
+        }
+    }
+}
+
+/// Made ahead of its call, an instance whose `prepare` asks for what only an invocation has
+/// is discarded, and its plugin's instances are made at their calls from then on — where
+/// `prepare` gets its answer.
+#[tokio::test]
+async fn a_prepare_that_asks_for_the_invocation_on_a_spare_spoils_it() {
+    let dir = PluginDir::new();
+    prepared(&dir, "instance = \"per-call\"", "prepare = \"invocation\"");
+    let plugins = load(&dir);
+    let plugin = plugins.iter().next().unwrap();
+    let session = plugins.session("s");
+    let expected = json!({ "prepared": 1, "calls": 1, "word": null, "session": "s" });
+    assert_eq!(seen(session.pre_tool(&call()).await), expected);
+    assert!(!spare_settled(plugin).await, "the spare was kept");
+    assert_eq!(seen(session.pre_tool(&call()).await), expected);
+    assert_eq!(plugin.calls_on_spares(), 0);
+}
