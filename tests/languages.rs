@@ -39,26 +39,21 @@ fn componentize_py() -> PathBuf {
     );
 }
 
-/// example-plugins/url-guard, built from its Python source with componentize-py once per
-/// test run (some 20 CPU-seconds a build): the component's bytes.
+/// example-plugins/url-guard, built from its Python source by its `build.sh` (componentize-py)
+/// once per test run (some 20 CPU-seconds a build): the component's bytes.
 fn url_guard_component() -> &'static [u8] {
     static BUILT: OnceLock<Vec<u8>> = OnceLock::new();
     BUILT.get_or_init(|| {
         let out = tempfile::tempdir().unwrap();
         let wasm = out.path().join("url_guard.wasm");
-        let output = Command::new(componentize_py())
-            .arg("-d")
-            .arg(workspace().join("wit"))
-            .args(["-w", "pre-tool-hook", "componentize", "-p"])
-            .arg(workspace().join("example-plugins/url-guard"))
-            .arg("app")
-            .arg("-o")
+        let output = Command::new(workspace().join("example-plugins/url-guard/build.sh"))
             .arg(&wasm)
+            .env("COMPONENTIZE_PY", componentize_py())
             .output()
-            .expect("componentize-py runs");
+            .expect("example-plugins/url-guard/build.sh runs");
         assert!(
             output.status.success(),
-            "componentize-py failed:\n{}",
+            "example-plugins/url-guard/build.sh failed:\n{}",
             String::from_utf8_lossy(&output.stderr)
         );
         std::fs::read(&wasm).unwrap()

@@ -585,16 +585,11 @@ fn an_event_that_runs_out_while_compiling_leaves_the_compile_to_finish_for_the_n
     std::fs::create_dir_all(&folder).unwrap();
     let source = crate::toolchain::workspace().join("example-plugins/url-guard");
     std::fs::copy(source.join("plugin.toml"), folder.join("plugin.toml")).unwrap();
-    let (_, componentize_py) = crate::toolchain::toolchain("python").remove(0);
-    let built = Command::new(componentize_py)
-        .arg("-d")
-        .arg(crate::toolchain::workspace().join("wit"))
-        .args(["-w", "pre-tool-hook", "componentize", "-p"])
-        .arg(&source)
-        .args(["app", "-o"])
+    let built = Command::new(source.join("build.sh"))
         .arg(folder.join("url_guard.wasm"))
+        .envs(crate::toolchain::toolchain("python"))
         .output()
-        .expect("componentize-py runs");
+        .expect("example-plugins/url-guard/build.sh runs");
     assert!(
         built.status.success(),
         "{}",

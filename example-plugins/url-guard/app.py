@@ -26,9 +26,9 @@ _settings = None
 
 
 def settings():
-    """The allow-list (lowercase) and `unknown_host`, read at the first call that needs them
-    and kept: a plugin's [config] does not change while it is loaded, and a host call costs
-    more than the lookup."""
+    """The allow-list (lowercase) and `unknown_host`, read once per instance and kept: a
+    plugin's [config] does not change while it is loaded, and a host call costs more than the
+    lookup. `Prepare` reads them before the instance's first call."""
     global _settings
     if _settings is None:
         allow_list = [h.lower() for h in config("allowed_hosts", [])]
@@ -55,6 +55,15 @@ def urls_of(arguments):
 def allowed(hostname, allow_list):
     hostname = hostname.lower().rstrip(".")
     return any(hostname == a or hostname.endswith("." + a) for a in allow_list)
+
+
+class Prepare(exports.Prepare):
+    """Called by the host once per instance, before its first call: for a per-call plugin, on
+    the instance it makes ahead of the call, so reading [config] (and the interpreter's first
+    run of the code that does) is off the call's path."""
+
+    def prepare(self) -> None:
+        settings()
 
 
 class PreTool(exports.PreTool):

@@ -36,5 +36,5 @@ build() {
         -o "$out/$plugin/$output"
 }
 
-build path-guard "$wit/deps/hooks" pre-tool-hook guard.c path_guard.wasm
+build path-guard "$wit" path-guard guard.c path_guard.wasm
 build tool-tally "$wit" tool-tally tally.c tool_tally.wasm

@@ -8,7 +8,7 @@ here="$(cd "$(dirname "$0")" && pwd)"
 source "$here/../common.sh"
 js="${COMPONENTIZE_JS:-componentize-js}"
 # `-d http fetch-event`: leave out StarlingMonkey's HTTP support, which would import wasi:http.
-"$js" --wit "$wit/deps/hooks" --world-name pre-tool-hook -d http fetch-event \
+"$js" --wit "$wit" --world-name path-guard -d http fetch-event \
     -o "$out/path-guard/path_guard.wasm" "$here/path-guard/guard.js" >/dev/null
 "$js" --wit "$wit" --world-name tool-tally -d http fetch-event \
     -o "$out/tool-tally/tool_tally.wasm" "$here/tool-tally/tally.js" >/dev/null

@@ -6,7 +6,7 @@ here="$(cd "$(dirname "$0")" && pwd)"
 # Usage: build.sh [OUT] (see ../common.sh).
 source "$here/../common.sh"
 py="${COMPONENTIZE_PY:-componentize-py}"
-"$py" -d "$wit/deps/hooks" -w pre-tool-hook componentize -p "$here/path-guard" app \
+"$py" -d "$wit" -w path-guard componentize -p "$here/path-guard" app \
     -o "$out/path-guard/path_guard.wasm" >/dev/null
 "$py" -d "$wit" -w tool-tally componentize -p "$here/tool-tally" app \
     -o "$out/tool-tally/tool_tally.wasm" >/dev/null

@@ -5,7 +5,9 @@
 //! bombs, piping a download into a shell, force-pushing to `main`/`master`. Operators add
 //! their own rules in `[config] extra_rules`.
 
-use palisade_sdk::{ArgValue, Config, Plugin, PreTool, PreToolDecision, ToolCall, export, log};
+use palisade_sdk::{
+    ArgValue, Config, Plugin, PreTool, PreToolDecision, Prepare, ToolCall, export, log,
+};
 use regex_lite::Regex;
 use serde::Deserialize;
 use std::borrow::Cow;
@@ -262,7 +264,11 @@ impl PreTool for ShellGuard {
     }
 }
 
-export!(ShellGuard: PreTool);
+// `Prepare`: the rules are read from [config] before the instance's first call (for a
+// per-call instance, on the one made ahead of its call), not in the call.
+impl Prepare for ShellGuard {}
+
+export!(ShellGuard: PreTool + Prepare);
 
 #[cfg(test)]
 mod tests {

@@ -16,9 +16,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "pre_tool_hook.h"
+#include "path_guard.h"
 
-typedef pre_tool_hook_string_t string_t;
+typedef path_guard_string_t string_t;
 
 // A growable list of NUL-terminated strings.
 typedef struct {
@@ -118,16 +118,17 @@ static strings_t json_strings(const char *json, size_t len) {
 // The JSON list of strings `[config] key`, or an empty list.
 static strings_t config(const char *key) {
   string_t k, value;
-  pre_tool_hook_string_set(&k, key);
+  path_guard_string_set(&k, key);
   if (!palisade_hooks_host_config(&k, &value)) return (strings_t){0};
   strings_t list = json_strings((const char *)value.ptr, value.len);
-  pre_tool_hook_string_free(&value);
+  path_guard_string_free(&value);
   return list;
 }
 
-// The `deny`, `ask` and `except` lists, read at the instance's first call and kept: a
-// plugin's [config] does not change while it is loaded, and a host call costs more than the
-// lookup.
+// The `deny`, `ask` and `except` lists, read once per instance and kept: a plugin's [config]
+// does not change while it is loaded, and a host call costs more than the lookup. Read by
+// `prepare` (below), which the host calls before the instance's first call: for a per-call
+// plugin, on the instance it makes ahead of the call, off the call's path.
 static strings_t deny, ask, except;
 static int have_patterns;
 
@@ -187,6 +188,12 @@ static char *json_quote(const char *s) {
   return out;
 }
 
+bool exports_palisade_hooks_prepare_prepare(string_t *err) {
+  (void)err;
+  read_patterns();
+  return true;
+}
+
 void exports_palisade_hooks_pre_tool_on_pre_tool(
     exports_palisade_hooks_pre_tool_tool_call_t *call,
     exports_palisade_hooks_pre_tool_pre_tool_decision_t *ret) {
@@ -202,7 +209,7 @@ void exports_palisade_hooks_pre_tool_on_pre_tool(
   if ((pattern = found(&deny, &checked))) {
     char *quoted = json_quote(pattern);
     ret->tag = PALISADE_HOOKS_TYPES_PRE_TOOL_DECISION_DENY;
-    pre_tool_hook_string_dup(&ret->val.deny.reason_code, "protected-path");
+    path_guard_string_dup(&ret->val.deny.reason_code, "protected-path");
     ret->val.deny.message = owned(
         "Refused: %.*s would touch a protected path (\"%s\"). Work without it, or ask the user "
         "to change path-guard's deny list.",

@@ -23,9 +23,9 @@ _configured = None
 
 
 def configured():
-    """The `deny`, `ask` and `except` lists, read at the instance's first call and kept: a
-    plugin's [config] does not change while it is loaded, and a host call costs more than the
-    lookup."""
+    """The `deny`, `ask` and `except` lists, read once per instance and kept: a plugin's
+    [config] does not change while it is loaded, and a host call costs more than the lookup.
+    `Prepare` reads them before the instance's first call."""
     global _configured
     if _configured is None:
         _configured = (config("deny"), config("ask"), config("except"))
@@ -48,6 +48,14 @@ def strings(value):
 def found(patterns, checked):
     """The first pattern that one of `checked` contains."""
     return next((p for p in patterns if p and any(p in s for s in checked)), None)
+
+
+class Prepare(exports.Prepare):
+    """Called by the host once per instance, before its first call: for a per-call plugin, on
+    the instance it makes ahead of the call, off the call's path."""
+
+    def prepare(self) -> None:
+        configured()
 
 
 class PreTool(exports.PreTool):

@@ -7,7 +7,7 @@
 //! first `deny` pattern (in the order of the list) that a remaining string contains denies the
 //! call (`protected-path`); failing that, the first `ask` pattern found asks the user.
 
-use palisade_sdk::{Config, Deny, Plugin, PreTool, PreToolDecision, ToolCall, export};
+use palisade_sdk::{Config, Deny, Plugin, PreTool, PreToolDecision, Prepare, ToolCall, export};
 use serde_json::{Value, json};
 
 /// Every string of `value`, keys included.
@@ -86,4 +86,8 @@ impl PreTool for PathGuard {
     }
 }
 
-export!(PathGuard: PreTool);
+// `Prepare`: the lists are read from [config] (`Plugin::new`) before the instance's first
+// call — for a per-call instance, on the one made ahead of its call — not in the call.
+impl Prepare for PathGuard {}
+
+export!(PathGuard: PreTool + Prepare);
