@@ -2,7 +2,8 @@
 //! `pre-tool` calls in a row on a task of its own, on the multi-thread runtime (one worker per
 //! core), with a per-session instance (warm after each session's first call) of the minimal
 //! guard (the `allow` test guest, which makes no host call) and of the scripted test guest
-//! (three `config` host calls per call).
+//! (three `config` host calls per call); and the minimal guard per-call (`per-call`: a new
+//! instance for every call, on a spare when one is ready — what per-call costs a busy host).
 //!
 //! Criterion reports the time of one batch of `SESSIONS` × `CALLS` decisions and, from it,
 //! decisions per second (`thrpt`).
@@ -18,16 +19,18 @@ use std::time::{Duration, Instant};
 const SESSIONS: usize = 64;
 const CALLS: usize = 1_000;
 
-/// A folder with the test guest `wasm`, guarding every tool.
-fn plugin_dir(wasm: &str) -> tempfile::TempDir {
+/// A folder with the test guest `wasm`, guarding every tool, its instances living `lifetime`.
+fn plugin_dir(wasm: &str, lifetime: &str) -> tempfile::TempDir {
     let dir = tempfile::tempdir().unwrap();
     let plugin = dir.path().join("guard");
     std::fs::create_dir_all(&plugin).unwrap();
     std::fs::copy(wasm, plugin.join("plugin.wasm")).unwrap();
     std::fs::write(
         plugin.join("plugin.toml"),
-        "name = \"guard\"\nwasm = \"plugin.wasm\"\ninstance = \"per-session\"\n\
-         [[hooks]]\npoint = \"pre-tool\"\ncapability = \"guard\"\n",
+        format!(
+            "name = \"guard\"\nwasm = \"plugin.wasm\"\ninstance = \"{lifetime}\"\n\
+             [[hooks]]\npoint = \"pre-tool\"\ncapability = \"guard\"\n"
+        ),
     )
     .unwrap();
     dir
@@ -44,11 +47,16 @@ fn bench(c: &mut Criterion) {
     let mut group = c.benchmark_group("throughput");
     group.throughput(Throughput::Elements((SESSIONS * CALLS) as u64));
     group.sample_size(10);
-    for (label, wasm) in [
-        ("minimal-guard", palisade_fixtures::ALLOW),
-        ("scripted-guard", palisade_fixtures::SCRIPTED),
+    for (label, wasm, lifetime) in [
+        ("minimal-guard", palisade_fixtures::ALLOW, "per-session"),
+        ("scripted-guard", palisade_fixtures::SCRIPTED, "per-session"),
+        (
+            "minimal-guard-per-call",
+            palisade_fixtures::ALLOW,
+            "per-call",
+        ),
     ] {
-        let dir = plugin_dir(wasm);
+        let dir = plugin_dir(wasm, lifetime);
         let plugins = host.load_dir(dir.path()).unwrap();
         group.bench_function(
             format!("{label}/{SESSIONS} sessions x {CALLS} calls"),
