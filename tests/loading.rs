@@ -2,7 +2,7 @@
 //! message naming the file, the field and the fix — and all of them are listed at once.
 
 use palisade::{Error, Host, Problem};
-use palisade_tests::PluginDir;
+use palisade_tests::{PluginDir, assert_load_problems};
 use sha2::{Digest, Sha256};
 
 const PRE_TOOL_GUARD: &str = "[[hooks]]\npoint = \"pre-tool\"\ncapability = \"guard\"\n";
@@ -762,6 +762,42 @@ fn a_matcher_cannot_escape_its_anchors() {
     );
     let problem = only_problem(&dir);
     assert_eq!(problem.field.as_deref(), Some("hooks[0].matcher"));
+}
+
+/// `prepare` is optional, but a component that exports it in a shape the host cannot call
+/// is refused, not loaded unprepared.
+#[test]
+fn a_prepare_export_the_host_cannot_call_is_refused_at_load() {
+    // Exports `palisade:hooks/prepare@0.1.0` with `prepare: func()` (no result).
+    let component = wat::parse_str(
+        r#"(component
+            (core module $m (func (export "f")))
+            (core instance $i (instantiate $m))
+            (func $f (canon lift (core func $i "f")))
+            (instance $e (export "prepare" (func $f)))
+            (export "palisade:hooks/prepare@0.1.0" (instance $e))
+        )"#,
+    )
+    .unwrap();
+    let dir = PluginDir::new();
+    dir.raw(
+        "unready",
+        &[
+            (
+                "plugin.toml",
+                manifest("unready", PRE_TOOL_GUARD).as_bytes(),
+            ),
+            ("plugin.wasm", &component),
+        ],
+    );
+    assert_load_problems(
+        &dir,
+        &[(
+            "wasm",
+            "exports `palisade:hooks/prepare@0.1.0` with the wrong type for `prepare`: \
+             expected `func() -> result<_, string>`, found `func()`",
+        )],
+    );
 }
 
 #[test]

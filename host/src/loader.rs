@@ -727,7 +727,8 @@ fn open_component(
 }
 
 /// Whether the component exports every point the manifest subscribes to, each with the
-/// signature the host calls; every one that does not is a problem.
+/// signature the host calls, and `prepare`, if it exports that, as the host calls it; every
+/// one that does not is a problem.
 #[allow(clippy::too_many_arguments)]
 fn subscriptions_exported(
     engine: &wasmtime::Engine,
@@ -740,6 +741,16 @@ fn subscriptions_exported(
     problems: &mut Vec<Problem>,
 ) -> bool {
     let mut ok = true;
+    // `prepare` is optional; but one the host cannot call would leave every instance
+    // unprepared, whatever its plugin counts on it for: refused, not skipped.
+    if let Some(Err(mismatch)) = crate::runtime::signatures::check_prepare(engine, component) {
+        ok = false;
+        problems.push(
+            Problem::new(wasm_path, format!("{wasm} {mismatch}"))
+                .field("wasm")
+                .fix("build the plugin against the palisade:hooks@0.1.0 WIT (the SDK, or the `wit/` folder `palisade new` writes), or export no `prepare`"),
+        );
+    }
     for (i, hook) in manifest.hooks.iter().enumerate() {
         if !exports.has(hook.point.interface()) {
             ok = false;

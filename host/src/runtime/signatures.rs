@@ -91,9 +91,40 @@ pub(crate) fn check(
     component: &Component,
     interface: Interface,
 ) -> Result<(), String> {
-    let expected = expected(interface);
-    let ty = component.component_type();
     let name = interface.wit_name();
+    if component
+        .component_type()
+        .get_export(engine, name)
+        .is_none()
+    {
+        return Err(format!("does not export `{name}`"));
+    }
+    check_export(engine, component, name, &expected(interface))
+}
+
+/// Checks `prepare`, which a component may export or not: `None` when it does not, else as
+/// [`check`].
+pub(crate) fn check_prepare(engine: &Engine, component: &Component) -> Option<Result<(), String>> {
+    let name = format!("palisade:hooks/prepare@{}", palisade_wit::VERSION);
+    component.component_type().get_export(engine, &name)?;
+    let expected = Expected {
+        function: "prepare".into(),
+        signature: "func() -> result<_, string>".into(),
+        check: |func, component| {
+            func.typecheck::<(), (Result<(), String>,)>(&component.instance_type())
+        },
+    };
+    Some(check_export(engine, component, &name, &expected))
+}
+
+/// Checks that `component` exports the interface `name` with the function `expected`.
+fn check_export(
+    engine: &Engine,
+    component: &Component,
+    name: &str,
+    expected: &Expected,
+) -> Result<(), String> {
+    let ty = component.component_type();
     let Some(export) = ty.get_export(engine, name) else {
         return Err(format!("does not export `{name}`"));
     };
