@@ -20,7 +20,7 @@ use crate::types::ToolOutcome;
 use std::sync::Arc;
 use std::time::Instant;
 use wasmtime::component::ResourceTable;
-use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
+use wasmtime_wasi::{WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
 use wasmtime_wasi_http::{WasiHttpCtx, WasiHttpCtxView, WasiHttpView};
 
 #[allow(missing_docs, clippy::all)]
@@ -161,7 +161,10 @@ impl Clock {
 }
 
 pub(crate) struct State {
-    wasi: WasiCtx,
+    /// Its WASI context: made with the state when the plugin is granted folders (opening them
+    /// may fail, and then the instance is not made), else at the guest's first WASI call — a
+    /// guest that makes none (most guards) never pays for one.
+    wasi: Option<WasiCtx>,
     pub stdout: Captured,
     pub stderr: Captured,
     table: ResourceTable,
@@ -209,7 +212,11 @@ impl State {
         table.set_max_capacity(MAX_WASI_RESOURCES);
         let outbound = Outbound::new(env.http.clone(), call.clock.clone());
         Ok(State {
-            wasi: sandboxed_wasi(&stdout, &stderr, &env)?,
+            wasi: if env.folders.is_empty() {
+                None
+            } else {
+                Some(sandboxed_wasi(&stdout, &stderr, &env)?)
+            },
             stdout,
             stderr,
             table,
@@ -302,11 +309,25 @@ impl State {
     }
 }
 
+/// The WASI context of a plugin's instance, its granted folders opened.
 fn sandboxed_wasi(
     stdout: &Captured,
     stderr: &Captured,
     env: &PluginEnv,
 ) -> Result<WasiCtx, String> {
+    let mut builder = wasi_builder(stdout, stderr, env);
+    // Each folder read-only (a capability-based directory: no `..` out of it, no symlink out
+    // of it, no writes).
+    for (host, guest) in &env.folders {
+        builder
+            .preopened_dir(host, guest, wasmtime_wasi::FsPerms::ReadOnly)
+            .map_err(|e| format!("cannot open its granted folder {}: {e:#}", host.display()))?;
+    }
+    Ok(builder.build())
+}
+
+/// Everything of [`sandboxed_wasi`] but the folders: what cannot fail.
+fn wasi_builder(stdout: &Captured, stderr: &Captured, env: &PluginEnv) -> WasiCtxBuilder {
     let mut builder = WasiCtx::builder();
     builder
         .stdout(stdout.clone())
@@ -315,17 +336,11 @@ fn sandboxed_wasi(
         .allow_udp(false)
         .allow_ip_name_lookup(false)
         .socket_addr_check(|_, _| Box::pin(async { false }));
-    // Its grants only: the named variables as read at load, and each folder read-only (a
-    // capability-based directory: no `..` out of it, no symlink out of it, no writes).
+    // Its grants only: the named variables as read at load (the folders: above).
     for (name, value) in &env.vars {
         builder.env(name, value);
     }
-    for (host, guest) in &env.folders {
-        builder
-            .preopened_dir(host, guest, wasmtime_wasi::FsPerms::ReadOnly)
-            .map_err(|e| format!("cannot open its granted folder {}: {e:#}", host.display()))?;
-    }
-    Ok(builder.build())
+    builder
 }
 
 impl State {
@@ -377,8 +392,12 @@ impl WasiHttpView for State {
 
 impl WasiView for State {
     fn ctx(&mut self) -> WasiCtxView<'_> {
+        // Made here only for a plugin granted no folders ([`State::wasi`]): nothing to fail.
+        let ctx = self
+            .wasi
+            .get_or_insert_with(|| wasi_builder(&self.stdout, &self.stderr, &self.env).build());
         WasiCtxView {
-            ctx: &mut self.wasi,
+            ctx,
             table: &mut self.table,
         }
     }
