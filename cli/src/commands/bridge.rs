@@ -383,9 +383,6 @@ mod tests {
         }
     }
 
-    /// A bridge always hears which hook started (its budget's message names it), and
-    /// otherwise only what its audit log or exporter wants: without them, no log line and no
-    /// dispatch report is made.
     /// A compile left running is known by its command line, not its pid alone: a process that
     /// ended, or another one, is none.
     #[test]
@@ -421,6 +418,9 @@ mod tests {
         assert!(!compiles(compile.id(), dir.path()));
     }
 
+    /// A bridge always hears which hook started (its budget's message names it), and
+    /// otherwise only what its audit log or exporter wants: without them, no log line and no
+    /// dispatch report is made.
     #[test]
     fn a_watch_wants_the_starts_and_what_its_sink_wants() {
         let started = Interest {

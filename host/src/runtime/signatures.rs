@@ -91,15 +91,12 @@ pub(crate) fn check(
     component: &Component,
     interface: Interface,
 ) -> Result<(), String> {
-    let name = interface.wit_name();
-    if component
-        .component_type()
-        .get_export(engine, name)
-        .is_none()
-    {
-        return Err(format!("does not export `{name}`"));
-    }
-    check_export(engine, component, name, &expected(interface))
+    check_export(
+        engine,
+        component,
+        interface.wit_name(),
+        &expected(interface),
+    )
 }
 
 /// Checks `prepare`, which a component may export or not: `None` when it does not, else as
