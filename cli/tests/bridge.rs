@@ -574,6 +574,49 @@ fn an_event_whose_budget_runs_out_gets_its_fail_closed_answer_naming_what_overra
     assert!(took < std::time::Duration::from_secs(5), "took {took:?}");
 }
 
+/// An audit log that cannot be opened in time (a FIFO no one reads: opening it for writing
+/// waits for a reader) is an overrun like any other: the event gets its fail-closed answer
+/// within its budget. (It was opened on the thread that runs the event's budget, which then
+/// waited with it, for ever: the agent's own hook timeout, and no objection.)
+#[test]
+fn an_audit_log_that_cannot_be_opened_in_time_gets_the_fail_closed_answer_in_time() {
+    let dir = plugins("[[hooks]]\npoint = \"pre-tool\"\ncapability = \"guard\"\n");
+    let fifo = dir.path().join("audit.fifo");
+    let made = Command::new("mkfifo").arg(&fifo).status().unwrap();
+    assert!(made.success(), "mkfifo {}", fifo.display());
+    let mut child = Command::new(env!("CARGO_BIN_EXE_palisade"))
+        .args(["claude-code", dir.path().to_str().unwrap()])
+        .args(["--audit-log", fifo.to_str().unwrap(), "--budget-ms", "700"])
+        .env("PALISADE_CACHE_DIR", cache_dir())
+        .env("PALISADE_STATE_DIR", state_dir())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(sample("claude", "PreToolUse").as_bytes())
+        .unwrap();
+    let started = std::time::Instant::now();
+    while child.try_wait().unwrap().is_none() {
+        if started.elapsed() > std::time::Duration::from_secs(20) {
+            child.kill().unwrap();
+            panic!("no answer 20 s into an event with a budget of 700 ms");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("budget of 700 ms ran out while opening the audit log"),
+        "{stderr}"
+    );
+}
+
 /// A component not yet in the cache that compiles for longer than an event's budget (the
 /// Python `url-guard`: seconds) gets that event refused, as any overrun does; the bridge
 /// leaves a `palisade check` compiling it into the cache in the background, so the events

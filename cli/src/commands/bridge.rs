@@ -99,6 +99,55 @@ impl BridgeCommand {
     }
 }
 
+/// What [`prepare`] makes.
+struct Prepared {
+    audit: Option<Arc<JsonlSink>>,
+    host: Result<palisade::Host, palisade::Error>,
+}
+
+/// Opens the audit log and builds the host of one bridged event (plugins of `dir`); `Err`:
+/// the audit log cannot be opened (why).
+fn prepare(doing: Arc<Doing>, dir: &Path, audit_log: Option<&Path>) -> Result<Prepared, String> {
+    let audit = match audit_log {
+        None => None,
+        Some(path) => Some(Arc::new(JsonlSink::open(path).map_err(|e| {
+            format!("cannot open the audit log {}: {e}", path.display())
+        })?)),
+    };
+    let watch = Arc::new(Watch {
+        doing: doing.clone(),
+        inner: crate::telemetry::with(audit.clone().map(|audit| audit as Arc<dyn EventSink>)),
+    });
+    let host = crate::cache::one_event_host_builder()
+        .event_sink(watch)
+        .on_compile(compile_observer(&doing, dir))
+        .build();
+    Ok(Prepared { audit, host })
+}
+
+/// Keeps `doing` up to date with the components compiling while the plugins of `dir` load.
+fn compile_observer(doing: &Arc<Doing>, dir: &Path) -> palisade::CompileObserver {
+    let (doing, loading) = (
+        doing.clone(),
+        format!("loading the plugins of {}", dir.display()),
+    );
+    Arc::new(move |progress| match progress {
+        palisade::CompileProgress::Started { plugin, .. } => {
+            doing.compiling.fetch_add(1, Ordering::Relaxed);
+            doing.set(format!(
+                "compiling the component of `{plugin}` (it is not in the cache yet)"
+            ));
+        }
+        palisade::CompileProgress::Finished { .. } => {
+            let before = doing.compiling.fetch_sub(1, Ordering::Relaxed);
+            if before == 1 {
+                doing.set(loading.clone());
+            }
+        }
+        _ => {}
+    })
+}
+
 /// One bridged event, answered within `options.budget_ms`: reading it, loading (and compiling)
 /// the plugins and every foreground hook all count. When the budget runs out, the event's
 /// fail-closed answer goes out, naming what overran. The answer is written and flushed
@@ -180,32 +229,8 @@ async fn decide(
         .unwrap_or("")
         .to_string();
     *event.lock().unwrap_or_else(|e| e.into_inner()) = name.clone();
-    let mut sink: Option<Arc<dyn EventSink>> = None;
-    if let Some(path) = &options.audit_log {
-        match JsonlSink::open(path) {
-            Ok(audit) => {
-                if options.record {
-                    audit.record(&bridge::agent_event(dialect, &input));
-                }
-                sink = Some(Arc::new(audit))
-            }
-            Err(e) => {
-                return Err(bridge::failure(
-                    &name,
-                    &format!("cannot open the audit log {}: {e}", path.display()),
-                ));
-            }
-        }
-    }
-    let watch = Arc::new(Watch {
-        doing: doing.clone(),
-        inner: crate::telemetry::with(sink),
-    });
-    doing.set(format!(
-        "loading the plugins of {} (compiling any not in the cache)",
-        options.dir.display()
-    ));
-    let plugins = load(options, &name, watch, doing).await?;
+    let record = options.record.then(|| bridge::agent_event(dialect, &input));
+    let plugins = load(options, &name, doing, record).await?;
     let loaded = started.elapsed();
     let session_id = input
         .get("session_id")
@@ -230,55 +255,57 @@ async fn decide(
     Ok((reply, lifecycle))
 }
 
-/// Loads the plugins of `options.dir` that subscribe to the points of event `name` (it may
-/// compile: on a thread of its own, so the budget can still answer).
+/// Opens the audit log, records the agent's event in it (`record`, when asked to), and loads
+/// the plugins of `options.dir` that subscribe to the points of event `name`: on a thread of
+/// its own, so the budget can still answer whatever takes long — a compile, or an audit log
+/// that cannot be opened in time (a FIFO no one reads).
 async fn load(
     options: &BridgeCommand,
     name: &str,
-    watch: Arc<Watch>,
     doing: &Arc<Doing>,
+    record: Option<Value>,
 ) -> Result<Plugins, Reply> {
     let dir = options.dir.clone();
+    let audit_log = options.audit_log.clone();
     let points = bridge::points_for(name);
-    let (doing, loading) = (
-        doing.clone(),
-        format!("loading the plugins of {}", dir.display()),
+    let loading = format!(
+        "loading the plugins of {} (compiling any not in the cache)",
+        dir.display()
     );
-    let compiling: palisade::CompileObserver = Arc::new(move |progress| match progress {
-        palisade::CompileProgress::Started { plugin, .. } => {
-            doing.compiling.fetch_add(1, Ordering::Relaxed);
-            doing.set(format!(
-                "compiling the component of `{plugin}` (it is not in the cache yet)"
-            ));
-        }
-        palisade::CompileProgress::Finished { .. } => {
-            let before = doing.compiling.fetch_sub(1, Ordering::Relaxed);
-            if before == 1 {
-                doing.set(loading.clone());
-            }
-        }
-        _ => {}
+    doing.set(match &audit_log {
+        Some(log) => format!("opening the audit log {}", log.display()),
+        None => loading.clone(),
     });
+    let doing = doing.clone();
     let loaded = tokio::task::spawn_blocking(move || {
-        crate::cache::one_event_host_builder()
-            .event_sink(watch)
-            .on_compile(compiling)
-            .build()
-            .map_err(anyhow::Error::from)
-            .and_then(|host| Ok(host.load_dir_for(&dir, points)?))
+        let Prepared { audit, host } =
+            prepare(doing.clone(), &dir, audit_log.as_deref()).map_err(NotLoaded::AuditLog)?;
+        if let (Some(audit), Some(record)) = (audit, record) {
+            audit.record(&record);
+        }
+        doing.set(loading);
+        host.and_then(|host| host.load_dir_for(&dir, points))
+            .map_err(|e| NotLoaded::Plugins(e.into()))
     })
     .await
-    .map_err(anyhow::Error::from)
-    .and_then(|loaded| loaded);
-    loaded.map_err(|e| {
-        bridge::failure(
+    .unwrap_or_else(|panic| Err(NotLoaded::Plugins(panic.into())));
+    loaded.map_err(|e| match e {
+        NotLoaded::AuditLog(problem) => bridge::failure(name, &problem),
+        NotLoaded::Plugins(e) => bridge::failure(
             name,
             &format!(
                 "cannot load the plugins of {}: {e:#}",
                 options.dir.display()
             ),
-        )
+        ),
     })
+}
+
+/// Why a bridged event has no plugins to run.
+enum NotLoaded {
+    /// The audit log cannot be opened (this says why).
+    AuditLog(String),
+    Plugins(anyhow::Error),
 }
 
 /// After an event ran out of its budget while a component compiled: compiles the components
