@@ -19,6 +19,8 @@
 //! profile, with whole-program LTO), build it and name it (a path from the workspace root):
 //! `cargo build --profile dist -p palisade-cli --bin palisade` then
 //! `PALISADE_BENCH_DIST_BIN=target/dist/palisade cargo bench -p palisade-cli --bench bridge`.
+//! The static build (`scripts/install-static.sh --root target/static`) is measured beside them
+//! with `PALISADE_BENCH_STATIC_BIN=target/static/bin/palisade`.
 
 #[path = "support/plugin_sets.rs"]
 mod plugin_sets;

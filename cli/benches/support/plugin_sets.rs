@@ -5,9 +5,11 @@
 //! - `five-guards`: shell-guard, secret-guard and three more `pre-tool` guards (the scripted
 //!   test guest, allowing): all five run.
 //!
-//! And the binaries they measure: the bench profile's, and the installed one (the `dist`
-//! profile, with whole-program LTO) when it is named: build it, then run the bench with
-//! `PALISADE_BENCH_DIST_BIN=target/dist/palisade` (a path from the workspace root).
+//! And the binaries they measure: the bench profile's, and the installed ones when they are
+//! named (paths from the workspace root): the `dist` profile's, with whole-program LTO
+//! (`cargo build --profile dist -p palisade-cli --bin palisade`, then
+//! `PALISADE_BENCH_DIST_BIN=target/dist/palisade`), and the static one of
+//! `scripts/install-static.sh` (`PALISADE_BENCH_STATIC_BIN=…`).
 
 use std::path::{Path, PathBuf};
 
@@ -47,14 +49,21 @@ pub fn plugin_sets(dir: &Path) -> [(&'static str, PathBuf); 2] {
 }
 
 /// The binaries to measure, each with the suffix its figures are printed with: the bench
-/// profile's `palisade`, and the one `PALISADE_BENCH_DIST_BIN` names, if any.
+/// profile's `palisade`, the one `PALISADE_BENCH_DIST_BIN` names, if any (the installed glibc
+/// build), and the one `PALISADE_BENCH_STATIC_BIN` names, if any (the static build of
+/// `scripts/install-static.sh`).
 pub fn binaries() -> Vec<(&'static str, PathBuf)> {
     let mut binaries = vec![("", PathBuf::from(env!("CARGO_BIN_EXE_palisade")))];
-    if let Some(dist) = std::env::var_os("PALISADE_BENCH_DIST_BIN") {
-        let dist =
-            std::fs::canonicalize(Path::new(env!("CARGO_MANIFEST_DIR")).join("..").join(&dist))
-                .unwrap_or_else(|e| panic!("PALISADE_BENCH_DIST_BIN={dist:?}: {e}"));
-        binaries.push((" (dist)", dist));
+    for (var, suffix) in [
+        ("PALISADE_BENCH_DIST_BIN", " (dist)"),
+        ("PALISADE_BENCH_STATIC_BIN", " (static)"),
+    ] {
+        if let Some(bin) = std::env::var_os(var) {
+            let bin =
+                std::fs::canonicalize(Path::new(env!("CARGO_MANIFEST_DIR")).join("..").join(&bin))
+                    .unwrap_or_else(|e| panic!("{var}={bin:?}: {e}"));
+            binaries.push((suffix, bin));
+        }
     }
     binaries
 }
