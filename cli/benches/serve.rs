@@ -11,7 +11,8 @@
 //!
 //! Run: `cargo bench -p palisade-cli --bench serve`; with
 //! `PALISADE_BENCH_DIST_BIN=target/dist/palisade` (built with `cargo build --profile dist -p
-//! palisade-cli --bin palisade`), the load is measured on the installed binary's server too.
+//! palisade-cli --bin palisade`), the load is measured on the installed binary's server too,
+//! and with `PALISADE_BENCH_STATIC_BIN` on the static one's (`scripts/install-static.sh`).
 
 #[path = "support/plugin_sets.rs"]
 mod plugin_sets;
