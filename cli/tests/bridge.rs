@@ -24,6 +24,12 @@ fn palisade(args: &[&str], stdin: &str) -> Output {
 
 /// [`palisade`] with the component cache `cache`.
 fn palisade_caching_in(cache: &Path, args: &[&str], stdin: &str) -> Output {
+    started(cache, args, stdin).wait_with_output().unwrap()
+}
+
+/// `palisade ARGS` started with the component cache `cache`, `stdin` written to it and
+/// closed, its output piped.
+fn started(cache: &Path, args: &[&str], stdin: &str) -> std::process::Child {
     let mut child = Command::new(env!("CARGO_BIN_EXE_palisade"))
         .args(args)
         .env("PALISADE_CACHE_DIR", cache)
@@ -39,7 +45,7 @@ fn palisade_caching_in(cache: &Path, args: &[&str], stdin: &str) -> Output {
         .unwrap()
         .write_all(stdin.as_bytes())
         .unwrap();
-    child.wait_with_output().unwrap()
+    child
 }
 
 fn sample(agent: &str, event: &str) -> String {
@@ -584,22 +590,18 @@ fn an_audit_log_that_cannot_be_opened_in_time_gets_the_fail_closed_answer_in_tim
     let fifo = dir.path().join("audit.fifo");
     let made = Command::new("mkfifo").arg(&fifo).status().unwrap();
     assert!(made.success(), "mkfifo {}", fifo.display());
-    let mut child = Command::new(env!("CARGO_BIN_EXE_palisade"))
-        .args(["claude-code", dir.path().to_str().unwrap()])
-        .args(["--audit-log", fifo.to_str().unwrap(), "--budget-ms", "700"])
-        .env("PALISADE_CACHE_DIR", cache_dir())
-        .env("PALISADE_STATE_DIR", state_dir())
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(sample("claude", "PreToolUse").as_bytes())
-        .unwrap();
+    let mut child = started(
+        &cache_dir(),
+        &[
+            "claude-code",
+            dir.path().to_str().unwrap(),
+            "--audit-log",
+            fifo.to_str().unwrap(),
+            "--budget-ms",
+            "700",
+        ],
+        &sample("claude", "PreToolUse"),
+    );
     let started = std::time::Instant::now();
     while child.try_wait().unwrap().is_none() {
         if started.elapsed() > std::time::Duration::from_secs(20) {

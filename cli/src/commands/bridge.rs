@@ -107,7 +107,7 @@ struct Prepared {
 
 /// Opens the audit log and builds the host of one bridged event (plugins of `dir`); `Err`:
 /// the audit log cannot be opened (why).
-fn prepare(doing: Arc<Doing>, dir: &Path, audit_log: Option<&Path>) -> Result<Prepared, String> {
+fn prepare(doing: &Arc<Doing>, dir: &Path, audit_log: Option<&Path>) -> Result<Prepared, String> {
     let audit = match audit_log {
         None => None,
         Some(path) => Some(Arc::new(JsonlSink::open(path).map_err(|e| {
@@ -120,7 +120,7 @@ fn prepare(doing: Arc<Doing>, dir: &Path, audit_log: Option<&Path>) -> Result<Pr
     });
     let host = crate::cache::one_event_host_builder()
         .event_sink(watch)
-        .on_compile(compile_observer(&doing, dir))
+        .on_compile(compile_observer(doing, dir))
         .build();
     Ok(Prepared { audit, host })
 }
@@ -279,7 +279,7 @@ async fn load(
     let doing = doing.clone();
     let loaded = tokio::task::spawn_blocking(move || {
         let Prepared { audit, host } =
-            prepare(doing.clone(), &dir, audit_log.as_deref()).map_err(NotLoaded::AuditLog)?;
+            prepare(&doing, &dir, audit_log.as_deref()).map_err(NotLoaded::AuditLog)?;
         if let (Some(audit), Some(record)) = (audit, record) {
             audit.record(&record);
         }
