@@ -291,6 +291,41 @@ async fn per_call_calls_take_spares_made_ahead_and_each_gets_an_unused_instance(
     assert_eq!(plugin.calls_on_spares(), 0);
 }
 
+/// Every instance seeds its hash maps differently (`wasi:random/insecure-seed`, a plugin's
+/// defence against input crafted to collide in them), in both linkers: the first hashes of
+/// no two per-call instances — made for their call or ahead of it, in one host or two — are
+/// the same.
+#[tokio::test]
+async fn every_instance_seeds_its_hash_maps_differently_in_both_linkers() {
+    let full = PluginDir::new();
+    guard(&full, "full", "seed", "instance = \"per-call\"");
+    let direct = PluginDir::new();
+    direct.plugin(
+        "direct",
+        palisade_fixtures::DIRECT,
+        "name = \"direct\"\nwasm = \"plugin.wasm\"\ninstance = \"per-call\"\n\
+         [[hooks]]\npoint = \"pre-tool\"\ncapability = \"guard\"\n",
+    );
+    let seed = ToolCall::new("toolu_1", "Bash", json!({ "command": "seed" }));
+    for (dir, directly) in [(&full, false), (&direct, true)] {
+        let mut seen = std::collections::HashSet::new();
+        for plugins in [load(dir), load(dir), load_without_spares(dir)] {
+            assert_eq!(plugins.iter().next().unwrap().direct_calls(), directly);
+            let session = plugins.session("s");
+            for _ in 0..3 {
+                let denial = session.pre_tool(&seed).await;
+                let denial = denial.denial().expect("the guest answers with its hash");
+                assert_eq!(denial.reason_code, "seed", "{denial:?}");
+                assert!(
+                    seen.insert(denial.message.clone()),
+                    "two instances hashed alike: {}",
+                    denial.message
+                );
+            }
+        }
+    }
+}
+
 #[tokio::test]
 async fn lifecycle_events_carry_duration_and_fuel() {
     let dir = PluginDir::new();

@@ -231,6 +231,14 @@ fn linker(engine: &Engine, direct_calls: bool) -> wasmtime::Result<Linkers> {
     // origin.
     wasmtime_wasi_http::p2::add_only_http_to_linker_async(&mut linker)?;
     bindings::AllHooks::add_to_linker::<State, HasSelf<State>>(&mut linker, |s| s)?;
+    // WASI's `insecure-seed` replaced by the state's, which makes no WASI context (see
+    // `State`'s `insecure_seed`).
+    linker.allow_shadowing(true);
+    wasmtime_wasi::p2::bindings::random::insecure_seed::add_to_linker::<State, HasSelf<State>>(
+        &mut linker,
+        |s| s,
+    )?;
+    linker.allow_shadowing(false);
     Ok(Linkers {
         full: linker,
         direct: match direct_calls {

@@ -61,7 +61,8 @@ pub(crate) fn linker(engine: &wasmtime::Engine) -> wasmtime::Result<Linker<State
     cli::terminal_stderr::add_to_linker::<State, WasiCli>(l, State::cli)?;
     random::random::add_to_linker::<State, WasiRandom>(l, |s| s.ctx().ctx.random())?;
     random::insecure::add_to_linker::<State, WasiRandom>(l, |s| s.ctx().ctx.random())?;
-    random::insecure_seed::add_to_linker::<State, WasiRandom>(l, |s| s.ctx().ctx.random())?;
+    // From the state, not the WASI context (see its `insecure_seed`).
+    random::insecure_seed::add_to_linker::<State, HasSelf<State>>(l, |s| s)?;
     clocks::wall_clock::add_to_linker::<State, wasmtime_wasi::clocks::WasiClocks>(l, |s| {
         wasmtime_wasi::clocks::WasiClocksView::clocks(s)
     })?;

@@ -165,6 +165,8 @@ pub(crate) struct State {
     /// may fail, and then the instance is not made), else at the guest's first WASI call — a
     /// guest that makes none (most guards) never pays for one.
     wasi: Option<WasiCtx>,
+    /// Its `wasi:random/insecure-seed`, made at the guest's first ask ([`State::seed`]).
+    seed: Option<(u64, u64)>,
     pub stdout: Captured,
     pub stderr: Captured,
     table: ResourceTable,
@@ -217,6 +219,7 @@ impl State {
             } else {
                 Some(sandboxed_wasi(&stdout, &stderr, &env)?)
             },
+            seed: None,
             stdout,
             stderr,
             table,
@@ -388,6 +391,33 @@ impl WasiHttpView for State {
             hooks: &mut self.outbound,
         }
     }
+}
+
+/// `wasi:random/insecure-seed`, the keys of a guest's hash maps (Rust's `RandomState` asks
+/// for them when it makes its first), answered here rather than by the WASI context: a Rust
+/// guard that only seeds its hash maps makes no WASI context at all, whose making (its random
+/// generators seeded from the thread's, boxed clocks and streams) a per-call instance would
+/// pay in every call. Both linkers serve it from here ([`crate::engine`],
+/// [`super::direct`]).
+impl wasmtime_wasi::p2::bindings::random::insecure_seed::Host for State {
+    fn insecure_seed(&mut self) -> wasmtime::Result<(u64, u64)> {
+        Ok(*self.seed.get_or_insert_with(new_seed))
+    }
+}
+
+/// A seed no other instance of the process gets, and that no one can predict: SipHash of a
+/// count under keys the process draws from the OS once (std's `RandomState`). What the seed
+/// defends against is hash flooding, by input crafted to collide in a plugin's hash maps,
+/// and it needs neither more randomness than that nor a generator per instance (WASI asks
+/// for no more: the value "may even be entirely deterministic").
+fn new_seed() -> (u64, u64) {
+    use std::hash::BuildHasher;
+    use std::sync::LazyLock;
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static KEYS: LazyLock<std::hash::RandomState> = LazyLock::new(std::hash::RandomState::new);
+    static COUNT: AtomicU64 = AtomicU64::new(0);
+    let n = COUNT.fetch_add(1, Ordering::Relaxed);
+    (KEYS.hash_one((n, 0u8)), KEYS.hash_one((n, 1u8)))
 }
 
 impl WasiView for State {
@@ -846,6 +876,20 @@ mod tests {
             next_left: MAX_NEXT_CALLS,
             next_bytes: 0,
         }
+    }
+
+    /// An instance's `insecure-seed` is its own, the same at every ask, and asking for it
+    /// makes no WASI context.
+    #[test]
+    fn each_state_has_its_own_insecure_seed_and_no_wasi_context_for_it() {
+        use wasmtime_wasi::p2::bindings::random::insecure_seed::Host as _;
+        let mut one = State::new(env(), None, invocation()).unwrap();
+        let mut other = State::new(env(), None, invocation()).unwrap();
+        let seed = one.insecure_seed().unwrap();
+        assert_eq!(one.insecure_seed().unwrap(), seed);
+        assert!(one.wasi.is_none(), "the seed made a WASI context");
+        assert_ne!(other.insecure_seed().unwrap(), seed);
+        assert_ne!(seed.0, seed.1);
     }
 
     /// Ahead of its call, each host call that needs an invocation spoils the instance and

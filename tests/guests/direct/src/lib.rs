@@ -6,6 +6,7 @@
 //! - `print`: writes a line to stdout and one to stderr, then allows;
 //! - `stdin`: reads its stdin to the end (there is none), then allows;
 //! - `now`: reads the monotonic clock twice, then allows;
+//! - `seed`: denies with a hash under a new `RandomState` (see [`seeded`]);
 //! - anything else: allows.
 
 use palisade_sdk::{Config, Plugin, PreTool, PreToolDecision, ToolCall, export};
@@ -43,8 +44,19 @@ impl PreTool for Direct {
             let start = std::time::Instant::now();
             black_box(start.elapsed());
         }
+        if args.contains("seed") {
+            return PreToolDecision::deny("seed", seeded());
+        }
         PreToolDecision::Allow
     }
+}
+
+/// A hash of one value under a new `RandomState`, whose keys the standard library makes from
+/// the instance's `wasi:random/insecure-seed` at its first `RandomState` (and the later ones
+/// in order): the first calls of two instances answer alike only if their seeds are alike.
+fn seeded() -> String {
+    use std::hash::BuildHasher;
+    format!("{:016x}", std::hash::RandomState::new().hash_one(0u8))
 }
 
 export!(Direct: PreTool);

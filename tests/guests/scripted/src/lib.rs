@@ -5,7 +5,8 @@
 //! `[config] pre_tool` is one of: `allow`, `deny`, `ask`, `loop`, `membomb`, `panic`,
 //! `bad-payload`, `probe` (try files, env and network), `http` (see [`http_behaviour`]), `deny-after:N` (deny from the N+1-th call of this instance on),
 //! `huge-payload` / `huge-message` (`size_mb` MiB), `pollables` (hoard WASI resources),
-//! `scatter` (write every other page of a 1 MiB block).
+//! `scatter` (write every other page of a 1 MiB block), `seed` (deny with a hash under a new
+//! `RandomState`, as the `direct` guest's `seed` does).
 //! `[config] tool_result` is one of: `ok`, `panic`, `loop`.
 //! `[config] panic_on_call = N` panics on the N-th `pre-tool` call of the instance.
 //! `[config] log_new = true` logs `made` when the instance makes the plugin's value.
@@ -294,6 +295,11 @@ impl PreTool for Scripted {
                 }
                 black_box(&block);
                 PreToolDecision::Allow
+            }
+            "seed" => {
+                use std::hash::BuildHasher;
+                let hash = std::hash::RandomState::new().hash_one(0u8);
+                PreToolDecision::deny("seed", format!("{hash:016x}"))
             }
             "bad-payload" => PreToolDecision::Deny(Deny {
                 reason_code: "bad".into(),
