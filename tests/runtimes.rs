@@ -770,6 +770,76 @@ async fn a_command_hook_gets_only_the_environment_it_was_given() {
     }
 }
 
+/// A command line the shell would only split into words (`./hook.sh one two`) starts its
+/// program without the shell — a process less for each invocation — and the program gets
+/// what the shell would have given it: the event on stdin, its words, its name as written,
+/// the environment with the shell's `PWD`; its exit 2 blocks. A file the kernel cannot start
+/// (a script without a `#!` line) is run by the shell, as before.
+#[cfg(target_os = "linux")]
+#[tokio::test(flavor = "multi_thread")]
+async fn a_plain_command_line_starts_its_program_without_the_shell() {
+    /// A guard running the line `line`, its folder holding the executable `hook.sh`.
+    fn script_guard(dir: &PluginDir, line: &str, script: &str) -> std::path::PathBuf {
+        use std::os::unix::fs::PermissionsExt;
+        let manifest = format!(
+            "name = \"scripted\"\ncommand = \"{line}\"\n{}",
+            hook("pre-tool", "\"guard\"", None)
+        );
+        let folder = dir.raw(
+            "scripted",
+            &[
+                ("plugin.toml", manifest.as_bytes()),
+                ("hook.sh", script.as_bytes()),
+            ],
+        );
+        let permissions = std::fs::Permissions::from_mode(0o755);
+        std::fs::set_permissions(folder.join("hook.sh"), permissions).unwrap();
+        folder
+    }
+    let dir = PluginDir::new();
+    let script = "#!/bin/sh\n\
+        input=$(cat)\n\
+        { echo \"parent=$(cat /proc/$PPID/comm)\"; echo \"argv0=$0\"; echo \"args=$*\";\n\
+          echo \"pwd=$PWD\"; case \"$input\" in *PreToolUse*) echo 'input=event';; esac;\n\
+        } > seen.txt\n\
+        echo 'refused by the script' >&2\n\
+        exit 2\n";
+    let folder = script_guard(&dir, "./hook.sh  one two", script);
+    let plugins = load(&dir);
+    let d = denial(plugins.session("s").pre_tool(&call("Bash")).await);
+    assert_eq!(d.failure, None, "{d:?}");
+    assert!(d.message.contains("refused by the script"), "{d:?}");
+    let seen = std::fs::read_to_string(folder.join("seen.txt")).unwrap();
+    let folder = folder.canonicalize().unwrap();
+    let parent = seen.lines().next().unwrap();
+    assert!(
+        !["parent=sh", "parent=dash", "parent=bash"].contains(&parent),
+        "started by a shell: {seen}"
+    );
+    assert!(
+        seen.contains(&format!(
+            "argv0=./hook.sh\nargs=one two\npwd={}\ninput=event\n",
+            folder.display()
+        )),
+        "{seen}"
+    );
+
+    // No `#!` line: the kernel will not start it; the shell runs it.
+    let dir = PluginDir::new();
+    let folder = script_guard(
+        &dir,
+        "./hook.sh",
+        "echo ran > ran.txt\necho 'a bare script' >&2\nexit 2\n",
+    );
+    let plugins = load(&dir);
+    let d = denial(plugins.session("s").pre_tool(&call("Bash")).await);
+    assert!(d.message.contains("a bare script"), "{d:?}");
+    assert_eq!(
+        std::fs::read_to_string(folder.join("ran.txt")).unwrap(),
+        "ran\n"
+    );
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn a_guards_log_line_before_its_json_fails_closed() {
     let dir = PluginDir::new();

@@ -36,9 +36,15 @@ impl Drop for Group {
 
 /// The hook's command: `argv` in `dir`, with no environment but [`INHERITED_ENV`], the names
 /// in `inherit` and `env`; its pipes captured, in a process group of its own (killed as one),
-/// and killed if its handle is dropped.
-fn command(argv: &[String], dir: &Path, env: &[(&str, &str)], inherit: &[String]) -> Command {
-    let (program, args) = argv.split_first().expect("validated: a non-empty argv");
+/// and killed if its handle is dropped. A command line the shell would only split into words
+/// is run without the shell when `plain` ([`plain_words`]); the flag says whether it is.
+fn command(
+    argv: &[String],
+    dir: &Path,
+    env: &[(&str, &str)],
+    inherit: &[String],
+    plain: bool,
+) -> (Command, bool) {
     let inherited: Vec<(&str, std::ffi::OsString)> = INHERITED_ENV
         .iter()
         .copied()
@@ -58,22 +64,104 @@ fn command(argv: &[String], dir: &Path, env: &[(&str, &str)], inherit: &[String]
                 .find(|(name, _)| *name == "PATH")
                 .map(|(_, value)| value.clone())
         });
-    let mut command = Command::new(resolve(program, path.as_deref(), dir));
+    let words = match plain {
+        true => plain_words(argv, path.as_deref(), dir, env, &inherited),
+        false => None,
+    };
+    let without_shell = words.is_some();
+    let mut command = match &words {
+        Some((program, _)) => Command::new(program),
+        None => Command::new(resolve(&argv[0], path.as_deref(), dir)),
+    };
     command.env_clear();
     for (name, value) in inherited {
         command.env(name, value);
     }
+    command.current_dir(dir).envs(env.iter().copied());
+    match words {
+        Some((_, words)) => {
+            // As the shell would start it: its name as written, and the shell's `PWD`.
+            #[cfg(unix)]
+            command.arg0(words[0]);
+            command.args(&words[1..]).env("PWD", dir);
+        }
+        None => {
+            command.args(&argv[1..]);
+        }
+    }
     command
-        .args(args)
-        .current_dir(dir)
-        .envs(env.iter().copied())
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .kill_on_drop(true);
     #[cfg(unix)]
     command.process_group(0);
-    command
+    (command, without_shell)
+}
+
+/// The shell's own words: its keywords and the builtins of `dash` and `bash` (a builtin is
+/// found before a program of the same name), none of which is a program to start.
+const SHELL_WORDS: &[&str] = &[
+    "!", "{", "}", "case", "do", "done", "elif", "else", "esac", "fi", "for", "function", "if",
+    "in", "select", "then", "time", "until", "while", ".", ":", "alias", "bg", "bind", "break",
+    "builtin", "caller", "cd", "chdir", "command", "compgen", "complete", "continue", "declare",
+    "dirs", "disown", "echo", "enable", "eval", "exec", "exit", "export", "false", "fc", "fg",
+    "getopts", "hash", "help", "history", "jobs", "kill", "let", "local", "logout", "popd",
+    "printf", "pushd", "pwd", "read", "readonly", "return", "set", "shift", "shopt", "source",
+    "suspend", "test", "times", "trap", "true", "type", "typeset", "ulimit", "umask", "unalias",
+    "unset", "wait",
+];
+
+/// For a command line (`argv` = `sh -c LINE`) that the shell would only split into words and
+/// start as a program — no quoting, expansion, glob, redirection, operator, assignment or
+/// comment, only letters, digits and `_-./,:+@%=` (`=` not in the first word), and a first
+/// word that is a path (`./hook.sh`) or names a program on `path` that is not one of the
+/// shell's own words — the program and the words: it is started without the shell, as GNU
+/// make starts such lines. The shell is a process more per invocation (a `sh -c ./hook.sh`
+/// is two, before the hook's own), for nothing. `None`: the shell runs the line (and so it
+/// does when a program started this way cannot be: [`run`]).
+///
+/// What the program gets is what the shell would give it: the same words, its name as
+/// written as `argv[0]`, the same environment and the `PWD` the shell adds (the plugin
+/// folder, already canonical). Not when a `PWD` is passed on, which the shell would check.
+fn plain_words<'a>(
+    argv: &'a [String],
+    path: Option<&std::ffi::OsStr>,
+    dir: &Path,
+    env: &[(&str, &str)],
+    inherited: &[(&str, std::ffi::OsString)],
+) -> Option<(std::path::PathBuf, Vec<&'a str>)> {
+    let [sh, c, line] = argv else { return None };
+    if sh != "sh" || c != "-c" || !cfg!(unix) {
+        return None;
+    }
+    let plain = |b: u8| b.is_ascii_alphanumeric() || b"_-./,:+@%=".contains(&b);
+    if !line.bytes().all(|b| plain(b) || b == b' ' || b == b'\t') {
+        return None;
+    }
+    let words: Vec<&str> = line.split([' ', '\t']).filter(|w| !w.is_empty()).collect();
+    let first = *words.first()?;
+    let passes_pwd = env.iter().any(|(name, _)| *name == "PWD")
+        || inherited.iter().any(|(name, _)| *name == "PWD");
+    if first.contains('=') || passes_pwd {
+        return None;
+    }
+    let program = if first.contains('/') {
+        // As written: a relative path is found from the folder it runs in (the standard
+        // library changes to it before the `exec`), as the shell finds it, and a script
+        // sees it as its `$0`.
+        first.into()
+    } else if SHELL_WORDS.contains(&first) {
+        return None;
+    } else {
+        let found = resolve(first, path, dir);
+        // Not found: the shell reports it, as it always has.
+        if found.as_os_str() == first {
+            return None;
+        }
+        found
+    };
+    Some((program, words))
 }
 
 /// `program` as the process's `path` finds it (relative entries from `dir`, where it runs),
@@ -121,7 +209,17 @@ pub(crate) async fn run(
     max_output: usize,
 ) -> Result<Raw, Failure> {
     let (program, _) = argv.split_first().expect("validated: a non-empty argv");
-    let mut child = command(argv, dir, env, inherit).spawn().map_err(|e| {
+    // A plain command line without the shell; should that program not start (not
+    // executable, a script without a `#!` line, ...), the shell runs the line, and does
+    // with it what it always did.
+    let spawned = match command(argv, dir, env, inherit, true) {
+        (mut plain, true) => match plain.spawn() {
+            Ok(child) => Ok(child),
+            Err(_) => command(argv, dir, env, inherit, false).0.spawn(),
+        },
+        (mut command, false) => command.spawn(),
+    };
+    let mut child = spawned.map_err(|e| {
         Failure::new(
             FailureReason::Unavailable,
             format!("cannot start `{program}` in {}: {e}", dir.display()),
@@ -250,8 +348,90 @@ fn describe_signal(status: &std::process::ExitStatus) -> String {
 
 #[cfg(all(test, unix))]
 mod tests {
-    use super::resolve;
+    use super::{plain_words, resolve};
     use std::path::Path;
+
+    /// What runs without the shell: the words of a line the shell would only split, its
+    /// program a path or found on the path; anything else of the shell's keeps the shell.
+    #[test]
+    fn only_a_line_the_shell_would_only_split_into_words_runs_without_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let bin = dir.path().join("bin");
+        std::fs::create_dir(&bin).unwrap();
+        for name in ["my-hook", "echo", "exit"] {
+            let file = bin.join(name);
+            std::fs::write(&file, "#!/bin/sh\n").unwrap();
+            use std::os::unix::fs::PermissionsExt;
+            std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o755)).unwrap();
+        }
+        let path = std::ffi::OsString::from(bin.as_os_str());
+        let plain = |line: &str| {
+            let argv = ["sh".to_string(), "-c".to_string(), line.to_string()];
+            plain_words(&argv, Some(&path), dir.path(), &[], &[])
+                .map(|(program, words)| (program, words.join("|")))
+        };
+        assert_eq!(
+            plain("./hook.sh"),
+            Some(("./hook.sh".into(), "./hook.sh".into()))
+        );
+        assert_eq!(
+            plain("  my-hook\t--mode=strict a,b:c+d@e%f  "),
+            Some((
+                bin.join("my-hook"),
+                "my-hook|--mode=strict|a,b:c+d@e%f".into()
+            ))
+        );
+        assert_eq!(
+            plain("/usr/bin/env python3 x.py"),
+            Some(("/usr/bin/env".into(), "/usr/bin/env|python3|x.py".into()))
+        );
+        for line in [
+            // The shell's own words, even where a program of the name exists.
+            "echo hi",
+            "exit 2",
+            "cd sub",
+            "! ./hook.sh",
+            // Not found: the shell says so.
+            "no-such-hook",
+            // Assignments, expansions, globs, quoting, redirections, operators, comments.
+            "MODE=x ./hook.sh",
+            "./hook.sh $HOME",
+            "./hook.sh ~/x",
+            "./hook.sh *.json",
+            "./hook.sh x?",
+            "./hook.sh [ab]",
+            "./hook.sh 'a b'",
+            "./hook.sh \"a b\"",
+            "./hook.sh a\\ b",
+            "./hook.sh > out.txt",
+            "./hook.sh < in.txt",
+            "./hook.sh | tee log",
+            "./hook.sh; echo",
+            "./hook.sh && echo",
+            "./hook.sh &",
+            "./hook.sh # a comment",
+            "(./hook.sh)",
+            "{ ./hook.sh; }",
+            "./hook.sh `id`",
+            "./hook.sh\n./other.sh",
+            "./hook.sh ^x",
+            "./hook.sh caf\u{e9}",
+            "",
+            "   ",
+        ] {
+            assert_eq!(plain(line), None, "{line:?}");
+        }
+        // Not a shell line; or a `PWD` passed on, which the shell would check.
+        let argv = ["./hook.sh".to_string()];
+        assert_eq!(plain_words(&argv, Some(&path), dir.path(), &[], &[]), None);
+        let argv = ["sh".to_string(), "-c".to_string(), "./hook.sh".to_string()];
+        let pwd = [("PWD", std::ffi::OsString::from("/"))];
+        assert_eq!(plain_words(&argv, Some(&path), dir.path(), &[], &pwd), None);
+        assert_eq!(
+            plain_words(&argv, Some(&path), dir.path(), &[("PWD", "/")], &[]),
+            None
+        );
+    }
 
     #[test]
     fn a_program_is_resolved_against_the_hooks_path_so_it_is_spawned_not_forked() {
