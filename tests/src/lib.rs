@@ -7,7 +7,7 @@ pub mod web;
 
 use palisade::{Event, EventKind, EventSink};
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 
 /// A temporary plugin directory.
 #[derive(Debug)]
@@ -105,9 +105,19 @@ pub async fn calls_on_spares<T, F: Future<Output = T>>(
     answers
 }
 
+/// A host builder whose compiled components go to one cache for the whole test process
+/// (a directory of its own, removed with it): each test's host is new, but a component
+/// compiles once, not in every test that loads it. Tests of compiling and of the cache
+/// itself make their own hosts.
+pub fn host() -> palisade::HostBuilder {
+    static CACHE: OnceLock<tempfile::TempDir> = OnceLock::new();
+    let cache = CACHE.get_or_init(|| tempfile::tempdir().unwrap());
+    palisade::Host::builder().cache_dir(cache.path())
+}
+
 /// Loads `dir` with a fresh host that makes no spare instances.
 pub fn load_without_spares(dir: &PluginDir) -> palisade::Plugins {
-    palisade::Host::builder()
+    host()
         .state(palisade::StateStore::memory())
         .spare_instances(false)
         .build()
@@ -202,7 +212,7 @@ pub fn pre_tool_hook(capability: &str, priority: i32) -> String {
 /// Loads `dir` with a fresh host, panicking with the problems if it does not load.
 pub fn load(dir: &PluginDir) -> palisade::Plugins {
     // State in memory: a test run never sees another's.
-    palisade::Host::builder()
+    host()
         .state(palisade::StateStore::memory())
         .build()
         .unwrap()
@@ -213,7 +223,7 @@ pub fn load(dir: &PluginDir) -> palisade::Plugins {
 /// Loads `dir` with a host whose events a [`Recorder`] keeps.
 pub fn load_recorded(dir: &PluginDir) -> (palisade::Plugins, Arc<Recorder>) {
     let recorder = Recorder::shared();
-    let host = palisade::Host::builder()
+    let host = host()
         .state(palisade::StateStore::memory())
         .event_sink(recorder.clone())
         .build()
@@ -264,10 +274,7 @@ pub fn load_audited(dir: &PluginDir) -> (palisade::Plugins, AuditLog) {
     let log_dir = tempfile::tempdir().unwrap();
     let path = log_dir.path().join("audit.jsonl");
     let sink = palisade::JsonlSink::open(&path).unwrap();
-    let host = palisade::Host::builder()
-        .event_sink(Arc::new(sink))
-        .build()
-        .unwrap();
+    let host = host().event_sink(Arc::new(sink)).build().unwrap();
     let plugins = host.load_dir(dir.path()).unwrap_or_else(|e| panic!("{e}"));
     (
         plugins,
