@@ -253,9 +253,21 @@ fn fingerprint(_meta: &std::fs::Metadata) -> Option<Fingerprint> {
     None
 }
 
+/// A temporary file's name beside `path`, unique to this write: the process and a count of
+/// its writes. (The process alone is not enough: two of its threads writing one file at once
+/// would truncate each other's temporary file and rename or link it from under the other.)
+fn temporary(path: &Path) -> PathBuf {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static WRITES: AtomicU64 = AtomicU64::new(0);
+    let n = WRITES.fetch_add(1, Ordering::Relaxed);
+    let mut name = path.file_name().unwrap_or_default().to_os_string();
+    name.push(format!(".tmp{}-{n}", std::process::id()));
+    path.with_file_name(name)
+}
+
 /// Writes `bytes` to `path` through a temporary file (mode 0600) and a rename.
 pub(super) fn write_private(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    let tmp = path.with_extension(format!("tmp{}", std::process::id()));
+    let tmp = temporary(path);
     let mut options = std::fs::OpenOptions::new();
     options.write(true).create(true).truncate(true);
     #[cfg(unix)]
@@ -315,7 +327,7 @@ fn key(dir: &Path) -> std::io::Result<[u8; 32]> {
     })?;
     // Written whole to a private temporary file, then linked into place: the link is atomic
     // and fails if another process got there first, so no one ever reads half a key.
-    let tmp = dir.join(format!("{KEY_FILE}.tmp{}", std::process::id()));
+    let tmp = temporary(&path);
     let mut options = std::fs::OpenOptions::new();
     options.write(true).create(true).truncate(true);
     #[cfg(unix)]
@@ -378,6 +390,53 @@ pub(super) fn seal(key: &[u8; 32], code: &[u8]) -> blake3::Hash {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Threads of one process making the key of a new cache at once (hosts built side by
+    /// side, as a test suite does) all get it, and the one key: their temporary files are
+    /// their own (they shared one per process, and a thread's link found it removed by
+    /// another's: "No such file or directory").
+    #[test]
+    fn threads_making_one_cache_key_at_once_all_get_the_same_key() {
+        for _ in 0..20 {
+            let dir = tempfile::tempdir().unwrap();
+            let start = std::sync::Barrier::new(8);
+            let keys: Vec<std::io::Result<[u8; 32]>> = std::thread::scope(|scope| {
+                let threads: Vec<_> = (0..8)
+                    .map(|_| {
+                        scope.spawn(|| {
+                            start.wait();
+                            key(dir.path())
+                        })
+                    })
+                    .collect();
+                threads.into_iter().map(|t| t.join().unwrap()).collect()
+            });
+            let kept = read_key(&dir.path().join(KEY_FILE)).unwrap();
+            for key in keys {
+                assert_eq!(key.unwrap(), kept);
+            }
+        }
+    }
+
+    /// Likewise for entries written by two threads at once: each write is whole.
+    #[test]
+    fn threads_writing_one_entry_at_once_all_succeed_and_it_is_whole() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("entry");
+        let bytes = vec![7u8; 1 << 20];
+        for _ in 0..20 {
+            let start = std::sync::Barrier::new(8);
+            std::thread::scope(|scope| {
+                for _ in 0..8 {
+                    scope.spawn(|| {
+                        start.wait();
+                        write_private(&path, &bytes).unwrap();
+                    });
+                }
+            });
+            assert_eq!(std::fs::read(&path).unwrap(), bytes);
+        }
+    }
 
     #[test]
     fn a_seal_depends_on_the_key_and_every_byte() {
