@@ -117,8 +117,8 @@ const SHELL_WORDS: &[&str] = &[
 /// comment, only letters, digits and `_-./,:+@%=` (`=` not in the first word), and a first
 /// word that is a path (`./hook.sh`) or names a program on `path` that is not one of the
 /// shell's own words — the program and the words: it is started without the shell, as GNU
-/// make starts such lines. The shell is a process more per invocation (a `sh -c ./hook.sh`
-/// is two, before the hook's own), for nothing. `None`: the shell runs the line (and so it
+/// make starts such lines. The shell is a process more per invocation, which only starts
+/// the hook's and waits for it. `None`: the shell runs the line (and so it
 /// does when a program started this way cannot be: [`run`]).
 ///
 /// What the program gets is what the shell would give it: the same words, its name as
