@@ -7,7 +7,7 @@
 //! exit.
 //!
 //! The plugin sets are the bridge bench's (`support/plugin_sets.rs`), so the two compare; the
-//! load is measured with no plugin too, the server's own floor.
+//! load is measured with no plugin too, the server's own floor, and with an audit log.
 //!
 //! Run: `cargo bench -p palisade-cli --bench serve`; with
 //! `PALISADE_BENCH_DIST_BIN=target/dist/palisade` (built with `cargo build --profile dist -p
@@ -31,10 +31,21 @@ struct Served {
 
 /// `binary`'s `palisade serve` of `plugins`.
 fn serve(binary: &std::path::Path, plugins: &std::path::Path, cache: &std::path::Path) -> Served {
+    serve_with(binary, plugins, cache, &[])
+}
+
+/// [`serve`], with the arguments `more` too.
+fn serve_with(
+    binary: &std::path::Path,
+    plugins: &std::path::Path,
+    cache: &std::path::Path,
+    more: &[&str],
+) -> Served {
+    let args = [&["--max-concurrency", "64"], more].concat();
     let server = server::Server::start_binary(
         binary,
         plugins,
-        &["--max-concurrency", "64"],
+        &args,
         &[("PALISADE_CACHE_DIR", cache.to_str().unwrap())],
     );
     let url = format!("{}/claude-code", server.url());
@@ -84,6 +95,16 @@ fn bench(c: &mut Criterion) {
         report_load(
             &serve(binary, &none, &cache),
             &format!("no plugins{suffix}"),
+        );
+    }
+    // What an audit log adds: every event's lines written too (the first set's).
+    let (name, plugins) = &sets[0];
+    for (n, (suffix, binary)) in binaries.iter().enumerate() {
+        let log = dir.path().join(format!("audit-{n}.jsonl"));
+        let args = ["--audit-log", log.to_str().unwrap()];
+        report_load(
+            &serve_with(binary, plugins, &cache, &args),
+            &format!("{name} with --audit-log{suffix}"),
         );
     }
     for (name, plugins) in &sets {

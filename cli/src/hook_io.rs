@@ -38,11 +38,12 @@ pub fn write(reply: &Reply) {
     }
 }
 
-/// Writes the reply and exits at once: the observers are drained and the audit log is
-/// flushed line by line, so tearing the engine and its compiled code down would only add to
-/// the agent's wait.
+/// Writes the reply and exits at once, once the audit log has taken its last lines (within
+/// [`crate::audit::EXIT_FLUSH`]): tearing the engine and its compiled code down would only add
+/// to the agent's wait.
 pub fn answer(reply: Reply) -> ! {
     write(&reply);
+    crate::audit::flush(crate::audit::EXIT_FLUSH);
     crate::telemetry::shutdown();
     std::process::exit(reply.exit_code)
 }

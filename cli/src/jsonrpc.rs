@@ -106,6 +106,7 @@ pub fn exit(status: i32) -> ! {
     decide_exit(status);
     let exiting = EXITING.lock().unwrap_or_else(|e| e.into_inner());
     std::mem::forget(exiting);
+    crate::audit::flush(crate::audit::EXIT_FLUSH);
     crate::telemetry::shutdown();
     std::process::exit(EXIT_STATUS.load(std::sync::atomic::Ordering::SeqCst))
 }
@@ -140,9 +141,9 @@ pub async fn load_plugins(
     let mut builder = crate::cache::quiet_host_builder();
     let mut sink: Option<std::sync::Arc<dyn palisade::EventSink>> = None;
     if let Some(path) = audit_log {
-        let audit = palisade::JsonlSink::open(path)
+        let audit = crate::audit::open(path)
             .with_context(|| format!("cannot open the audit log {}", path.display()))?;
-        sink = Some(std::sync::Arc::new(audit));
+        sink = Some(audit);
     }
     if let Some(sink) = crate::telemetry::with(sink) {
         builder = builder.event_sink(sink);

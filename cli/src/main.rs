@@ -5,6 +5,7 @@
 //! ([`cache`]), a command hook's stdin and answer ([`hook_io`]), the server's token
 //! ([`token`]), tables and progress on the terminal ([`output`], [`progress`]).
 
+mod audit;
 mod cache;
 mod commands;
 mod hook_io;
@@ -135,6 +136,7 @@ fn quiet_on_broken_pipe() {
     std::panic::set_hook(Box::new(move |info| {
         let message = info.payload_as_str().unwrap_or_default();
         if message.starts_with("failed printing to stdout") && message.contains("Broken pipe") {
+            audit::flush(audit::EXIT_FLUSH);
             telemetry::shutdown();
             std::process::exit(141);
         }
@@ -187,6 +189,7 @@ fn main() -> ExitCode {
             ExitCode::FAILURE
         }
     };
+    audit::flush(audit::EXIT_FLUSH);
     telemetry::shutdown();
     code
 }

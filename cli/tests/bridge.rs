@@ -580,6 +580,33 @@ fn an_event_whose_budget_runs_out_gets_its_fail_closed_answer_naming_what_overra
     assert!(took < std::time::Duration::from_secs(5), "took {took:?}");
 }
 
+/// A `PreToolUse` event through `claude-code DIR --audit-log LOG --budget-ms BUDGET`; fails
+/// the test if it has not answered 20 s in.
+fn bridged_logging_to(dir: &Path, log: &Path, budget_ms: u64) -> Output {
+    let budget = budget_ms.to_string();
+    let mut child = started(
+        &cache_dir(),
+        &[
+            "claude-code",
+            dir.to_str().unwrap(),
+            "--audit-log",
+            log.to_str().unwrap(),
+            "--budget-ms",
+            &budget,
+        ],
+        &sample("claude", "PreToolUse"),
+    );
+    let started = std::time::Instant::now();
+    while child.try_wait().unwrap().is_none() {
+        if started.elapsed() > std::time::Duration::from_secs(20) {
+            child.kill().unwrap();
+            panic!("no answer 20 s into an event with a budget of {budget_ms} ms");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    child.wait_with_output().unwrap()
+}
+
 /// An audit log that cannot be opened in time (a FIFO no one reads: opening it for writing
 /// waits for a reader) is an overrun like any other: the event gets its fail-closed answer
 /// within its budget. (It was opened on the thread that runs the event's budget, which then
@@ -590,33 +617,59 @@ fn an_audit_log_that_cannot_be_opened_in_time_gets_the_fail_closed_answer_in_tim
     let fifo = dir.path().join("audit.fifo");
     let made = Command::new("mkfifo").arg(&fifo).status().unwrap();
     assert!(made.success(), "mkfifo {}", fifo.display());
-    let mut child = started(
-        &cache_dir(),
-        &[
-            "claude-code",
-            dir.path().to_str().unwrap(),
-            "--audit-log",
-            fifo.to_str().unwrap(),
-            "--budget-ms",
-            "700",
-        ],
-        &sample("claude", "PreToolUse"),
-    );
-    let started = std::time::Instant::now();
-    while child.try_wait().unwrap().is_none() {
-        if started.elapsed() > std::time::Duration::from_secs(20) {
-            child.kill().unwrap();
-            panic!("no answer 20 s into an event with a budget of 700 ms");
-        }
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    }
-    let out = child.wait_with_output().unwrap();
+    let out = bridged_logging_to(dir.path(), &fifo, 700);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{stderr}");
     assert!(
         stderr.contains("budget of 700 ms ran out while opening the audit log"),
         "{stderr}"
     );
+}
+
+/// An audit log nobody reads (a FIFO whose reader stopped, its pipe full) holds up no answer:
+/// the event gets its plugins' answer within its budget, and the bridge says on stderr which
+/// lines it could not write. (The lines were written on the thread that runs the event's
+/// budget, which then waited with the FIFO, for ever: the agent's own hook timeout, and no
+/// objection.)
+#[test]
+fn an_audit_log_nobody_reads_holds_up_no_answer() {
+    let dir = plugins(
+        "[[hooks]]\npoint = \"pre-tool\"\ncapability = \"guard\"\n\
+         [config]\npre_tool = \"deny\"\n",
+    );
+    let logs = tempfile::tempdir().unwrap();
+    let fifo = logs.path().join("audit.fifo");
+    let made = Command::new("mkfifo").arg(&fifo).status().unwrap();
+    assert!(made.success(), "mkfifo {}", fifo.display());
+    // A reader that reads nothing, the pipe already full: opened for reading and writing,
+    // which does not wait, and filled to its capacity.
+    let mut pipe = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(&fifo)
+        .unwrap();
+    // SAFETY: F_GETPIPE_SZ reads the capacity of the pipe behind a descriptor we own.
+    #[allow(unsafe_code)]
+    let capacity =
+        unsafe { libc::fcntl(std::os::fd::AsRawFd::as_raw_fd(&pipe), libc::F_GETPIPE_SZ) };
+    assert!(capacity > 0, "F_GETPIPE_SZ: {capacity}");
+    pipe.write_all(&vec![b'\n'; capacity as usize]).unwrap();
+    let out = bridged_logging_to(dir.path(), &fifo, 3000);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    // The plugin's own denial, not a refusal for want of time.
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert!(
+        stdout.contains("\"permissionDecision\":\"deny\"") && stdout.contains("denied Bash"),
+        "{stdout}"
+    );
+    assert!(!stdout.contains("budget"), "{stdout}");
+    assert!(
+        stderr.contains(&format!("warning: the audit log {}: ", fifo.display()))
+            && stderr.contains("line(s) not written within"),
+        "{stderr}"
+    );
+    drop(pipe);
 }
 
 /// A component not yet in the cache that compiles for longer than an event's budget (the

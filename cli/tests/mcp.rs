@@ -78,8 +78,9 @@ impl Project {
         self.root().join(name).display().to_string()
     }
 
-    fn audit(&self) -> String {
-        std::fs::read_to_string(&self.audit).unwrap_or_default()
+    /// The audit log, once it has all of `wanted` (or after 10 s).
+    fn audit(&self, wanted: &[&str]) -> String {
+        crate::server::log_having(&self.audit, |log| wanted.iter().all(|w| log.contains(w)))
     }
 
     /// `palisade mcp --plugins DIR --name NAME -- SERVER…`, as a client's config has it.
@@ -193,7 +194,7 @@ async fn a_guard_denies_reading_a_secret_through_the_mcp_tool() {
         allowed.structured_content,
         Some(json!({ "content": "plain notes" }))
     );
-    let audit = project.audit();
+    let audit = project.audit(&["\"hook_denied\"", "\"hook_id\":\"named/pre-tool\""]);
     assert!(
         audit.contains("\"hook_denied\"") && audit.contains("\"hook_id\":\"named/pre-tool\""),
         "{audit}"
@@ -258,7 +259,8 @@ async fn a_guard_stuck_in_a_loop_denies_at_its_deadline() {
     );
     assert_eq!(result.is_error, Some(true), "{result:?}");
     assert!(!text(&result).contains("plain notes"), "{result:?}");
-    assert!(project.audit().contains("timeout"), "{}", project.audit());
+    let audit = project.audit(&["timeout"]);
+    assert!(audit.contains("timeout"), "{audit}");
     client.cancel().await.unwrap();
 }
 
@@ -288,7 +290,8 @@ async fn the_timeout_wrapper_stops_a_slow_tool() {
     );
     assert_eq!(result.is_error, Some(true), "{result:?}");
     assert!(!text(&result).contains("slept"), "{result:?}");
-    assert!(project.audit().contains("timeout/tool-execute"));
+    let audit = project.audit(&["timeout/tool-execute"]);
+    assert!(audit.contains("timeout/tool-execute"), "{audit}");
     client.cancel().await.unwrap();
 }
 
@@ -320,7 +323,7 @@ async fn hooks_see_the_server_by_the_name_it_gives() {
     )
     .await;
     assert_eq!(text(&result), "plain notes");
-    let audit = project.audit();
+    let audit = project.audit(&["\"hook_id\":\"named/pre-tool\""]);
     assert!(audit.contains("\"hook_id\":\"named/pre-tool\""), "{audit}");
     client.cancel().await.unwrap();
 }
@@ -348,7 +351,8 @@ async fn the_retry_wrapper_calls_a_failed_mcp_tool_again() {
     let result = call(&client, "flaky", json!({})).await;
     assert_ne!(result.is_error, Some(true), "{result:?}");
     assert_eq!(text(&result), "worked on call 2");
-    assert!(project.audit().contains("retry/tool-execute"));
+    let audit = project.audit(&["retry/tool-execute"]);
+    assert!(audit.contains("retry/tool-execute"), "{audit}");
     client.cancel().await.unwrap();
 }
 
@@ -557,11 +561,8 @@ fn claude_code_through_palisade_mcp_is_denied_a_secret_and_the_model_sees_why() 
     let results = tool_results(&mock, &out);
     assert!(!results.contains("sk-live-22bb"), "{results}");
     assert!(results.contains("secret"), "{results}");
-    assert!(
-        project.audit().contains("\"hook_denied\""),
-        "{}",
-        project.audit()
-    );
+    let audit = project.audit(&["\"hook_denied\""]);
+    assert!(audit.contains("\"hook_denied\""), "{audit}");
 }
 
 #[test]
@@ -958,7 +959,7 @@ async fn a_shadow_guard_lets_the_call_through_and_records_what_it_would_deny() {
     assert_ne!(read.is_error, Some(true), "{read:?}");
     assert_eq!(text(&read), "API_KEY=sk-live-11aa");
     client.cancel().await.unwrap();
-    let audit = project.audit();
+    let audit = project.audit(&["\"event\":\"hook_shadowed\""]);
     assert!(
         audit.contains("\"event\":\"hook_shadowed\"")
             && audit.contains("\"decision\":\"would_deny\"")

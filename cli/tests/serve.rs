@@ -4,7 +4,7 @@
 use crate::server;
 
 use serde_json::{Value, json};
-use server::{Server, request, scripted};
+use server::{Server, log_having, request, scripted};
 use std::path::Path;
 use std::time::Duration;
 
@@ -732,6 +732,75 @@ fn slow_clients_and_connection_floods_cannot_hold_the_server() {
     assert_eq!(server.event(bash("after", "ls")).status, 200);
 }
 
+/// An audit log nobody reads (a FIFO whose log shipper hangs, its pipe full) holds up no
+/// answer: the lines wait, and reach the log once it is read again; shutdown flushes them.
+/// (Each dispatch wrote its lines to the FIFO itself: once the pipe was full, it waited with
+/// it, and so did every answer after it, for ever — the agents' hook timeouts, and no
+/// objection.)
+#[test]
+fn an_audit_log_nobody_reads_holds_up_no_answer() {
+    let dir = tempfile::tempdir().unwrap();
+    scripted(
+        dir.path(),
+        "guard",
+        "[[hooks]]\npoint = \"pre-tool\"\ncapability = \"guard\"\n",
+    );
+    let logs = tempfile::tempdir().unwrap();
+    let fifo = logs.path().join("audit.fifo");
+    let made = std::process::Command::new("mkfifo").arg(&fifo).status();
+    assert!(made.is_ok_and(|s| s.success()), "mkfifo {}", fifo.display());
+    // The log shipper: it opens the FIFO, then reads nothing until told to.
+    let (read_now, reading) = std::sync::mpsc::channel::<()>();
+    let shipper = {
+        let fifo = fifo.clone();
+        std::thread::spawn(move || {
+            let mut file = std::fs::File::open(&fifo).unwrap();
+            reading.recv().unwrap();
+            let mut log = String::new();
+            std::io::Read::read_to_string(&mut file, &mut log).unwrap();
+            log
+        })
+    };
+    let mut server = Server::start(dir.path(), &["--audit-log", fifo.to_str().unwrap()], &[]);
+    // 300 events write some 200 KiB of lines: the pipe takes 64 KiB.
+    let (address, bearer) = (server.address, format!("Bearer {}", server.token));
+    let (answered, answers) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for _ in 0..300 {
+            let event = bash("s", "ls").to_string();
+            let answer = request(
+                address,
+                "POST",
+                "/claude-code",
+                event.as_bytes(),
+                &[("Authorization", &bearer)],
+            );
+            if answered.send(answer).is_err() {
+                return;
+            }
+        }
+    });
+    for n in 0..300 {
+        let answer = answers
+            .recv_timeout(Duration::from_secs(20))
+            .unwrap_or_else(|_| {
+                panic!("event {n} got no answer in 20 s: the server waits for its audit log")
+            });
+        assert_eq!(answer.status, 200, "{answer:?}");
+    }
+    read_now.send(()).unwrap();
+    server.signal("TERM");
+    let status = server.child.wait().unwrap();
+    assert!(status.success(), "{status}\n{}", server.said());
+    let log = shipper.join().unwrap();
+    let completed = log
+        .lines()
+        .filter(|line| line.contains("\"hook_completed\""))
+        .count();
+    assert_eq!(completed, 300, "{}", server.said());
+    assert!(!log.contains("audit_lines_lost"), "nothing was lost");
+}
+
 /// A shadow guard (`enforce = false`) through `palisade serve`: the event's answer has no
 /// objection, and the audit log records the denial it would have made.
 #[test]
@@ -748,7 +817,7 @@ fn a_shadow_guard_changes_no_answer_and_its_would_deny_is_in_the_audit_log() {
     let answer = server.event(bash("s", "rm -rf /"));
     assert_eq!(answer.status, 200, "{answer:?}");
     assert!(!answer.body.contains("deny"), "{answer:?}");
-    let log = std::fs::read_to_string(&audit).unwrap();
+    let log = log_having(&audit, |log| log.contains("\"hook_shadowed\""));
     let shadowed: Vec<Value> = log
         .lines()
         .map(|l| serde_json::from_str::<Value>(l).unwrap())
@@ -874,7 +943,10 @@ fn a_recorded_serve_log_is_diffed_per_session() {
     );
     assert_eq!(server.event(bash("s1", "rm -rf /")).status, 200);
     assert_eq!(server.event(bash("s2", "ls")).status, 200);
-    drop(server);
+    // Stopped as an operator stops it, so its audit log has every line.
+    let mut server = server;
+    server.signal("TERM");
+    assert!(server.child.wait().unwrap().success(), "{}", server.said());
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_palisade"))
         .args(["diff", guarded.to_str().unwrap(), open.to_str().unwrap()])
         .arg(&log)

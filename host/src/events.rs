@@ -2,15 +2,13 @@
 //!
 //! Every invocation emits `hook_started`, then exactly one of `hook_completed`, `hook_failed`,
 //! `hook_denied` or (a shadow hook's, `enforce = false`) `hook_shadowed`. Plugins' log lines arrive as `plugin_log`. The embedder receives them
-//! through an [`EventSink`]; [`JsonlSink`] writes a durable audit log.
+//! through an [`EventSink`]; [`JsonlSink`] writes an audit log, on a thread of its own.
 
 use crate::failure::FailureReason;
 use crate::point::Point;
 use serde::Serialize;
-use std::fs::{File, OpenOptions};
-use std::io::{self, Write};
-use std::path::Path;
-use std::sync::Mutex;
+
+pub use crate::jsonl::{AuditLoss, JsonlSink};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 /// Receives lifecycle events. Called inline on the dispatch path: keep it cheap, or hand the
@@ -231,53 +229,6 @@ pub(crate) fn now_ms() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.as_millis() as u64)
-}
-
-/// Appends every event as one JSON line to a file, flushed per event, so a crash loses at
-/// most the line being written.
-#[derive(Debug)]
-pub struct JsonlSink {
-    file: Mutex<File>,
-}
-
-impl JsonlSink {
-    /// Opens (creating or appending to) the audit log at `path`.
-    pub fn open(path: impl AsRef<Path>) -> io::Result<Self> {
-        let file = OpenOptions::new().create(true).append(true).open(path)?;
-        Ok(JsonlSink {
-            file: Mutex::new(file),
-        })
-    }
-
-    /// Appends `record`, one JSON line, to the same log (a bridge's recording of the agent's
-    /// event, `agent_event`, next to the lifecycle events it caused).
-    pub fn record(&self, record: &serde_json::Value) {
-        let Ok(mut line) = serde_json::to_vec(record) else {
-            return;
-        };
-        line.push(b'\n');
-        let mut file = self.file.lock().unwrap_or_else(|e| e.into_inner());
-        let _ = file.write_all(&line).and_then(|()| file.flush());
-    }
-}
-
-impl EventSink for JsonlSink {
-    fn emit(&self, event: &Event) {
-        let Ok(mut line) = serde_json::to_vec(event) else {
-            return;
-        };
-        line.push(b'\n');
-        let mut file = self.file.lock().unwrap_or_else(|e| e.into_inner());
-        // One write call per line: appends from several processes do not interleave lines.
-        let _ = file.write_all(&line).and_then(|()| file.flush());
-    }
-
-    fn interest(&self) -> Interest {
-        Interest {
-            dispatches: false,
-            ..Interest::ALL
-        }
-    }
 }
 
 /// Writes every event as one JSON line to standard error.

@@ -39,6 +39,7 @@ mod failure;
 pub mod fuzzing;
 pub mod gemini;
 mod hook;
+mod jsonl;
 pub mod lifecycle;
 mod loader;
 pub mod manifest;
@@ -57,7 +58,7 @@ pub use engine::{
     DEFAULT_WRAPPED_EXECUTION_DEADLINE, EPOCH_TICK, Host, HostBuilder,
 };
 pub use error::{Error, Problem};
-pub use events::{Dispatch, Event, EventKind, EventSink, Interest, JsonlSink};
+pub use events::{AuditLoss, Dispatch, Event, EventKind, EventSink, Interest, JsonlSink};
 pub use failure::{Failure, FailureReason};
 pub use hook::BoxFuture;
 pub use lifecycle::Lifecycle;

@@ -256,11 +256,15 @@ pub fn assert_load_problems(dir: &PluginDir, expected: &[(&str, &str)]) {
 pub struct AuditLog {
     _dir: tempfile::TempDir,
     path: PathBuf,
+    sink: Arc<palisade::JsonlSink>,
 }
 
 impl AuditLog {
-    /// Every event written so far, one JSON value per line.
+    /// Every event emitted so far (once the log has written them), one JSON value per line.
     pub fn events(&self) -> Vec<serde_json::Value> {
+        self.sink
+            .flush(std::time::Duration::from_secs(10))
+            .unwrap_or_else(|loss| panic!("{loss}"));
         std::fs::read_to_string(&self.path)
             .unwrap()
             .lines()
@@ -273,14 +277,15 @@ impl AuditLog {
 pub fn load_audited(dir: &PluginDir) -> (palisade::Plugins, AuditLog) {
     let log_dir = tempfile::tempdir().unwrap();
     let path = log_dir.path().join("audit.jsonl");
-    let sink = palisade::JsonlSink::open(&path).unwrap();
-    let host = host().event_sink(Arc::new(sink)).build().unwrap();
+    let sink = Arc::new(palisade::JsonlSink::open(&path).unwrap());
+    let host = host().event_sink(sink.clone()).build().unwrap();
     let plugins = host.load_dir(dir.path()).unwrap_or_else(|e| panic!("{e}"));
     (
         plugins,
         AuditLog {
             _dir: log_dir,
             path,
+            sink,
         },
     )
 }

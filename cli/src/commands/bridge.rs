@@ -110,9 +110,10 @@ struct Prepared {
 fn prepare(doing: &Arc<Doing>, dir: &Path, audit_log: Option<&Path>) -> Result<Prepared, String> {
     let audit = match audit_log {
         None => None,
-        Some(path) => Some(Arc::new(JsonlSink::open(path).map_err(|e| {
-            format!("cannot open the audit log {}: {e}", path.display())
-        })?)),
+        Some(path) => Some(
+            crate::audit::open(path)
+                .map_err(|e| format!("cannot open the audit log {}: {e}", path.display()))?,
+        ),
     };
     let watch = Arc::new(Watch {
         doing: doing.clone(),
@@ -176,6 +177,9 @@ async fn bridge_event(dialect: Dialect, options: BridgeCommand) -> anyhow::Resul
                 .session()
                 .drain_background_for(left.min(MAX_DRAIN))
                 .await;
+            // And the audit log what is left after them.
+            let left = deadline.saturating_duration_since(Instant::now());
+            crate::audit::flush(left.min(MAX_DRAIN));
             crate::telemetry::shutdown();
             std::process::exit(reply.exit_code)
         }

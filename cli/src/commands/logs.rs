@@ -27,7 +27,8 @@ pub struct LogsCommand {
     hook: Option<String>,
     /// Only events of these outcomes (repeatable): `deny`, `fail`, `fail-closed`, `shadow`,
     /// a completed hook's decision (`allow`, `ask`, `none`, …), `log`, `started`, `agent`
-    /// (the agent's events a bridge recorded with `--record`).
+    /// (the agent's events a bridge recorded with `--record`), `lost` (the log's own record of
+    /// lines it could not take: its reader stopped, or its disk failed).
     #[arg(long)]
     outcome: Vec<String>,
     /// Only events at or after this time: milliseconds since the epoch, or an age (`90s`,
@@ -184,6 +185,13 @@ struct Filter {
 impl Filter {
     fn keeps(&self, event: &Value) -> bool {
         let at = event["at_ms"].as_u64().unwrap_or(0);
+        if event["event"] == "audit_lines_lost" {
+            // Lines of any session or hook may be among those lost: whoever reads a part of
+            // the log learns that it has a gap.
+            return (self.outcomes.is_empty() || self.outcomes.iter().any(|o| o == "lost"))
+                && self.since.is_none_or(|t| at >= t)
+                && self.until.is_none_or(|t| at < t);
+        }
         self.session
             .as_ref()
             .is_none_or(|s| event["session_id"].as_str() == Some(s))
@@ -215,6 +223,7 @@ fn outcomes(event: &Value) -> Vec<&str> {
         "hook_completed" => vec![event["decision"].as_str().unwrap_or("?")],
         "plugin_log" => vec!["log"],
         "agent_event" => vec!["agent"],
+        "audit_lines_lost" => vec!["lost"],
         _ => vec![],
     }
 }
@@ -235,6 +244,19 @@ fn describe(event: &Value) -> String {
                 str_of(event, "dialect"),
                 input["hook_event_name"].as_str().unwrap_or("?"),
                 input["tool_name"].as_str().unwrap_or_default()
+            ),
+            400,
+        );
+    }
+    if event["event"] == "audit_lines_lost" {
+        return clip(
+            &format!(
+                "{}.{:03} {:<15} {} line(s) of this log are missing: {}",
+                at / 1000,
+                at % 1000,
+                "audit_lines_lost",
+                event["lines"].as_u64().unwrap_or(0),
+                str_of(event, "why")
             ),
             400,
         );
@@ -304,8 +326,34 @@ fn count(tally: &mut Tally, event: &Value) {
 
 #[cfg(test)]
 mod tests {
-    use super::time;
+    use super::{Filter, describe, time};
     use crate::output::Tally;
+
+    /// The log's record of lines it lost concerns every session and hook: a reader who filters
+    /// by them still learns of the gap; `--outcome lost` finds it.
+    #[test]
+    fn a_record_of_lost_lines_shows_whatever_the_session_or_hook() {
+        let lost = serde_json::json!({
+            "event": "audit_lines_lost", "at_ms": 5_000, "lines": 12,
+            "why": "dropped: more than 8 MiB of lines waited for the log to take them",
+        });
+        let filter = |outcomes: &[&str], since| Filter {
+            session: Some("s1".into()),
+            hook: Some("shell-guard".into()),
+            outcomes: outcomes.iter().map(|o| o.to_string()).collect(),
+            since,
+            until: None,
+        };
+        assert!(filter(&[], None).keeps(&lost));
+        assert!(filter(&["lost"], Some(5_000)).keeps(&lost));
+        assert!(!filter(&["deny"], None).keeps(&lost));
+        assert!(!filter(&[], Some(5_001)).keeps(&lost));
+        let said = describe(&lost);
+        assert!(
+            said.contains("audit_lines_lost 12 line(s) of this log are missing: dropped: more"),
+            "{said}"
+        );
+    }
 
     #[test]
     fn times_are_epoch_milliseconds_or_ages() {

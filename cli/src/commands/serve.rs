@@ -233,9 +233,9 @@ fn release_freed_memory() {
 
 async fn serve(options: Options) -> anyhow::Result<std::process::ExitCode> {
     let audit_log: Option<Arc<JsonlSink>> = match &options.audit_log {
-        Some(path) => Some(Arc::new(
-            JsonlSink::open(path).with_context(|| format!("opening {}", path.display()))?,
-        )),
+        Some(path) => {
+            Some(crate::audit::open(path).with_context(|| format!("opening {}", path.display()))?)
+        }
         None => None,
     };
     let recorder = audit_log.clone().filter(|_| options.record);

@@ -261,3 +261,16 @@ pub fn scripted(dir: &Path, name: &str, body: &str) {
     )
     .unwrap();
 }
+
+/// The audit log at `path` once `wanted` holds of it, or after 10 s, whatever it has then: its
+/// lines are written by a thread of their own, a moment after the answer they belong to.
+pub fn log_having(path: &Path, wanted: impl Fn(&str) -> bool) -> String {
+    let started = Instant::now();
+    loop {
+        let log = std::fs::read_to_string(path).unwrap_or_default();
+        if wanted(&log) || started.elapsed() > Duration::from_secs(10) {
+            return log;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
