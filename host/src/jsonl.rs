@@ -24,6 +24,9 @@ const FILE_BATCH: usize = 64 << 10;
 /// The most one write to a FIFO, socket or terminal carries: what a pipe writes in one piece
 /// (`PIPE_BUF`), so the lines of processes appending to one FIFO do not interleave.
 const PIPE_BATCH: usize = 4096;
+/// How long the writer, woken by a line, waits for the lines that come with it before it
+/// writes (unless a flush waits).
+const LINGER: Duration = Duration::from_micros(500);
 /// How long the writer waits, after a write failed, before it tries again to say how many
 /// lines were lost (new lines are tried at once).
 const RETRY: Duration = Duration::from_secs(1);
@@ -73,6 +76,9 @@ struct Queue {
     failing: bool,
     /// Whether the writer waits for work (and must be woken).
     idle: bool,
+    /// Whether the writer waits for more lines before it writes those it has (and a flush
+    /// must wake it).
+    lingering: bool,
     /// How many [`JsonlSink::flush`] calls wait for progress.
     flushing: usize,
     /// Whether the sink is gone: the writer writes what is queued and stops.
@@ -173,6 +179,9 @@ impl JsonlSink {
                 break;
             }
             queue.flushing += 1;
+            if queue.lingering {
+                self.shared.work.notify_one();
+            }
             queue = match self.shared.progress.wait_timeout(queue, left) {
                 Ok((queue, _)) => queue,
                 Err(poisoned) => poisoned.into_inner().0,
@@ -279,6 +288,22 @@ fn write_lines(shared: &Shared, mut file: File, batch: usize) {
                 }
                 queue.idle = true;
                 queue = shared.work.wait(queue).unwrap_or_else(|e| e.into_inner());
+                // Woken by a first line: the lines of the moment gather for LINGER, so that a
+                // busy server wakes its writer (and writes) about once per LINGER, not once
+                // per line. A flush, or the sink's end, cuts it short.
+                let until = Instant::now() + LINGER;
+                queue.lingering = true;
+                while !queue.lines.is_empty() && queue.flushing == 0 && !queue.closed {
+                    let left = until.saturating_duration_since(Instant::now());
+                    if left.is_zero() {
+                        break;
+                    }
+                    queue = match shared.work.wait_timeout(queue, left) {
+                        Ok((queue, _)) => queue,
+                        Err(poisoned) => poisoned.into_inner().0,
+                    };
+                }
+                queue.lingering = false;
             }
             queue.idle = false;
             buffer.clear();
