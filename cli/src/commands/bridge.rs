@@ -181,7 +181,7 @@ async fn bridge_event(dialect: Dialect, options: BridgeCommand) -> anyhow::Resul
             let left = deadline.saturating_duration_since(Instant::now());
             crate::audit::flush(left.min(MAX_DRAIN));
             crate::telemetry::shutdown();
-            std::process::exit(reply.exit_code)
+            crate::hook_io::exit_now(reply.exit_code)
         }
         Ok(Err(early)) => answer(early),
         Err(_) => {
