@@ -4,22 +4,23 @@
 
 use palisade::JsonlSink;
 use std::path::Path;
-use std::sync::{Arc, Mutex, Weak};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 /// How long a command that ends waits for its audit logs to take their last lines, unless it
 /// has a budget of its own (a bridged event's).
 pub const EXIT_FLUSH: Duration = Duration::from_secs(2);
 
-/// The logs opened with [`open`].
-static OPEN: Mutex<Vec<Weak<JsonlSink>>> = Mutex::new(Vec::new());
+/// The logs opened with [`open`], kept until the process ends: a log whose host is gone (an
+/// event's work dropped when its budget ran out) still has lines to write, or to say it lost.
+static OPEN: Mutex<Vec<Arc<JsonlSink>>> = Mutex::new(Vec::new());
 
 /// Opens the audit log at `path` (see [`JsonlSink::open`]), for [`flush`] to flush at exit.
 pub fn open(path: &Path) -> std::io::Result<Arc<JsonlSink>> {
     let sink = Arc::new(JsonlSink::open(path)?);
-    let mut open = OPEN.lock().unwrap_or_else(|e| e.into_inner());
-    open.retain(|log| log.strong_count() > 0);
-    open.push(Arc::downgrade(&sink));
+    OPEN.lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .push(sink.clone());
     Ok(sink)
 }
 
@@ -28,12 +29,7 @@ pub fn open(path: &Path) -> std::io::Result<Arc<JsonlSink>> {
 /// lost), so that a log that misses lines never does so unsaid.
 pub fn flush(within: Duration) {
     let deadline = Instant::now() + within;
-    let open: Vec<Arc<JsonlSink>> = OPEN
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .iter()
-        .filter_map(Weak::upgrade)
-        .collect();
+    let open: Vec<Arc<JsonlSink>> = OPEN.lock().unwrap_or_else(|e| e.into_inner()).clone();
     for log in open {
         if let Err(loss) = log.flush(deadline.saturating_duration_since(Instant::now())) {
             eprintln!("palisade: warning: {loss}");

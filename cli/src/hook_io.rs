@@ -39,11 +39,12 @@ pub fn write(reply: &Reply) {
 }
 
 /// Writes the reply and exits at once, once the audit log has taken its last lines (within
-/// [`crate::audit::EXIT_FLUSH`]): tearing the engine and its compiled code down would only add
-/// to the agent's wait.
-pub fn answer(reply: Reply) -> ! {
+/// `flush_within`: what is left of the event's budget, so that the process is gone before the
+/// agent's own timeout, which would take it as no objection): tearing the engine and its
+/// compiled code down would only add to the agent's wait.
+pub fn answer(reply: Reply, flush_within: std::time::Duration) -> ! {
     write(&reply);
-    crate::audit::flush(crate::audit::EXIT_FLUSH);
+    crate::audit::flush(flush_within);
     crate::telemetry::shutdown();
     exit_now(reply.exit_code)
 }

@@ -571,12 +571,7 @@ fn an_event_whose_budget_runs_out_gets_its_fail_closed_answer_naming_what_overra
         &sample("claude", "PreToolUse"),
     );
     let took = started.elapsed();
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(2), "{stderr}");
-    assert!(
-        stderr.contains("budget of 700 ms ran out while running the hook `scripted/pre-tool`"),
-        "{stderr}"
-    );
+    refused_for_the_budget_of_700_ms(&out);
     assert!(took < std::time::Duration::from_secs(5), "took {took:?}");
 }
 
@@ -626,6 +621,39 @@ fn an_audit_log_that_cannot_be_opened_in_time_gets_the_fail_closed_answer_in_tim
     );
 }
 
+/// The standard error of `out`, an event refused when its budget of 700 ms ran out while the
+/// guard `scripted` ran.
+fn refused_for_the_budget_of_700_ms(out: &Output) -> String {
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("budget of 700 ms ran out while running the hook `scripted/pre-tool`"),
+        "{stderr}"
+    );
+    stderr
+}
+
+/// A FIFO in `dir` whose reader reads nothing, its pipe already full: opened for reading and
+/// writing (which does not wait), and filled to its capacity. The FIFO stays so while the file
+/// returned is open.
+fn full_fifo(dir: &Path) -> (PathBuf, std::fs::File) {
+    let fifo = dir.join("audit.fifo");
+    let made = Command::new("mkfifo").arg(&fifo).status().unwrap();
+    assert!(made.success(), "mkfifo {}", fifo.display());
+    let mut pipe = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(&fifo)
+        .unwrap();
+    // SAFETY: F_GETPIPE_SZ reads the capacity of the pipe behind a descriptor we own.
+    #[allow(unsafe_code)]
+    let capacity =
+        unsafe { libc::fcntl(std::os::fd::AsRawFd::as_raw_fd(&pipe), libc::F_GETPIPE_SZ) };
+    assert!(capacity > 0, "F_GETPIPE_SZ: {capacity}");
+    pipe.write_all(&vec![b'\n'; capacity as usize]).unwrap();
+    (fifo, pipe)
+}
+
 /// An audit log nobody reads (a FIFO whose reader stopped, its pipe full) holds up no answer:
 /// the event gets its plugins' answer within its budget, and the bridge says on stderr which
 /// lines it could not write. (The lines were written on the thread that runs the event's
@@ -638,22 +666,7 @@ fn an_audit_log_nobody_reads_holds_up_no_answer() {
          [config]\npre_tool = \"deny\"\n",
     );
     let logs = tempfile::tempdir().unwrap();
-    let fifo = logs.path().join("audit.fifo");
-    let made = Command::new("mkfifo").arg(&fifo).status().unwrap();
-    assert!(made.success(), "mkfifo {}", fifo.display());
-    // A reader that reads nothing, the pipe already full: opened for reading and writing,
-    // which does not wait, and filled to its capacity.
-    let mut pipe = std::fs::OpenOptions::new()
-        .read(true)
-        .write(true)
-        .open(&fifo)
-        .unwrap();
-    // SAFETY: F_GETPIPE_SZ reads the capacity of the pipe behind a descriptor we own.
-    #[allow(unsafe_code)]
-    let capacity =
-        unsafe { libc::fcntl(std::os::fd::AsRawFd::as_raw_fd(&pipe), libc::F_GETPIPE_SZ) };
-    assert!(capacity > 0, "F_GETPIPE_SZ: {capacity}");
-    pipe.write_all(&vec![b'\n'; capacity as usize]).unwrap();
+    let (fifo, _full) = full_fifo(logs.path());
     let out = bridged_logging_to(dir.path(), &fifo, 3000);
     let stderr = String::from_utf8_lossy(&out.stderr);
     let stdout = String::from_utf8_lossy(&out.stdout);
@@ -669,7 +682,36 @@ fn an_audit_log_nobody_reads_holds_up_no_answer() {
             && stderr.contains("line(s) not written within"),
         "{stderr}"
     );
-    drop(pipe);
+}
+
+/// The wait for an audit log that takes nothing ends with the event's budget, on every way out
+/// (here: a refusal, the budget run out by a slow guard): a process still there at the
+/// agent's own timeout is taken as no objection, whatever it answered. And what the log could
+/// not take is said on that way out too. (The log went with the event's dropped work, its
+/// lines lost unsaid; kept to the end, it was given 2 s more, whatever the budget.)
+#[test]
+fn an_audit_log_nobody_reads_keeps_no_refused_event_past_its_budget() {
+    let dir = plugins(
+        "[limits]\ntimeout_ms = 1500\n\n[[hooks]]\npoint = \"pre-tool\"\ncapability = \"guard\"\n\
+         [config]\npre_tool = \"sleep\"\n",
+    );
+    let logs = tempfile::tempdir().unwrap();
+    let (fifo, _full) = full_fifo(logs.path());
+    let started = std::time::Instant::now();
+    let out = bridged_logging_to(dir.path(), &fifo, 700);
+    let took = started.elapsed();
+    let stderr = refused_for_the_budget_of_700_ms(&out);
+    // What the log could not take is said, however the event ended.
+    assert!(
+        stderr.contains(&format!("warning: the audit log {}: ", fifo.display()))
+            && stderr.contains("line(s) not written within"),
+        "{stderr}"
+    );
+    // The budget, the process's start and end, and a margin: well short of the 2 s more.
+    assert!(
+        took < std::time::Duration::from_millis(1_900),
+        "took {took:?}\n{stderr}"
+    );
 }
 
 /// A component not yet in the cache that compiles for longer than an event's budget (the

@@ -178,12 +178,11 @@ async fn bridge_event(dialect: Dialect, options: BridgeCommand) -> anyhow::Resul
                 .drain_background_for(left.min(MAX_DRAIN))
                 .await;
             // And the audit log what is left after them.
-            let left = deadline.saturating_duration_since(Instant::now());
-            crate::audit::flush(left.min(MAX_DRAIN));
+            crate::audit::flush(flush_within(deadline));
             crate::telemetry::shutdown();
             crate::hook_io::exit_now(reply.exit_code)
         }
-        Ok(Err(early)) => answer(early),
+        Ok(Err(early)) => answer(early, flush_within(deadline)),
         Err(_) => {
             let event = event.lock().unwrap_or_else(|e| e.into_inner()).clone();
             let event = if event.is_empty() {
@@ -201,9 +200,18 @@ async fn bridge_event(dialect: Dialect, options: BridgeCommand) -> anyhow::Resul
             if doing.compiling.load(Ordering::Relaxed) > 0 {
                 message.push_str(&compile_in_background(&options.dir));
             }
-            answer(bridge::failure(&event, &message))
+            answer(bridge::failure(&event, &message), flush_within(deadline))
         }
     }
+}
+
+/// How long the audit log may take to write its last lines once the event is answered: what
+/// is left of the budget, [`MAX_DRAIN`] at most. The process must be gone before the agent's
+/// own timeout, which would take the hook as no objection, whatever it answered.
+fn flush_within(deadline: Instant) -> Duration {
+    deadline
+        .saturating_duration_since(Instant::now())
+        .min(MAX_DRAIN)
 }
 
 /// Reads the event, loads the plugins its points need and runs them; `Err`: the answer of a

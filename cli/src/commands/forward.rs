@@ -62,7 +62,8 @@ async fn forward(
             )
         }
     };
-    answer(reply)
+    // No audit log to flush: the server keeps it.
+    answer(reply, Duration::ZERO)
 }
 
 /// The work of [`forward`]; `event` is set to the event's name as soon as it is known.
