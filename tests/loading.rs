@@ -1019,3 +1019,59 @@ fn a_state_grant_is_checked_field_by_field_and_only_a_component_may_have_one() {
         );
     }
 }
+
+/// A process that serves one event loads only the plugins with a hook that would run for it:
+/// on one of its points and, where the point has a tool, with a matcher that takes the event's
+/// tool. A plugin that only guards shell commands is not loaded for a `Read` (nor compiled, nor
+/// its component read): even a broken one, which the events it guards still refuse.
+#[test]
+fn an_event_about_a_tool_loads_only_the_plugins_whose_matchers_take_it() {
+    use palisade::Point;
+    let dir = PluginDir::new();
+    dir.scripted("every-tool", PRE_TOOL_GUARD);
+    dir.raw(
+        "shell-only",
+        &[
+            (
+                "plugin.toml",
+                manifest(
+                    "shell-only",
+                    &format!("{PRE_TOOL_GUARD}matcher = \"Bash|shell\"\n"),
+                )
+                .as_bytes(),
+            ),
+            ("plugin.wasm", b"\0asm not a component"),
+        ],
+    );
+    dir.scripted(
+        "prompts",
+        "[[hooks]]\npoint = \"prompt-submit\"\ncapability = \"guard\"\n",
+    );
+    let host = palisade_tests::host().build().unwrap();
+    let names = |plugins: &palisade::Plugins| -> Vec<String> {
+        plugins.iter().map(|p| p.name().to_string()).collect()
+    };
+    let pre_tool = [Point::ToolCallCommitted, Point::PreTool, Point::ToolGuard];
+    let read = host
+        .load_dir_for_tool(dir.path(), &pre_tool, "Read")
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(names(&read), ["every-tool"]);
+    // The tool it guards: loaded, and refused as broken.
+    let Err(Error::Invalid { problems }) = host.load_dir_for_tool(dir.path(), &pre_tool, "Bash")
+    else {
+        panic!("a broken plugin that guards Bash loaded for a Bash event");
+    };
+    assert!(
+        problems
+            .iter()
+            .any(|p| p.path.ends_with("shell-only/plugin.wasm")),
+        "{problems:#?}"
+    );
+    // Without a tool, every plugin on the points.
+    assert!(host.load_dir_for(dir.path(), &pre_tool).is_err());
+    // A point with no tool: its plugins, whatever their matchers elsewhere.
+    let prompt = host
+        .load_dir_for_tool(dir.path(), &[Point::PromptSubmit], "Read")
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(names(&prompt), ["prompts"]);
+}

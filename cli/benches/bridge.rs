@@ -11,8 +11,10 @@
 //! - The same rules as shell-guard and secret-guard written as a typical Claude Code hook in
 //!   bash + jq + grep, in Python and in Node (each given the same event on stdin).
 //!
-//! The event is a `PreToolUse` of `Bash` as Claude Code writes it. The cache is filled once
-//! before measuring (as the first event of a session does).
+//! The event is a `PreToolUse` of `Bash` as Claude Code writes it; the whole directory is
+//! measured with a `PreToolUse` of `Read` too, which loads only the plugins whose matchers
+//! take `Read`. The cache is filled once before measuring (as the first event of a session
+//! does).
 //!
 //! Run: `cargo bench -p palisade-cli --bench bridge`. The bench's `palisade` is built with the
 //! bench profile; to measure the installed binary beside it in the same run (the `dist`
@@ -230,6 +232,25 @@ fn bench(c: &mut Criterion) {
                             && !String::from_utf8_lossy(&out.stdout).contains("\"deny\""),
                         "{out:?}"
                     );
+                })
+            },
+        );
+    }
+    // Most of an agent's tool calls are not shell commands: a `Read` loads none of the
+    // plugins that guard only shell commands (the Python `url-guard`, the shell hook,
+    // `bash-budget`, `policy-file-guard`, `shell-guard`).
+    let read = EVENT.replace("\"Bash\"", "\"Read\"").replace(
+        "\"command\":\"cargo test --workspace\"",
+        "\"file_path\":\"src/lib.rs\"",
+    );
+    let (name, plugins) = &sets[2];
+    for (suffix, bin) in &binaries {
+        group.bench_function(
+            format!("palisade claude-code{suffix}, cold process, {name}, a Read event"),
+            |b| {
+                b.iter(|| {
+                    let out = run(palisade(bin, plugins, &cache, false), &read);
+                    assert!(out.status.success(), "{out:?}");
                 })
             },
         );

@@ -714,6 +714,47 @@ fn an_audit_log_nobody_reads_keeps_no_refused_event_past_its_budget() {
     );
 }
 
+/// A bridged event loads only the plugins whose hooks would run for it: a plugin that only
+/// guards shell commands is not loaded for a `Read` (its component not even read), so a broken
+/// one refuses the events it guards and no other. (Every plugin on the event's points was
+/// loaded, whatever its matcher: the `Read` was refused for a plugin that would never have
+/// run on it, and paid for loading the rest.)
+#[test]
+fn a_plugin_whose_matcher_does_not_take_the_tool_is_not_loaded_for_it() {
+    let dir = plugins(
+        "[[hooks]]\npoint = \"pre-tool\"\ncapability = \"guard\"\n\
+         [config]\npre_tool = \"deny\"\n",
+    );
+    let broken = dir.path().join("shell-only");
+    std::fs::create_dir_all(&broken).unwrap();
+    std::fs::write(
+        broken.join("plugin.toml"),
+        "name = \"shell-only\"\nwasm = \"plugin.wasm\"\n[[hooks]]\npoint = \"pre-tool\"\n\
+         capability = \"guard\"\nmatcher = \"Bash\"\n",
+    )
+    .unwrap();
+    std::fs::write(broken.join("plugin.wasm"), b"\0asm not a component").unwrap();
+    let bash = sample("claude", "PreToolUse");
+    let read = bash
+        .replace("\"Bash\"", "\"Read\"")
+        .replace("\"command\"", "\"file_path\"");
+    assert!(read.contains("\"tool_name\": \"Read\""), "{read}");
+    let dir_arg = dir.path().to_str().unwrap();
+    let out = palisade(&["claude-code", dir_arg], &read);
+    let said = answer(&out);
+    assert_eq!(
+        said["hookSpecificOutput"]["permissionDecisionReason"], "denied Read",
+        "{said}"
+    );
+    let out = palisade(&["claude-code", dir_arg], &bash);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("cannot load the plugins") && stderr.contains("shell-only"),
+        "{stderr}"
+    );
+}
+
 /// A component not yet in the cache that compiles for longer than an event's budget (the
 /// Python `url-guard`: seconds) gets that event refused, as any overrun does; the bridge
 /// leaves a `palisade check` compiling it into the cache in the background, so the events

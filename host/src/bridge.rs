@@ -177,6 +177,19 @@ pub fn points_for(event: &str) -> &'static [Point] {
     }
 }
 
+/// The tool a hook event is about, named as the hooks' matchers see it: the `tool_name` of a
+/// `PreToolUse` or `PostToolUse` (Gemini CLI's `BeforeTool` and `AfterTool` too); `None` for
+/// the other events, and for one whose `tool_name` is not a string (it fails on its own).
+/// With [`points_for`], what a process that serves one event loads
+/// ([`crate::Host::load_dir_for_tool`]).
+pub fn tool_of(input: &Value) -> Option<&str> {
+    let event = input.get("hook_event_name")?.as_str()?;
+    match canonical(event) {
+        "PreToolUse" | "PostToolUse" => input.get("tool_name")?.as_str(),
+        _ => None,
+    }
+}
+
 /// Handles one hook event of `dialect` with `plugins`, in a session of its own (the agent's
 /// `session_id`) that ends with the event: what a process per event can do. `input` is the
 /// JSON the agent wrote to the hook's stdin.
@@ -580,4 +593,31 @@ async fn stop(lifecycle: &Lifecycle, event: &str, input: &HookEvent) -> Reply {
         vec!["turn-stopping"]
     };
     reply
+}
+
+#[cfg(test)]
+mod tests {
+    use super::tool_of;
+    use serde_json::json;
+
+    /// The tool an event is about is the one its matchers see: a tool event's `tool_name`, in
+    /// Claude Code's events and Gemini CLI's; no tool for the others, or for a `tool_name`
+    /// that is not a string.
+    #[test]
+    fn the_tool_of_an_event_is_what_its_matchers_see() {
+        let event = |name: &str, tool: serde_json::Value| json!({"hook_event_name": name, "tool_name": tool, "tool_input": {}});
+        assert_eq!(tool_of(&event("PreToolUse", json!("Bash"))), Some("Bash"));
+        assert_eq!(tool_of(&event("PostToolUse", json!("Read"))), Some("Read"));
+        assert_eq!(
+            tool_of(&event("BeforeTool", json!("run_shell_command"))),
+            Some("run_shell_command")
+        );
+        assert_eq!(
+            tool_of(&event("AfterTool", json!("read_file"))),
+            Some("read_file")
+        );
+        assert_eq!(tool_of(&event("UserPromptSubmit", json!("Bash"))), None);
+        assert_eq!(tool_of(&event("PreToolUse", json!(7))), None);
+        assert_eq!(tool_of(&json!({"hook_event_name": "PreToolUse"})), None);
+    }
 }

@@ -39,10 +39,24 @@ impl Host {
     /// read and validated, but only those plugins' components are loaded. For a process that
     /// serves one event and exits (a bridge run), where loading the rest is wasted time.
     pub fn load_dir_for(&self, dir: impl AsRef<Path>, points: &[Point]) -> Result<Plugins, Error> {
-        self.load(dir.as_ref(), Some(points))
+        self.load(dir.as_ref(), Some(Wanted { points, tool: None }))
     }
 
-    fn load(&self, dir: &Path, points: Option<&[Point]>) -> Result<Plugins, Error> {
+    /// As [`Host::load_dir_for`], for an event about the tool named `tool` (as the hooks'
+    /// matchers see it): a hook on a point that has a tool counts only if its matcher takes
+    /// `tool`, since it is not run otherwise. A bridged `Read` thus loads none of the plugins
+    /// that only guard shell commands.
+    pub fn load_dir_for_tool(
+        &self,
+        dir: impl AsRef<Path>,
+        points: &[Point],
+        tool: &str,
+    ) -> Result<Plugins, Error> {
+        let tool = Some(tool);
+        self.load(dir.as_ref(), Some(Wanted { points, tool }))
+    }
+
+    fn load(&self, dir: &Path, wanted: Option<Wanted<'_>>) -> Result<Plugins, Error> {
         let directory_error = |source| Error::Directory {
             path: dir.to_path_buf(),
             source,
@@ -58,7 +72,7 @@ impl Host {
                     name: name.to_string_lossy().into_owned(),
                     link: None,
                 }];
-                return self.load_folders(parent, &root, folders, points, Vec::new(), Vec::new());
+                return self.load_folders(parent, &root, folders, wanted, Vec::new(), Vec::new());
             }
         }
         let root = Dir::open_ambient_dir(dir, ambient_authority()).map_err(directory_error)?;
@@ -101,7 +115,7 @@ impl Host {
         }
         folders.sort_by(|a, b| a.name.cmp(&b.name));
         skipped.sort_by(|a: &Skipped, b| a.path.cmp(&b.path));
-        self.load_folders(dir, &root, folders, points, problems, skipped)
+        self.load_folders(dir, &root, folders, wanted, problems, skipped)
     }
 
     /// Loads the plugin folders of `dir` (opened as `root`), adding to the problems and
@@ -111,7 +125,7 @@ impl Host {
         dir: &Path,
         root: &Dir,
         folders: Vec<Folder>,
-        points: Option<&[Point]>,
+        wanted: Option<Wanted<'_>>,
         mut problems: Vec<Problem>,
         mut skipped: Vec<Skipped>,
     ) -> Result<Plugins, Error> {
@@ -152,8 +166,8 @@ impl Host {
             let Some(manifest) = manifest::parse(&manifest_path, &text, &mut problems) else {
                 continue;
             };
-            if let Some(points) = points
-                && !manifest.hooks.iter().any(|h| points.contains(&h.point))
+            if let Some(wanted) = &wanted
+                && !wanted.wants(&manifest)
             {
                 continue;
             }
@@ -522,6 +536,23 @@ impl Host {
             });
         }
         compiled
+    }
+}
+
+/// Which plugins an event needs: those with a hook on one of `points` that would run, its
+/// matcher taking the event's `tool` where the point has one.
+#[derive(Clone, Copy)]
+struct Wanted<'a> {
+    points: &'a [Point],
+    tool: Option<&'a str>,
+}
+
+impl Wanted<'_> {
+    fn wants(&self, manifest: &Manifest) -> bool {
+        manifest.hooks.iter().any(|hook| {
+            self.points.contains(&hook.point)
+                && (!hook.point.has_tool() || self.tool.is_none_or(|t| hook.matches_tool(t)))
+        })
     }
 }
 

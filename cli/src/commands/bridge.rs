@@ -242,7 +242,8 @@ async fn decide(
         .to_string();
     *event.lock().unwrap_or_else(|e| e.into_inner()) = name.clone();
     let record = options.record.then(|| bridge::agent_event(dialect, &input));
-    let plugins = load(options, &name, doing, record).await?;
+    let tool = bridge::tool_of(&input).map(str::to_owned);
+    let plugins = load(options, &name, tool, doing, record).await?;
     let loaded = started.elapsed();
     let session_id = input
         .get("session_id")
@@ -268,12 +269,14 @@ async fn decide(
 }
 
 /// Opens the audit log, records the agent's event in it (`record`, when asked to), and loads
-/// the plugins of `options.dir` that subscribe to the points of event `name`: on a thread of
-/// its own, so the budget can still answer whatever takes long — a compile, or an audit log
-/// that cannot be opened in time (a FIFO no one reads).
+/// the plugins of `options.dir` that subscribe to the points of event `name` (for the tool
+/// `tool`, when it is about one: a hook whose matcher does not take it does not run): on a
+/// thread of its own, so the budget can still answer whatever takes long — a compile, or an
+/// audit log that cannot be opened in time (a FIFO no one reads).
 async fn load(
     options: &BridgeCommand,
     name: &str,
+    tool: Option<String>,
     doing: &Arc<Doing>,
     record: Option<Value>,
 ) -> Result<Plugins, Reply> {
@@ -296,8 +299,11 @@ async fn load(
             audit.record(&record);
         }
         doing.set(loading);
-        host.and_then(|host| host.load_dir_for(&dir, points))
-            .map_err(|e| NotLoaded::Plugins(e.into()))
+        host.and_then(|host| match &tool {
+            Some(tool) => host.load_dir_for_tool(&dir, points, tool),
+            None => host.load_dir_for(&dir, points),
+        })
+        .map_err(|e| NotLoaded::Plugins(e.into()))
     })
     .await
     .unwrap_or_else(|panic| Err(NotLoaded::Plugins(panic.into())));
