@@ -707,9 +707,10 @@ fn an_audit_log_nobody_reads_keeps_no_refused_event_past_its_budget() {
             && stderr.contains("line(s) not written within"),
         "{stderr}"
     );
-    // The budget, the process's start and end, and a margin: well short of the 2 s more.
+    // The budget (0.7 s), the process's start and end, and a margin for a loaded machine
+    // (1.5 s): short of the 2 s more the log was given.
     assert!(
-        took < std::time::Duration::from_millis(1_900),
+        took < std::time::Duration::from_millis(2_200),
         "took {took:?}\n{stderr}"
     );
 }
