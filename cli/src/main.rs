@@ -13,6 +13,7 @@ mod jsonrpc;
 mod metrics;
 mod output;
 mod progress;
+mod said;
 mod telemetry;
 mod token;
 
@@ -185,11 +186,14 @@ fn main() -> ExitCode {
     let code = match runtime.block_on(cli.command.execute()) {
         Ok(code) => code,
         Err(err) => {
+            // What the command said before the error, then the error.
+            said::flush(audit::EXIT_FLUSH);
             eprintln!("error: {}", output::indented(&format!("{err:#}")));
             ExitCode::FAILURE
         }
     };
     audit::flush(audit::EXIT_FLUSH);
+    said::flush(audit::EXIT_FLUSH);
     telemetry::shutdown();
     code
 }

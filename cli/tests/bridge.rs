@@ -633,27 +633,6 @@ fn refused_for_the_budget_of_700_ms(out: &Output) -> String {
     stderr
 }
 
-/// A FIFO in `dir` whose reader reads nothing, its pipe already full: opened for reading and
-/// writing (which does not wait), and filled to its capacity. The FIFO stays so while the file
-/// returned is open.
-fn full_fifo(dir: &Path) -> (PathBuf, std::fs::File) {
-    let fifo = dir.join("audit.fifo");
-    let made = Command::new("mkfifo").arg(&fifo).status().unwrap();
-    assert!(made.success(), "mkfifo {}", fifo.display());
-    let mut pipe = std::fs::OpenOptions::new()
-        .read(true)
-        .write(true)
-        .open(&fifo)
-        .unwrap();
-    // SAFETY: F_GETPIPE_SZ reads the capacity of the pipe behind a descriptor we own.
-    #[allow(unsafe_code)]
-    let capacity =
-        unsafe { libc::fcntl(std::os::fd::AsRawFd::as_raw_fd(&pipe), libc::F_GETPIPE_SZ) };
-    assert!(capacity > 0, "F_GETPIPE_SZ: {capacity}");
-    pipe.write_all(&vec![b'\n'; capacity as usize]).unwrap();
-    (fifo, pipe)
-}
-
 /// An audit log nobody reads (a FIFO whose reader stopped, its pipe full) holds up no answer:
 /// the event gets its plugins' answer within its budget, and the bridge says on stderr which
 /// lines it could not write. (The lines were written on the thread that runs the event's
@@ -666,7 +645,7 @@ fn an_audit_log_nobody_reads_holds_up_no_answer() {
          [config]\npre_tool = \"deny\"\n",
     );
     let logs = tempfile::tempdir().unwrap();
-    let (fifo, _full) = full_fifo(logs.path());
+    let (fifo, _full) = server::full_fifo(logs.path(), "audit.fifo");
     let out = bridged_logging_to(dir.path(), &fifo, 3000);
     let stderr = String::from_utf8_lossy(&out.stderr);
     let stdout = String::from_utf8_lossy(&out.stdout);
@@ -696,7 +675,7 @@ fn an_audit_log_nobody_reads_keeps_no_refused_event_past_its_budget() {
          [config]\npre_tool = \"sleep\"\n",
     );
     let logs = tempfile::tempdir().unwrap();
-    let (fifo, _full) = full_fifo(logs.path());
+    let (fifo, _full) = server::full_fifo(logs.path(), "audit.fifo");
     let started = std::time::Instant::now();
     let out = bridged_logging_to(dir.path(), &fifo, 700);
     let took = started.elapsed();

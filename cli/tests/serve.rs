@@ -732,6 +732,103 @@ fn slow_clients_and_connection_floods_cannot_hold_the_server() {
     assert_eq!(server.event(bash("after", "ls")).status, 200);
 }
 
+/// A server whose standard error nobody reads (a terminal paused with Ctrl-S, a log pipe
+/// whose reader stopped, its buffer full) still starts and answers: what it says of itself
+/// waits for stderr on a thread of its own, and arrives once stderr is read again. (It wrote
+/// on the threads that accept connections and hold the sessions: it never got to listen, and
+/// a running one stopped answering at the first session that ended.)
+#[test]
+fn a_server_whose_stderr_nobody_reads_still_answers() {
+    let dir = plugins();
+    let work = tempfile::tempdir().unwrap();
+    // Both ends, opened without waiting; the pipe filled to its capacity.
+    let (fifo, mut reader) = server::full_fifo(work.path(), "stderr.fifo");
+    let stderr = std::fs::OpenOptions::new().write(true).open(&fifo).unwrap();
+    let address = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .unwrap();
+    let token_file = work.path().join("token");
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_palisade"))
+        .arg("serve")
+        .arg("--plugins")
+        .arg(dir.path())
+        .args(["--listen", &address.to_string(), "--token-file"])
+        .arg(&token_file)
+        .env("PALISADE_STATE_DIR", work.path().join("state"))
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(stderr)
+        .spawn()
+        .unwrap();
+    let started = std::time::Instant::now();
+    while std::net::TcpStream::connect(address).is_err() {
+        if started.elapsed() > Duration::from_secs(20) {
+            let _ = child.kill();
+            panic!("not listening 20 s after it started: it waits for its stderr");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let bearer = format!(
+        "Bearer {}",
+        std::fs::read_to_string(&token_file).unwrap().trim()
+    );
+    let (answered, answers) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for n in 0..5 {
+            for event in [
+                bash(&format!("s{n}"), "ls"),
+                json!({"session_id": format!("s{n}"), "hook_event_name": "SessionEnd", "reason": "exit"}),
+            ] {
+                let body = event.to_string();
+                let headers = [("Authorization", bearer.as_str())];
+                let answer = request(address, "POST", "/claude-code", body.as_bytes(), &headers);
+                if answered.send(answer.status).is_err() {
+                    return;
+                }
+            }
+        }
+    });
+    for n in 0..10 {
+        let status = answers
+            .recv_timeout(Duration::from_secs(20))
+            .unwrap_or_else(|_| {
+                let _ = child.kill();
+                panic!("request {n} got no answer in 20 s: the server waits for its stderr")
+            });
+        assert_eq!(status, 200);
+    }
+    // Read again: what it said arrives. (The reader holds a write end too, so it reads until
+    // the server's last line rather than to an end.)
+    let (drained, said) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let mut text = Vec::new();
+        let mut chunk = [0u8; 4096];
+        while let Ok(n @ 1..) = std::io::Read::read(&mut reader, &mut chunk) {
+            text.extend_from_slice(&chunk[..n]);
+            if String::from_utf8_lossy(&text).contains("session(s) closed") {
+                break;
+            }
+        }
+        let _ = drained.send(String::from_utf8_lossy(&text).into_owned());
+    });
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(child.id() as i32),
+        nix::sys::signal::Signal::SIGTERM,
+    )
+    .unwrap();
+    assert!(child.wait().unwrap().success());
+    let said = said
+        .recv_timeout(Duration::from_secs(20))
+        .expect("the server's lines arrive once its stderr is read");
+    for line in [
+        "listening on",
+        "session s4 ended",
+        "stopped; 0 session(s) closed",
+    ] {
+        assert!(said.contains(line), "{line}: {said}");
+    }
+}
+
 /// An audit log nobody reads (a FIFO whose log shipper hangs, its pipe full) holds up no
 /// answer: the lines wait, and reach the log once it is read again; shutdown flushes them.
 /// (Each dispatch wrote its lines to the FIFO itself: once the pipe was full, it waited with

@@ -195,13 +195,17 @@ struct Server {
 /// How long a request waits for a free slot before it is refused with 503.
 const QUEUE_WAIT: Duration = Duration::from_secs(5);
 
-/// When the server says something (to stderr): a timestamp, then the line.
+/// When the server says something (to stderr, never waiting for it: [`crate::said`]): a
+/// timestamp, then the line.
 fn say(line: impl AsRef<str>) {
     let at = SystemTime::now()
         .duration_since(SystemTime::UNIX_EPOCH)
         .map(|d| d.as_secs_f64())
         .unwrap_or_default();
-    eprintln!("[{at:.3}] {}", crate::output::indented(line.as_ref()));
+    crate::said::say(format!(
+        "[{at:.3}] {}",
+        crate::output::indented(line.as_ref())
+    ));
 }
 
 fn load(

@@ -274,3 +274,24 @@ pub fn log_having(path: &Path, wanted: impl Fn(&str) -> bool) -> String {
         std::thread::sleep(Duration::from_millis(10));
     }
 }
+
+/// A FIFO `name` in `dir` whose reader reads nothing, its pipe already full: opened for
+/// reading and writing (which does not wait), and filled to its capacity. It stays so while
+/// the file returned (both ends of it) is open and unread.
+pub fn full_fifo(dir: &Path, name: &str) -> (std::path::PathBuf, std::fs::File) {
+    let fifo = dir.join(name);
+    let made = Command::new("mkfifo").arg(&fifo).status().unwrap();
+    assert!(made.success(), "mkfifo {}", fifo.display());
+    let mut pipe = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(&fifo)
+        .unwrap();
+    // SAFETY: F_GETPIPE_SZ reads the capacity of the pipe behind a descriptor we own.
+    #[allow(unsafe_code)]
+    let capacity =
+        unsafe { libc::fcntl(std::os::fd::AsRawFd::as_raw_fd(&pipe), libc::F_GETPIPE_SZ) };
+    assert!(capacity > 0, "F_GETPIPE_SZ: {capacity}");
+    pipe.write_all(&vec![b'\n'; capacity as usize]).unwrap();
+    (fifo, pipe)
+}
