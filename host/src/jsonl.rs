@@ -131,6 +131,18 @@ impl Shared {
     }
 }
 
+/// Waits on `condvar` with `queue`, `left` at most.
+fn wait<'a>(
+    condvar: &Condvar,
+    queue: MutexGuard<'a, Queue>,
+    left: Duration,
+) -> MutexGuard<'a, Queue> {
+    match condvar.wait_timeout(queue, left) {
+        Ok((queue, _)) => queue,
+        Err(poisoned) => poisoned.into_inner().0,
+    }
+}
+
 impl JsonlSink {
     /// Opens (creating or appending to) the audit log at `path`, and starts its writer.
     ///
@@ -182,10 +194,7 @@ impl JsonlSink {
             if queue.lingering {
                 self.shared.work.notify_one();
             }
-            queue = match self.shared.progress.wait_timeout(queue, left) {
-                Ok((queue, _)) => queue,
-                Err(poisoned) => poisoned.into_inner().0,
-            };
+            queue = wait(&self.shared.progress, queue, left);
             queue.flushing -= 1;
         }
         let unwritten = target.saturating_sub(queue.done);
@@ -277,10 +286,7 @@ fn write_lines(shared: &Shared, mut file: File, batch: usize) {
                         return;
                     }
                     queue.idle = true;
-                    queue = match shared.work.wait_timeout(queue, left) {
-                        Ok((queue, _)) => queue,
-                        Err(poisoned) => poisoned.into_inner().0,
-                    };
+                    queue = wait(&shared.work, queue, left);
                     continue;
                 }
                 if queue.closed {
@@ -298,10 +304,7 @@ fn write_lines(shared: &Shared, mut file: File, batch: usize) {
                     if left.is_zero() {
                         break;
                     }
-                    queue = match shared.work.wait_timeout(queue, left) {
-                        Ok((queue, _)) => queue,
-                        Err(poisoned) => poisoned.into_inner().0,
-                    };
+                    queue = wait(&shared.work, queue, left);
                 }
                 queue.lingering = false;
             }
@@ -312,17 +315,15 @@ fn write_lines(shared: &Shared, mut file: File, batch: usize) {
             }
             let reported = std::mem::take(&mut queue.lost);
             if reported > 0 {
-                let why = std::mem::take(&mut queue.why);
                 let record = serde_json::json!({
                     "event": "audit_lines_lost",
                     "at_ms": now_ms(),
                     "lines": reported,
-                    "why": why,
+                    "why": &queue.why,
                 });
                 if serde_json::to_writer(&mut buffer, &record).is_ok() {
                     buffer.push(b'\n');
                 }
-                queue.why = why;
             }
             let mut lines = 0;
             while let Some(line) = queue.lines.front() {
