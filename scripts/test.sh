@@ -16,6 +16,11 @@ stamp() { echo "test.sh: $1 after $((SECONDS - started)) s" >&2; }
 
 # The pinned toolchain (rust-toolchain.toml) first, installed once before the installs and
 # the build run side by side: two rustup installs of one toolchain at once can collide.
+# Explicitly: rustup 1.28 does not install it on first use, nor does a later one set not to
+# (`RUSTUP_AUTO_INSTALL=0`, `rustup set auto-install disable`).
+if command -v rustup >/dev/null; then
+    rustup toolchain install
+fi
 cargo --version >/dev/null
 scripts/tools.sh >"$tools_env.partial" &
 tools=$!
