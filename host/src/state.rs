@@ -98,6 +98,8 @@ pub struct StateStore {
 
 /// Opens a backend.
 type Opener = Box<dyn Fn() -> Result<Arc<dyn Backend>, String> + Send + Sync>;
+/// An open under way on a thread of its own.
+type Opening = std::thread::JoinHandle<Result<Arc<dyn Backend>, String>>;
 
 /// A backend opened at its first use: a host whose plugins keep no state never touches it.
 /// A failed open is not remembered: the next state call tries again (a full disk, a directory
@@ -105,6 +107,9 @@ type Opener = Box<dyn Fn() -> Result<Arc<dyn Backend>, String> + Send + Sync>;
 struct Lazy {
     open: Opener,
     backend: Mutex<Option<Arc<dyn Backend>>>,
+    /// An open begun ahead of the first use ([`StateStore::open_ahead`]), on a thread of
+    /// its own.
+    ahead: Mutex<Option<Opening>>,
     what: String,
 }
 
@@ -125,6 +130,7 @@ impl StateStore {
             inner: Arc::new(Lazy {
                 open: Box::new(open),
                 backend: Mutex::new(None),
+                ahead: Mutex::new(None),
                 what,
             }),
         }
@@ -168,17 +174,51 @@ impl StateStore {
         &self.inner.what
     }
 
+    /// Begins opening the backend now, on a thread of its own, unless it is open or being
+    /// opened: for a host whose plugins are about to use it, so that its first use does not
+    /// wait for it (opening the embedded store reads its write-ahead log, a millisecond or
+    /// more, which a bridged event would otherwise spend on the hook's own time). Its
+    /// outcome is the first use's, as if that use had opened it: a failure fails that use
+    /// closed, and the next tries again.
+    pub fn open_ahead(&self) {
+        if self
+            .inner
+            .backend
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .is_some()
+        {
+            return;
+        }
+        let mut ahead = self.inner.ahead.lock().unwrap_or_else(|e| e.into_inner());
+        if ahead.is_some() {
+            return;
+        }
+        let inner = self.inner.clone();
+        *ahead = std::thread::Builder::new()
+            .name("palisade-state".into())
+            .spawn(move || (inner.open)())
+            .ok();
+    }
+
     /// The backend, opened now if it is not yet — on a blocking thread, since opening a file
-    /// store is file I/O. Two calls that race to open both open; the last one is kept.
+    /// store is file I/O (or the open begun ahead, awaited). Two calls that race to open
+    /// both open; the last one is kept.
     async fn backend(&self) -> Result<Arc<dyn Backend>, StateUnavailable> {
         if let Some(backend) = &*self.inner.backend.lock().unwrap_or_else(|e| e.into_inner()) {
             return Ok(backend.clone());
         }
         let inner = self.inner.clone();
-        let opened = tokio::task::spawn_blocking(move || (inner.open)())
-            .await
-            .unwrap_or_else(|e| Err(format!("the opening thread failed: {e}")))
-            .map_err(|why| StateUnavailable(format!("{} ({why})", self.inner.what)))?;
+        let ahead = inner.ahead.lock().unwrap_or_else(|e| e.into_inner()).take();
+        let opened = tokio::task::spawn_blocking(move || match ahead {
+            Some(opening) => opening
+                .join()
+                .unwrap_or_else(|_| Err("the opening thread panicked".into())),
+            None => (inner.open)(),
+        })
+        .await
+        .unwrap_or_else(|e| Err(format!("the opening thread failed: {e}")))
+        .map_err(|why| StateUnavailable(format!("{} ({why})", self.inner.what)))?;
         *self.inner.backend.lock().unwrap_or_else(|e| e.into_inner()) = Some(opened.clone());
         Ok(opened)
     }
@@ -708,5 +748,53 @@ mod tests {
         assert!(!path.exists());
         assert_eq!(get().await.unwrap(), Ok(Done::Value(None)));
         assert!(dir.join("state.sqlite3").exists());
+    }
+
+    /// An open begun ahead is the one the first use gets: the store is opened once, and
+    /// before that use (its file is there while nothing has used it yet).
+    #[tokio::test]
+    async fn a_store_opened_ahead_is_opened_once_and_before_its_first_use() {
+        let opens = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("state.sqlite3");
+        let store = {
+            let (opens, dir) = (opens.clone(), dir.path().to_path_buf());
+            StateStore::lazy("counted".into(), move || {
+                opens.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                Ok(Arc::new(Sqlite::open(&dir, &dir.join("state.sqlite3"))?) as Arc<dyn Backend>)
+            })
+        };
+        store.open_ahead();
+        store.open_ahead();
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        while !path.exists() {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the store never opened"
+            );
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        let run = |op: Op| store.apply(ns("a", Some("s")), "n".into(), op, BOUNDS);
+        assert_eq!(run(Op::Increment(1)).await.unwrap(), Ok(Done::Count(1)));
+        store.open_ahead();
+        assert_eq!(run(Op::Increment(1)).await.unwrap(), Ok(Done::Count(2)));
+        assert_eq!(opens.load(std::sync::atomic::Ordering::SeqCst), 1);
+    }
+
+    /// An open begun ahead that fails is the first use's failure, and the next use tries
+    /// again: as if that use had opened it.
+    #[tokio::test]
+    async fn a_store_that_failed_to_open_ahead_fails_its_first_use_and_is_tried_again() {
+        let blocker = tempfile::NamedTempFile::new().unwrap();
+        let dir = blocker.path().join("state");
+        let store = StateStore::embedded(&dir);
+        store.open_ahead();
+        let get = || store.apply(ns("a", None), "k".into(), Op::Get, BOUNDS);
+        let failed = get().await.unwrap_err();
+        assert!(failed.0.contains("cannot create"), "{}", failed.0);
+        let path = blocker.path().to_path_buf();
+        drop(blocker);
+        assert!(!path.exists());
+        assert_eq!(get().await.unwrap(), Ok(Done::Value(None)));
     }
 }
