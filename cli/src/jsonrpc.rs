@@ -11,6 +11,8 @@ enum Out {
     Line(String),
     /// Answered once every line before it is written.
     Flush(oneshot::Sender<()>),
+    /// Answered once every line before it is written and the sink is closed.
+    Close(oneshot::Sender<()>),
 }
 
 /// A line writer on its own task: messages to one side never interleave.
@@ -33,6 +35,12 @@ impl Writer {
                     }
                     Out::Flush(done) => {
                         let _ = done.send(());
+                    }
+                    Out::Close(done) => {
+                        let _ = sink.shutdown().await;
+                        drop(sink);
+                        let _ = done.send(());
+                        return;
                     }
                 }
             }
@@ -76,6 +84,15 @@ impl Writer {
             let _ = tokio::time::timeout(std::time::Duration::from_secs(5), flushed).await;
         }
     }
+
+    /// Returns once every line sent so far is written and the sink is closed (or gone): a
+    /// child reading it sees the end of its input. Lines sent after are dropped.
+    pub async fn close(&self) {
+        let (done, closed) = oneshot::channel();
+        if self.0.send(Out::Close(done)).is_ok() {
+            let _ = tokio::time::timeout(std::time::Duration::from_secs(5), closed).await;
+        }
+    }
 }
 
 /// The start of a line, for an error message about it.
@@ -106,6 +123,7 @@ pub fn exit(status: i32) -> ! {
     decide_exit(status);
     let exiting = EXITING.lock().unwrap_or_else(|e| e.into_inner());
     std::mem::forget(exiting);
+    end_children();
     crate::audit::flush(crate::audit::EXIT_FLUSH);
     crate::telemetry::shutdown();
     std::process::exit(EXIT_STATUS.load(std::sync::atomic::Ordering::SeqCst))
@@ -157,7 +175,7 @@ pub async fn load_plugins(
 /// killed when the proxy goes.
 pub fn spawn_child(command: &[String], what: &str) -> anyhow::Result<tokio::process::Child> {
     use anyhow::Context as _;
-    tokio::process::Command::new(&command[0])
+    let child = tokio::process::Command::new(&command[0])
         .args(&command[1..])
         .process_group(0)
         .stdin(std::process::Stdio::piped())
@@ -165,7 +183,48 @@ pub fn spawn_child(command: &[String], what: &str) -> anyhow::Result<tokio::proc
         .stderr(std::process::Stdio::inherit())
         .kill_on_drop(true)
         .spawn()
-        .with_context(|| format!("cannot start {what} `{}`", command[0]))
+        .with_context(|| format!("cannot start {what} `{}`", command[0]))?;
+    if let Some(group) = child.id().and_then(|id| i32::try_from(id).ok()) {
+        GROUPS.lock().unwrap_or_else(|e| e.into_inner()).push(group);
+    }
+    Ok(child)
+}
+
+/// The process groups of the children started by [`spawn_child`]: [`exit`] ends them.
+static GROUPS: std::sync::Mutex<Vec<i32>> = std::sync::Mutex::new(Vec::new());
+
+/// How long a child has to exit by itself once the proxy exits (its input closed, see
+/// [`Writer::close`]) before its group is killed.
+const END_GRACE: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// Ends the children of [`GROUPS`] and what they started: each child gets up to
+/// [`END_GRACE`] to exit by itself (its input closed: it has what was sent to it), and then
+/// whatever is left of its group is killed. Whichever side the proxy exits from (the editor or
+/// client gone, or the agent or server), nothing the child started outlives it: a child killed
+/// by someone else leaves its own children behind, which hold its session's files and go on
+/// running.
+fn end_children() {
+    use nix::errno::Errno;
+    use nix::sys::signal::{Signal, killpg};
+    use nix::sys::wait::{WaitPidFlag, WaitStatus, waitpid};
+    use nix::unistd::Pid;
+    let groups = std::mem::take(&mut *GROUPS.lock().unwrap_or_else(|e| e.into_inner()));
+    // A group's leader is the child itself: it has exited once it can be reaped (or was).
+    let running = |group: i32| match waitpid(Pid::from_raw(group), Some(WaitPidFlag::WNOHANG)) {
+        Ok(WaitStatus::StillAlive) | Err(Errno::EINTR) => true,
+        Ok(_) | Err(_) => false,
+    };
+    let deadline = std::time::Instant::now() + END_GRACE;
+    let mut waiting = groups.clone();
+    while !waiting.is_empty() && std::time::Instant::now() < deadline {
+        waiting.retain(|&group| running(group));
+        if !waiting.is_empty() {
+            std::thread::sleep(std::time::Duration::from_millis(2));
+        }
+    }
+    for group in groups {
+        let _ = killpg(Pid::from_raw(group), Signal::SIGKILL);
+    }
 }
 
 /// How the child ended: its exit status, waited for a second at most (then it is killed).

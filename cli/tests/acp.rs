@@ -571,3 +571,69 @@ fn a_post_tool_hook_redacts_what_the_editor_read_and_the_model_sees_it() {
     assert!(answer.contains("token = [REDACTED]"), "{answer}");
     assert!(answer.contains("name = prod"), "{answer}");
 }
+
+/// The editor closing the connection ends the agent and everything it started. The agent here
+/// leaves a process behind that has nothing to do with its input (as the Claude Code adapter
+/// leaves Claude Code running when it is killed); once the proxy has exited, it must be gone
+/// too, not left holding the session's files.
+#[test]
+fn an_editor_that_goes_away_takes_the_agent_and_what_it_started_with_it() {
+    let plugins = tempfile::tempdir().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let pid_file = dir.path().join("left-behind.pid");
+    let agent = format!(
+        "sleep 600 & echo $! > {}.tmp && mv {0}.tmp {0}; cat > /dev/null",
+        pid_file.display()
+    );
+    let mut proxy = Command::new(env!("CARGO_BIN_EXE_palisade"))
+        .args(["acp", "--plugins"])
+        .arg(plugins.path())
+        .args(["--", "sh", "-c", &agent])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let waited = std::time::Instant::now();
+    while !pid_file.exists() {
+        assert!(
+            waited.elapsed() < std::time::Duration::from_secs(20),
+            "the agent never started"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let left: i32 = std::fs::read_to_string(&pid_file)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    // The editor goes away.
+    drop(proxy.stdin.take());
+    let status = proxy.wait().unwrap();
+    assert_eq!(status.code(), Some(0), "{status:?}");
+    // Gone, or a zombie waiting for init: not running.
+    let running = || {
+        std::fs::read_to_string(format!("/proc/{left}/stat")).is_ok_and(|stat| {
+            !stat
+                .rsplit(')')
+                .next()
+                .unwrap_or("")
+                .trim_start()
+                .starts_with('Z')
+        })
+    };
+    let waited = std::time::Instant::now();
+    while running() && waited.elapsed() < std::time::Duration::from_secs(5) {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let still = running();
+    if still {
+        let _ = Command::new("kill")
+            .args(["-9", &left.to_string()])
+            .status();
+    }
+    assert!(
+        !still,
+        "process {left}, which the agent started, outlived the proxy by 5 s"
+    );
+}

@@ -213,9 +213,9 @@ impl Proxy {
                 }
             }
         }
-        // The editor went away: what it sent reaches the agent, and then the agent goes too (its
-        // stdin closes with us).
-        self.agent.flush().await;
+        // The editor went away: what it sent reaches the agent, whose input then ends, and
+        // the agent goes too, with what it started (`jsonrpc::exit`).
+        self.agent.close().await;
         crate::jsonrpc::exit(0);
     }
 

@@ -263,9 +263,9 @@ impl Proxy {
                 }
             }
         }
-        // The client went away: what it sent reaches the server, the session ends, and so does
-        // the server (its stdin closes with us).
-        self.server.flush().await;
+        // The client went away: what it sent reaches the server, whose input then ends; the
+        // session ends, and the server goes too, with what it started (`jsonrpc::exit`).
+        self.server.close().await;
         self.lifecycle
             .session_ended("the client closed the connection");
         self.lifecycle
