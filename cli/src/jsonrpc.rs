@@ -193,8 +193,8 @@ pub fn spawn_child(command: &[String], what: &str) -> anyhow::Result<tokio::proc
 /// The process groups of the children started by [`spawn_child`]: [`exit`] ends them.
 static GROUPS: std::sync::Mutex<Vec<i32>> = std::sync::Mutex::new(Vec::new());
 
-/// How long a child has to exit by itself once the proxy exits (its input closed, see
-/// [`Writer::close`]) before its group is killed.
+/// How long a child has to exit by itself, once the proxy exits (its input closed, see
+/// [`Writer::close`]) or once its output ended ([`reap`]), before its group is killed.
 const END_GRACE: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// Ends the children of [`GROUPS`] and what they started: each child gets up to
@@ -227,12 +227,12 @@ fn end_children() {
     }
 }
 
-/// How the child ended: its exit status, waited for a second at most (then it is killed).
+/// How the child ended: its exit status, waited for [`END_GRACE`] at most (then it is killed).
 /// What it started goes with it (its process group is killed): nothing of the child's outlives
 /// the proxy holding its output or the files it had open.
 pub async fn reap(child: &mut tokio::process::Child) -> String {
     let group = child.id();
-    let status = match tokio::time::timeout(std::time::Duration::from_secs(1), child.wait()).await {
+    let status = match tokio::time::timeout(END_GRACE, child.wait()).await {
         Ok(Ok(status)) => status.to_string(),
         _ => {
             let _ = child.kill().await;
