@@ -39,10 +39,22 @@ fi
 mv "$tools_env.partial" "$tools_env"
 stamp "the tool installs"
 eval "$(cat "$tools_env")"
-cargo test --workspace --no-fail-fast "$@" 2>&1 | tee "$log"
+# The example plugins build while the tests run, in what CPU the tests leave idle while they
+# wait on agents and servers, rather than after them.
+# The four-language examples are built and tested by cli/tests/languages.rs. No test reads
+# the components this writes into example-plugins/.
+examples_log="$root/target/build-examples.log"
+scripts/build-examples.sh --no-languages >"$examples_log" 2>&1 &
+examples=$!
+tests_failed=0
+cargo test --workspace --no-fail-fast "$@" 2>&1 | tee "$log" || tests_failed=1
 stamp "the tests"
-# The four-language examples are built and tested by cli/tests/languages.rs.
-scripts/build-examples.sh --no-languages
+if ! wait "$examples"; then
+    cat "$examples_log" >&2
+    echo "test.sh: building the example plugins failed (see above)" >&2
+    exit 1
+fi
+cat "$examples_log" >&2
 # Through the tests' component cache: url-guard's functions are mostly those of the Python
 # plugins the tests compiled.
 export PALISADE_CACHE_DIR="${CARGO_TARGET_DIR:-$root/target}/tmp/languages-cache"
@@ -56,6 +68,10 @@ failed=$(grep -oE '[0-9]+ failed;' "$log" | awk '{n += $1} END {print n + 0}')
 if [ "$build_failed" -ne 0 ]; then
     echo "test.sh: a test binary or a bench did not build (see above)" >&2
     failed=$((failed + 1))
+fi
+if [ "$tests_failed" -ne 0 ] && [ "$failed" -eq 0 ]; then
+    echo "test.sh: cargo test failed (see above)" >&2
+    failed=1
 fi
 echo "tests: $passed passed, $failed failed"
 [ "$failed" -eq 0 ]

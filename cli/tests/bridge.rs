@@ -736,36 +736,33 @@ fn a_plugin_whose_matcher_does_not_take_the_tool_is_not_loaded_for_it() {
 }
 
 /// A component not yet in the cache that compiles for longer than an event's budget (the
-/// Python `url-guard`: seconds) gets that event refused, as any overrun does; the bridge
+/// Python `url-guard` takes seconds) gets that event refused, as any overrun does; the bridge
 /// leaves a `palisade check` compiling it into the cache in the background, so the events
 /// after it answer, instead of each starting the same compile and running out the same way.
+/// The slow component is `shell-guard` carrying a large core module of its own (a second or
+/// two of Cranelift): the same path as an interpreter's, at a tenth of its CPU.
 #[test]
 fn an_event_that_runs_out_while_compiling_leaves_the_compile_to_finish_for_the_next() {
     let plugins = tempfile::tempdir().unwrap();
-    let folder = plugins.path().join("url-guard");
-    std::fs::create_dir_all(&folder).unwrap();
-    let source = crate::toolchain::workspace().join("example-plugins/url-guard");
-    std::fs::copy(source.join("plugin.toml"), folder.join("plugin.toml")).unwrap();
-    let built = Command::new(source.join("build.sh"))
-        .arg(folder.join("url_guard.wasm"))
-        .envs(crate::toolchain::toolchain("python"))
-        .output()
-        .expect("example-plugins/url-guard/build.sh runs");
-    assert!(
-        built.status.success(),
-        "{}",
-        String::from_utf8_lossy(&built.stderr)
-    );
+    let guard = palisade_examples::get("shell-guard").unwrap();
+    palisade_examples::install_one(guard, plugins.path()).unwrap();
+    std::fs::write(
+        plugins.path().join("shell-guard").join(guard.wasm_file),
+        slow_to_compile(guard.wasm),
+    )
+    .unwrap();
     let cache = tempfile::tempdir().unwrap();
     let event = sample("claude", "PreToolUse");
     let dir = plugins.path().to_str().unwrap();
-    let args = ["claude-code", dir, "--budget-ms", "2000"];
+    // Well past what reading the event and the manifest take, and well short of the compile;
+    // the event after the compile answers within it from the cache.
+    let args = ["claude-code", dir, "--budget-ms", "500"];
 
     let first = palisade_caching_in(cache.path(), &args, &event);
     let stderr = String::from_utf8_lossy(&first.stderr);
     assert_eq!(first.status.code(), Some(2), "{stderr}");
     assert!(
-        stderr.contains("ran out while compiling the component of `url-guard`"),
+        stderr.contains("ran out while compiling the component of `shell-guard`"),
         "{stderr}"
     );
     let pid = stderr
@@ -789,6 +786,68 @@ fn an_event_that_runs_out_while_compiling_leaves_the_compile_to_finish_for_the_n
         "the event after the compile: {}",
         String::from_utf8_lossy(&next.stderr)
     );
+}
+
+/// `component` with one more core module, never instantiated but compiled with the rest:
+/// 3,000 functions of 150 multiply-adds each (about 450,000 instructions for Cranelift).
+fn slow_to_compile(component: &[u8]) -> Vec<u8> {
+    fn leb(mut n: u64, out: &mut Vec<u8>) {
+        loop {
+            let byte = (n & 0x7f) as u8;
+            n >>= 7;
+            if n == 0 {
+                out.push(byte);
+                return;
+            }
+            out.push(byte | 0x80);
+        }
+    }
+    fn sleb(mut n: i64, out: &mut Vec<u8>) {
+        loop {
+            let byte = (n & 0x7f) as u8;
+            n >>= 7;
+            if (n == 0 && byte & 0x40 == 0) || (n == -1 && byte & 0x40 != 0) {
+                out.push(byte);
+                return;
+            }
+            out.push(byte | 0x80);
+        }
+    }
+    fn section(id: u8, body: &[u8], out: &mut Vec<u8>) {
+        out.push(id);
+        leb(body.len() as u64, out);
+        out.extend_from_slice(body);
+    }
+    const FUNCTIONS: u64 = 3000;
+    const STEPS: i64 = 150;
+    // (func (param i32) (result i32)), FUNCTIONS of them.
+    let types = [1, 0x60, 1, 0x7f, 1, 0x7f];
+    let mut functions = Vec::new();
+    leb(FUNCTIONS, &mut functions);
+    functions.extend(std::iter::repeat_n(0, FUNCTIONS as usize));
+    let mut code = Vec::new();
+    leb(FUNCTIONS, &mut code);
+    for f in 0..FUNCTIONS as i64 {
+        // No locals; `x = x * k + x`, STEPS times, with a constant of its own each time.
+        let mut body = vec![0];
+        for step in 0..STEPS {
+            body.extend_from_slice(&[0x20, 0, 0x41]);
+            sleb(f * STEPS + step, &mut body);
+            body.extend_from_slice(&[0x6c, 0x20, 0, 0x6a, 0x21, 0]);
+        }
+        body.extend_from_slice(&[0x20, 0, 0x0b]);
+        leb(body.len() as u64, &mut code);
+        code.extend_from_slice(&body);
+    }
+    let mut module = b"\0asm\x01\0\0\0".to_vec();
+    section(1, &types, &mut module);
+    section(3, &functions, &mut module);
+    section(10, &code, &mut module);
+    // A core module section at the end of the component: a module of its own, which no
+    // index of the component's other sections refers to.
+    let mut out = component.to_vec();
+    section(1, &module, &mut out);
+    out
 }
 
 /// A `prompt-submit` hook may enter a reshaped batch (`enter-batch`); Claude Code and Codex take
