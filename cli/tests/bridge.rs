@@ -789,7 +789,7 @@ fn an_event_that_runs_out_while_compiling_leaves_the_compile_to_finish_for_the_n
 }
 
 /// `component` with one more core module, never instantiated but compiled with the rest:
-/// 3,000 functions of 150 multiply-adds each (about 450,000 instructions for Cranelift).
+/// 3,000 functions of 150 multiply-adds each (2.7 million wasm instructions for Cranelift).
 fn slow_to_compile(component: &[u8]) -> Vec<u8> {
     fn leb(mut n: u64, out: &mut Vec<u8>) {
         loop {
