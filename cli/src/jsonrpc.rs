@@ -79,18 +79,21 @@ impl Writer {
 
     /// Returns once every line sent so far is written (or the sink is gone).
     pub async fn flush(&self) {
-        let (done, flushed) = oneshot::channel();
-        if self.0.send(Out::Flush(done)).is_ok() {
-            let _ = tokio::time::timeout(std::time::Duration::from_secs(5), flushed).await;
-        }
+        self.after_lines(Out::Flush).await;
     }
 
     /// Returns once every line sent so far is written and the sink is closed (or gone): a
     /// child reading it sees the end of its input. Lines sent after are dropped.
     pub async fn close(&self) {
-        let (done, closed) = oneshot::channel();
-        if self.0.send(Out::Close(done)).is_ok() {
-            let _ = tokio::time::timeout(std::time::Duration::from_secs(5), closed).await;
+        self.after_lines(Out::Close).await;
+    }
+
+    /// Sends `what`, which the writer answers once the lines before it are written, and waits
+    /// for that answer, 5 s at most (a sink that stopped reading).
+    async fn after_lines(&self, what: fn(oneshot::Sender<()>) -> Out) {
+        let (done, answered) = oneshot::channel();
+        if self.0.send(what(done)).is_ok() {
+            let _ = tokio::time::timeout(std::time::Duration::from_secs(5), answered).await;
         }
     }
 }
