@@ -2,7 +2,7 @@
 //! instantiation and before its first call — on a per-call plugin's spare, ahead of the call —
 //! within the plugin's limits; a `prepare` that fails, traps or overruns fails the call closed.
 
-use palisade::{FailureReason, PreToolDecision, ToolCall};
+use palisade::{FailureReason, Point, PreToolDecision, ToolCall};
 use palisade_tests::{
     PluginDir, calls_on_spares, load, load_recorded, load_without_spares, spare_settled,
 };
@@ -153,4 +153,136 @@ async fn a_prepare_that_asks_for_the_invocation_on_a_spare_spoils_it() {
     assert!(!spare_settled(plugin).await, "the spare was kept");
     assert_eq!(seen(session.pre_tool(&call()).await), expected);
     assert_eq!(plugin.calls_on_spares(), 0);
+}
+
+/// A guard that allows, before the others (`priority = -10`): the first component's call
+/// comes at once, so its instance is not made ahead.
+fn leader(dir: &PluginDir) {
+    dir.scripted(
+        "leader",
+        "[[hooks]]\npoint = \"pre-tool\"\ncapability = \"guard\"\npriority = -10\n\
+         [config]\npre_tool = \"allow\"\n",
+    );
+}
+
+/// The plugin named `name` of `plugins`.
+fn named<'a>(plugins: &'a palisade::Plugins, name: &str) -> &'a palisade::Plugin {
+    plugins.iter().find(|p| p.name() == name).unwrap()
+}
+
+/// A hook command's process makes each plugin's first instance ahead of its first call
+/// (`Plugins::make_instances_ahead`), on another thread: the call takes it, prepared, as it
+/// would a spare — per-call or per-session — and is the first to use it. The calls after it
+/// make their own (or reuse the session's), as without.
+#[tokio::test]
+async fn the_first_call_takes_the_instance_made_ahead_of_it() {
+    for lifetime in ["per-call", "per-session"] {
+        let dir = PluginDir::new();
+        leader(&dir);
+        prepared(
+            &dir,
+            &format!("instance = \"{lifetime}\""),
+            "word = \"ahead\"",
+        );
+        // As a hook command loads: no spares after calls.
+        let plugins = load_without_spares(&dir);
+        let plugin = named(&plugins, "prepared");
+        plugins.make_instances_ahead(&[Point::PreTool]);
+        assert!(spare_settled(plugin).await, "{lifetime}: refused");
+        // The first hook's is made by its call.
+        assert!(!named(&plugins, "leader").spare_ready());
+        let session = plugins.session("s");
+        assert_eq!(
+            seen(session.pre_tool(&call()).await),
+            json!({ "prepared": 1, "calls": 1, "word": "ahead", "session": null }),
+            "{lifetime}"
+        );
+        assert_eq!(plugin.calls_on_spares(), 1, "{lifetime}");
+        let calls = if lifetime == "per-call" { 1 } else { 2 };
+        assert_eq!(
+            seen(session.pre_tool(&call()).await),
+            json!({ "prepared": 1, "calls": calls, "word": "ahead", "session": null }),
+            "{lifetime}"
+        );
+        assert_eq!(plugin.calls_on_spares(), 1, "{lifetime}");
+        // A second session of a per-session plugin gets an instance of its own.
+        if lifetime == "per-session" {
+            assert_eq!(
+                seen(plugins.session("t").pre_tool(&call()).await),
+                json!({ "prepared": 1, "calls": 1, "word": "ahead", "session": null })
+            );
+        }
+    }
+}
+
+/// A plugin granted folders is not made ahead: its instantiation could touch them, and a
+/// hook made ahead may never run. The others are, in the order their hooks run.
+#[tokio::test]
+async fn a_plugin_granted_folders_is_not_made_ahead() {
+    let dir = PluginDir::new();
+    leader(&dir);
+    let shared = tempfile::tempdir().unwrap();
+    dir.plugin(
+        "a-files",
+        palisade_fixtures::PREPARED,
+        &format!(
+            "name = \"a-files\"\nwasm = \"plugin.wasm\"\n\
+             files = [{{ path = \"{}\", as = \"/shared\" }}]\n\
+             [[hooks]]\npoint = \"pre-tool\"\ncapability = \"guard\"\npriority = -1\n",
+            shared.path().display()
+        ),
+    );
+    prepared(&dir, "", "word = \"ahead\"");
+    let plugins = load_without_spares(&dir);
+    let (files, ahead) = (named(&plugins, "a-files"), named(&plugins, "prepared"));
+    plugins.make_instances_ahead(&[Point::PreTool]);
+    // The other one, whose hook runs after it, is made: it was passed over.
+    assert!(spare_settled(ahead).await);
+    assert!(!files.spare_ready() && !files.spares_refused());
+    let decision = plugins.session("s").pre_tool(&call()).await;
+    // `a-files` refuses (the guest denies every call): the hook after it does not run, and
+    // its instance made ahead was never used.
+    assert_eq!(seen(decision)["word"], Value::Null);
+    assert_eq!((files.calls_on_spares(), ahead.calls_on_spares()), (0, 0));
+}
+
+/// Made ahead, an instance whose `prepare` asks for what only an invocation has is thrown
+/// away, and the call makes its own, where `prepare` gets its answer; one whose `prepare`
+/// never ends is cut off at its `timeout_ms`, and the call — waiting for it, or making its
+/// own — fails closed at its deadline.
+#[tokio::test]
+async fn an_instance_made_ahead_that_is_spoiled_or_overruns_leaves_the_call_its_own() {
+    let dir = PluginDir::new();
+    leader(&dir);
+    prepared(
+        &dir,
+        "instance = \"per-session\"",
+        "prepare = \"invocation\"",
+    );
+    let plugins = load_without_spares(&dir);
+    let plugin = named(&plugins, "prepared");
+    plugins.make_instances_ahead(&[Point::PreTool]);
+    assert!(
+        !spare_settled(plugin).await,
+        "the spoiled instance was kept"
+    );
+    assert_eq!(
+        seen(plugins.session("s").pre_tool(&call()).await),
+        json!({ "prepared": 1, "calls": 1, "word": null, "session": "s" })
+    );
+    assert_eq!(plugin.calls_on_spares(), 0);
+
+    let dir = PluginDir::new();
+    leader(&dir);
+    prepared(
+        &dir,
+        "[limits]\ntimeout_ms = 100\nfuel = 1_000_000_000_000",
+        "prepare = \"loop\"",
+    );
+    let plugins = load_without_spares(&dir);
+    plugins.make_instances_ahead(&[Point::PreTool]);
+    // Its making has begun (or the call takes it over).
+    tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    let decision = plugins.session("s").pre_tool(&call()).await;
+    assert_eq!(failure(&decision), FailureReason::Timeout);
 }

@@ -226,6 +226,67 @@ impl Plugins {
         &self.inner.skipped
     }
 
+    /// Begins making, on a blocking thread, the first instance of each component plugin with
+    /// a hook at `points` (in the order their hooks run; but the first, whose call comes at
+    /// once), ahead of its first call: for a
+    /// process that serves one event and exits (the agents' hook commands), where every
+    /// plugin instantiates once, at its first call, and the calls run one after the other on
+    /// one thread. Made ahead, the instantiations of the later hooks overlap the earlier
+    /// hooks' calls (a command hook's process above all) on another core. A call whose
+    /// instance is being made waits for it; one whose making has not begun makes its own.
+    ///
+    /// Only for plugins granted no folders (`files`): instantiating runs guest code (start
+    /// functions, `prepare`), and one that can reach no file does nothing outside its own
+    /// instance while it is made — which matters here, since it may be made for a hook that
+    /// does not run (a guard before it refused). Otherwise an instance made ahead is a spare
+    /// instance ([`HostBuilder::spare_instances`](crate::HostBuilder::spare_instances)): a
+    /// Palisade host call other than `config`, or an HTTP request, while it is made spoils it,
+    /// as does failing or overrunning its `timeout_ms`; the plugin's calls then make their
+    /// own. Isolation is unchanged: the call (or session) that takes it is the first to use
+    /// it. Does nothing outside a tokio runtime.
+    pub fn make_instances_ahead(&self, points: &[Point]) {
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        let mut queued: Vec<(usize, crate::manifest::Limits)> = Vec::new();
+        // The first component's call comes at once: made ahead, it would only be waited for.
+        let mut first = None;
+        for &point in points {
+            for hook in self.inner.by_point.get(point) {
+                let plugin = &self.inner.plugins[hook.plugin];
+                let Some(wasm) = plugin.wasm() else {
+                    continue;
+                };
+                if *first.get_or_insert(hook.plugin) == hook.plugin
+                    || queued.iter().any(|&(p, _)| p == hook.plugin)
+                    || !plugin.env.folders.is_empty()
+                {
+                    continue;
+                }
+                if wasm.spares.queue_first() {
+                    queued.push((hook.plugin, plugin.manifest.hooks[hook.hook].limits));
+                }
+            }
+        }
+        if queued.is_empty() {
+            return;
+        }
+        let (plugins, handle) = (self.clone(), runtime.clone());
+        runtime.spawn_blocking(move || {
+            handle.block_on(async {
+                let sink = &plugins.inner.host.inner.log_sink;
+                for (p, limits) in queued {
+                    let plugin = &plugins.inner.plugins[p];
+                    if let Some(wasm) = plugin.wasm() {
+                        wasm.spares
+                            .make_first(plugin.env.clone(), sink.clone(), limits)
+                            .await;
+                    }
+                }
+            })
+        });
+    }
+
     /// The hooks of `point` in dispatch order, with their plugin's name.
     pub fn hooks(&self, point: Point) -> impl Iterator<Item = (&str, &HookSpec)> {
         self.inner.by_point.get(point).iter().map(|r| {

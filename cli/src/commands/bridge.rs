@@ -244,6 +244,9 @@ async fn decide(
     let record = options.record.then(|| bridge::agent_event(dialect, &input));
     let tool = bridge::tool_of(&input).map(str::to_owned);
     let plugins = load(options, &name, tool, doing, record).await?;
+    // Each plugin instantiates once here, at its first call, and the calls run one after the
+    // other: the later ones' instances are made on the other core meanwhile.
+    plugins.make_instances_ahead(bridge::points_for(&name));
     let loaded = started.elapsed();
     let session_id = input
         .get("session_id")

@@ -56,7 +56,20 @@ pub(crate) struct Spares {
     off: AtomicBool,
     /// How many calls took one.
     taken: AtomicU64,
+    /// Where its first instance, made ahead of the first call of a process that serves one
+    /// event ([`Spares::make_first`]), stands: [`AHEAD_NONE`], [`AHEAD_QUEUED`] or
+    /// [`AHEAD_MAKING`].
+    first: AtomicU8,
+    /// Told when a first instance made ahead is ready, failed or was not made.
+    first_done: tokio::sync::Notify,
 }
+
+/// No first instance is being made ahead (or it was, and is ready or failed).
+const AHEAD_NONE: u8 = 0;
+/// One will be made ahead, unless the call comes first and makes its own.
+const AHEAD_QUEUED: u8 = 1;
+/// One is being made ahead: the call waits for it rather than make another.
+const AHEAD_MAKING: u8 = 2;
 
 struct Spare {
     instance: Instance,
@@ -73,6 +86,8 @@ impl Spares {
             making: AtomicBool::new(false),
             off: AtomicBool::new(false),
             taken: AtomicU64::new(0),
+            first: AtomicU8::new(AHEAD_NONE),
+            first_done: tokio::sync::Notify::new(),
         })
     }
 
@@ -142,28 +157,118 @@ impl Spares {
         let (spares, env, sink) = (self.clone(), env.clone(), sink.clone());
         runtime.spawn(async move {
             drop(used);
-            let made = async {
-                let state = State::ahead(env, sink, limits.timeout).map_err(|_| ())?;
-                let (pre, direct) = spares.loaded.pre(None, ran_long).map_err(|_| ())?;
-                let exports = &spares.loaded.exports;
-                Ok::<_, ()>(Instance::ahead(pre, exports, state, &limits, direct).await)
-            };
-            match tokio::time::timeout(limits.timeout, made).await {
-                Ok(Ok(Some(Ok((mut instance, cost))))) if !instance.spoiled() => {
-                    instance.load_exports(&spares.loaded.exports);
-                    *spares.ready.lock().unwrap_or_else(|e| e.into_inner()) = Some(Spare {
-                        instance,
-                        cost,
-                        limits,
-                    });
-                }
-                // No slot free in the pool: the next call tries again.
-                Ok(Ok(None)) => {}
-                // Spoiled, failed, overran, or its granted folders are gone.
-                _ => spares.off.store(true, Ordering::Relaxed),
-            }
+            spares.make(env, sink, limits, ran_long).await;
             spares.making.store(false, Ordering::Release);
         });
+    }
+
+    /// Makes an instance under `limits` and keeps it as the ready spare; one that is
+    /// spoiled, fails or overruns turns spares off for the plugin.
+    async fn make(
+        &self,
+        env: Arc<PluginEnv>,
+        sink: Option<Arc<dyn EventSink>>,
+        limits: Limits,
+        ran_long: bool,
+    ) {
+        let made = async {
+            let state = State::ahead(env, sink, limits.timeout).map_err(|_| ())?;
+            let (pre, direct) = self.loaded.pre(None, ran_long).map_err(|_| ())?;
+            let exports = &self.loaded.exports;
+            Ok::<_, ()>(Instance::ahead(pre, exports, state, &limits, direct).await)
+        };
+        match tokio::time::timeout(limits.timeout, made).await {
+            Ok(Ok(Some(Ok((mut instance, cost))))) if !instance.spoiled() => {
+                instance.load_exports(&self.loaded.exports);
+                *self.ready.lock().unwrap_or_else(|e| e.into_inner()) = Some(Spare {
+                    instance,
+                    cost,
+                    limits,
+                });
+            }
+            // No slot free in the pool: the next call tries again.
+            Ok(Ok(None)) => {}
+            // Spoiled, failed, overran, or its granted folders are gone.
+            _ => self.off.store(true, Ordering::Relaxed),
+        }
+    }
+
+    /// Queues the making of the plugin's first instance ahead of its first call
+    /// ([`Spares::make_first`]); `false` if it gets none (spares are off for it, or one is
+    /// ready, queued or being made).
+    pub fn queue_first(&self) -> bool {
+        !self.off()
+            && !self.ready()
+            && !self.making.load(Ordering::Acquire)
+            && self
+                .first
+                .compare_exchange(
+                    AHEAD_NONE,
+                    AHEAD_QUEUED,
+                    Ordering::AcqRel,
+                    Ordering::Acquire,
+                )
+                .is_ok()
+    }
+
+    /// Makes the first instance queued by [`Spares::queue_first`], unless its call came
+    /// first and made its own ([`Spares::first_or_own`]).
+    pub async fn make_first(
+        &self,
+        env: Arc<PluginEnv>,
+        sink: Option<Arc<dyn EventSink>>,
+        limits: Limits,
+    ) {
+        if self
+            .first
+            .compare_exchange(
+                AHEAD_QUEUED,
+                AHEAD_MAKING,
+                Ordering::AcqRel,
+                Ordering::Acquire,
+            )
+            .is_err()
+        {
+            return;
+        }
+        // Whatever happens to the making (a panic, or its future dropped with its thread),
+        // a call waiting for it is told, and makes its own.
+        struct Done<'a>(&'a Spares);
+        impl Drop for Done<'_> {
+            fn drop(&mut self) {
+                self.0.first.store(AHEAD_NONE, Ordering::Release);
+                self.0.first_done.notify_waiters();
+            }
+        }
+        let _done = Done(self);
+        self.make(env, sink, limits, false).await;
+    }
+
+    /// At a call that would make its instance: waits for its first instance if it is being
+    /// made ahead, and otherwise takes the queued making over (the call makes its own, which
+    /// costs no more than waiting behind the others queued before it).
+    async fn first_or_own(&self) {
+        if self.first.load(Ordering::Acquire) == AHEAD_NONE {
+            return;
+        }
+        let done = self.first_done.notified();
+        tokio::pin!(done);
+        done.as_mut().enable();
+        if self
+            .first
+            .compare_exchange(
+                AHEAD_QUEUED,
+                AHEAD_NONE,
+                Ordering::AcqRel,
+                Ordering::Acquire,
+            )
+            .is_ok()
+        {
+            return;
+        }
+        if self.first.load(Ordering::Acquire) == AHEAD_MAKING {
+            done.await;
+        }
     }
 }
 
@@ -347,18 +452,22 @@ pub(crate) async fn run(plugin: &Wasm, site: Site<'_>, request: &Request<'_>) ->
             _ => None,
         };
         let mut fresh_cost = Cost::default();
-        let mut instance = match slot.as_mut().and_then(|s| s.take()) {
+        let held = slot.as_mut().and_then(|s| s.take());
+        if held.is_none() {
+            phase.store(PHASE_INSTANTIATE, Ordering::Relaxed);
+            plugin.spares.first_or_own().await;
+        }
+        let mut instance = match held {
             Some(mut instance) => {
                 instance.begin(call, limits);
                 instance
             }
-            None if let Some((mut instance, cost)) = spare(plugin, &site, limits) => {
+            None if let Some((mut instance, cost)) = spare(plugin, limits) => {
                 instance.begin(call, limits);
                 fresh_cost = cost;
                 instance
             }
             None => {
-                phase.store(PHASE_INSTANTIATE, Ordering::Relaxed);
                 let state = match State::new(site.env.clone(), site.sink.clone(), call) {
                     Ok(state) => state,
                     Err(why) => {
@@ -432,16 +541,16 @@ pub(crate) async fn run(plugin: &Wasm, site: Site<'_>, request: &Request<'_>) ->
     }
 }
 
-/// A per-call plugin's spare instance for this call, if one is ready (one linked for direct
-/// calls, made before its plugin ran long, is dropped: its clock waits would fail on a fiber).
-fn spare(plugin: &Wasm, site: &Site<'_>, limits: &Limits) -> Option<(Instance, Cost)> {
-    match site.lifetime {
-        InstanceLifetime::PerCall if site.host.spares => plugin
-            .spares
-            .take(limits)
-            .filter(|(instance, _)| !instance.direct() || !plugin.ran_long.load(Ordering::Relaxed)),
-        _ => None,
-    }
+/// An instance made ahead, for a call that would make one, if one is ready: a per-call
+/// plugin's spare, or a plugin's first instance made ahead of its first call
+/// ([`Spares::make_first`]; a per-session plugin's goes to its session). One linked for
+/// direct calls, made before its plugin ran long, is dropped: its clock waits would fail on a
+/// fiber.
+fn spare(plugin: &Wasm, limits: &Limits) -> Option<(Instance, Cost)> {
+    plugin
+        .spares
+        .take(limits)
+        .filter(|(instance, _)| !instance.direct() || !plugin.ran_long.load(Ordering::Relaxed))
 }
 
 /// Returns when `clock` expires; waits out pauses.
