@@ -286,3 +286,29 @@ async fn an_instance_made_ahead_that_is_spoiled_or_overruns_leaves_the_call_its_
     let decision = plugins.session("s").pre_tool(&call()).await;
     assert_eq!(failure(&decision), FailureReason::Timeout);
 }
+
+/// An instance made ahead for a hook that does not run (a guard before it refused) is not
+/// waited for: the event is decided by the guards that ran, while a `prepare` that never ends
+/// is still being cut off on the other thread.
+#[tokio::test]
+async fn a_hook_that_does_not_run_is_not_waited_for() {
+    let dir = PluginDir::new();
+    dir.scripted(
+        "leader",
+        "[[hooks]]\npoint = \"pre-tool\"\ncapability = \"guard\"\npriority = -10\n\
+         [config]\npre_tool = \"deny\"\n",
+    );
+    prepared(
+        &dir,
+        "[limits]\ntimeout_ms = 3000\nfuel = 1_000_000_000_000",
+        "prepare = \"loop\"",
+    );
+    let plugins = load_without_spares(&dir);
+    let looping = named(&plugins, "prepared");
+    plugins.make_instances_ahead(&[Point::PreTool]);
+    let decision = plugins.session("s").pre_tool(&call()).await;
+    let denial = decision.denial().expect("the leader denies");
+    assert!(denial.failure.is_none(), "{denial:?}");
+    // Its making has not ended: the decision did not wait for it (it ends at 3 s).
+    assert!(!looping.spares_refused() && looping.calls_on_spares() == 0);
+}

@@ -243,7 +243,7 @@ impl Plugins {
     /// Palisade host call other than `config`, or an HTTP request, while it is made spoils it,
     /// as does failing or overrunning its `timeout_ms`; the plugin's calls then make their
     /// own. Isolation is unchanged: the call (or session) that takes it is the first to use
-    /// it. Does nothing outside a tokio runtime.
+    /// it. Does nothing outside a tokio runtime; the makings stop when it shuts down.
     pub fn make_instances_ahead(&self, points: &[Point]) {
         let Ok(runtime) = tokio::runtime::Handle::try_current() else {
             return;
@@ -271,17 +271,31 @@ impl Plugins {
         if queued.is_empty() {
             return;
         }
+        // The makings stop when the runtime shuts down (their timers would fail then): this
+        // end is dropped with the task that holds it, before the runtime's timers end.
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        runtime.spawn(async move {
+            let _stop = stop;
+            std::future::pending::<()>().await
+        });
         let (plugins, handle) = (self.clone(), runtime.clone());
         runtime.spawn_blocking(move || {
             handle.block_on(async {
                 let sink = &plugins.inner.host.inner.log_sink;
-                for (p, limits) in queued {
-                    let plugin = &plugins.inner.plugins[p];
-                    if let Some(wasm) = plugin.wasm() {
-                        wasm.spares
-                            .make_first(plugin.env.clone(), sink.clone(), limits)
-                            .await;
+                let making = async {
+                    for (p, limits) in queued {
+                        let plugin = &plugins.inner.plugins[p];
+                        if let Some(wasm) = plugin.wasm() {
+                            wasm.spares
+                                .make_first(plugin.env.clone(), sink.clone(), limits)
+                                .await;
+                        }
                     }
+                };
+                tokio::select! {
+                    biased;
+                    _ = stopped => {}
+                    () = making => {}
                 }
             })
         });

@@ -157,19 +157,21 @@ impl Spares {
         let (spares, env, sink) = (self.clone(), env.clone(), sink.clone());
         runtime.spawn(async move {
             drop(used);
-            spares.make(env, sink, limits, ran_long).await;
+            spares.make(env, sink, limits, ran_long, Timer::Tokio).await;
             spares.making.store(false, Ordering::Release);
         });
     }
 
     /// Makes an instance under `limits` and keeps it as the ready spare; one that is
-    /// spoiled, fails or overruns turns spares off for the plugin.
+    /// spoiled, fails or overruns (its `timeout_ms`, kept by `timer`) turns spares off for
+    /// the plugin.
     async fn make(
         &self,
         env: Arc<PluginEnv>,
         sink: Option<Arc<dyn EventSink>>,
         limits: Limits,
         ran_long: bool,
+        timer: Timer,
     ) {
         let made = async {
             let state = State::ahead(env, sink, limits.timeout).map_err(|_| ())?;
@@ -177,8 +179,12 @@ impl Spares {
             let exports = &self.loaded.exports;
             Ok::<_, ()>(Instance::ahead(pre, exports, state, &limits, direct).await)
         };
-        match tokio::time::timeout(limits.timeout, made).await {
-            Ok(Ok(Some(Ok((mut instance, cost))))) if !instance.spoiled() => {
+        let made = match timer {
+            Timer::Tokio => tokio::time::timeout(limits.timeout, made).await.ok(),
+            Timer::AtPolls => by(std::time::Instant::now() + limits.timeout, made).await,
+        };
+        match made {
+            Some(Ok(Some(Ok((mut instance, cost))))) if !instance.spoiled() => {
                 instance.load_exports(&self.loaded.exports);
                 *self.ready.lock().unwrap_or_else(|e| e.into_inner()) = Some(Spare {
                     instance,
@@ -187,7 +193,7 @@ impl Spares {
                 });
             }
             // No slot free in the pool: the next call tries again.
-            Ok(Ok(None)) => {}
+            Some(Ok(None)) => {}
             // Spoiled, failed, overran, or its granted folders are gone.
             _ => self.off.store(true, Ordering::Relaxed),
         }
@@ -241,7 +247,7 @@ impl Spares {
             }
         }
         let _done = Done(self);
-        self.make(env, sink, limits, false).await;
+        self.make(env, sink, limits, false, Timer::AtPolls).await;
     }
 
     /// At a call that would make its instance: waits for its first instance if it is being
@@ -270,6 +276,30 @@ impl Spares {
             done.await;
         }
     }
+}
+
+/// How the making of an instance ahead keeps to its `timeout_ms`.
+#[derive(Clone, Copy)]
+enum Timer {
+    /// A timer of the runtime it runs on (a spare's task).
+    Tokio,
+    /// Checked at each of its polls ([`by`]): for a making on a thread of its own, which its
+    /// runtime's timers may have ended under (the runtime shut down while it was polled).
+    AtPolls,
+}
+
+/// `future`'s output, or `None` once `deadline` has passed: checked at each of its polls,
+/// with no timer. An instantiation's wasm code yields at every epoch tick, so it is polled at
+/// least that often while it computes; a host call it waits in (a sleep) is not cut short.
+async fn by<F: Future>(deadline: std::time::Instant, future: F) -> Option<F::Output> {
+    let mut future = std::pin::pin!(future);
+    std::future::poll_fn(|cx| {
+        if std::time::Instant::now() >= deadline {
+            return std::task::Poll::Ready(None);
+        }
+        future.as_mut().poll(cx).map(Some)
+    })
+    .await
 }
 
 /// A component ready to instantiate in one engine.
