@@ -158,10 +158,26 @@ async fn a_prepare_that_asks_for_the_invocation_on_a_spare_spoils_it() {
 /// A guard that allows, before the others (`priority = -10`): the first component's call
 /// comes at once, so its instance is not made ahead.
 fn leader(dir: &PluginDir) {
+    leader_that(dir, "allow");
+}
+
+/// The leading guard, answering `verdict` (`allow`, `deny`).
+fn leader_that(dir: &PluginDir, verdict: &str) {
     dir.scripted(
         "leader",
-        "[[hooks]]\npoint = \"pre-tool\"\ncapability = \"guard\"\npriority = -10\n\
-         [config]\npre_tool = \"allow\"\n",
+        &format!(
+            "[[hooks]]\npoint = \"pre-tool\"\ncapability = \"guard\"\npriority = -10\n\
+             [config]\npre_tool = \"{verdict}\"\n"
+        ),
+    );
+}
+
+/// A `prepared` guard after the leader whose `prepare` never ends, cut off at `timeout_ms`.
+fn looping(dir: &PluginDir, timeout_ms: u32) {
+    prepared(
+        dir,
+        &format!("[limits]\ntimeout_ms = {timeout_ms}\nfuel = 1_000_000_000_000"),
+        "prepare = \"loop\"",
     );
 }
 
@@ -274,11 +290,7 @@ async fn an_instance_made_ahead_that_is_spoiled_or_overruns_leaves_the_call_its_
 
     let dir = PluginDir::new();
     leader(&dir);
-    prepared(
-        &dir,
-        "[limits]\ntimeout_ms = 100\nfuel = 1_000_000_000_000",
-        "prepare = \"loop\"",
-    );
+    looping(&dir, 100);
     let plugins = load_without_spares(&dir);
     plugins.make_instances_ahead(&[Point::PreTool]);
     // Its making has begun (or the call takes it over).
@@ -293,16 +305,8 @@ async fn an_instance_made_ahead_that_is_spoiled_or_overruns_leaves_the_call_its_
 #[tokio::test]
 async fn a_hook_that_does_not_run_is_not_waited_for() {
     let dir = PluginDir::new();
-    dir.scripted(
-        "leader",
-        "[[hooks]]\npoint = \"pre-tool\"\ncapability = \"guard\"\npriority = -10\n\
-         [config]\npre_tool = \"deny\"\n",
-    );
-    prepared(
-        &dir,
-        "[limits]\ntimeout_ms = 3000\nfuel = 1_000_000_000_000",
-        "prepare = \"loop\"",
-    );
+    leader_that(&dir, "deny");
+    looping(&dir, 3000);
     let plugins = load_without_spares(&dir);
     let looping = named(&plugins, "prepared");
     plugins.make_instances_ahead(&[Point::PreTool]);
