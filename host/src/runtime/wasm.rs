@@ -250,13 +250,15 @@ impl Spares {
         self.make(env, sink, limits, false, Timer::AtPolls).await;
     }
 
+    /// Whether its first instance is queued or being made ahead ([`Spares::first_or_own`]).
+    fn first_pending(&self) -> bool {
+        self.first.load(Ordering::Acquire) != AHEAD_NONE
+    }
+
     /// At a call that would make its instance: waits for its first instance if it is being
     /// made ahead, and otherwise takes the queued making over (the call makes its own, which
     /// costs no more than waiting behind the others queued before it).
     async fn first_or_own(&self) {
-        if self.first.load(Ordering::Acquire) == AHEAD_NONE {
-            return;
-        }
         let done = self.first_done.notified();
         tokio::pin!(done);
         done.as_mut().enable();
@@ -485,7 +487,11 @@ pub(crate) async fn run(plugin: &Wasm, site: Site<'_>, request: &Request<'_>) ->
         let held = slot.as_mut().and_then(|s| s.take());
         if held.is_none() {
             phase.store(PHASE_INSTANTIATE, Ordering::Relaxed);
-            plugin.spares.first_or_own().await;
+            // Boxed: only the first calls of a process that made instances ahead get here, and
+            // every call would otherwise set up and move the waiter.
+            if plugin.spares.first_pending() {
+                Box::pin(plugin.spares.first_or_own()).await;
+            }
         }
         let mut instance = match held {
             Some(mut instance) => {
