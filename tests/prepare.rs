@@ -231,8 +231,79 @@ async fn the_first_call_takes_the_instance_made_ahead_of_it() {
     }
 }
 
+/// The largest components are made ahead first: a call whose instance's making has not begun
+/// makes its own, which costs a small component's call little, and a large one's (a Python
+/// interpreter's) much. Here the large one's `prepare` never ends: the small one, whose hook
+/// runs before it, is made only once the large one's making is cut off at its `timeout_ms`.
+#[tokio::test]
+async fn the_largest_component_is_made_ahead_first() {
+    let dir = PluginDir::new();
+    leader(&dir);
+    let manifest = |name: &str, priority: i32, limits: &str, config: &str| {
+        format!(
+            "name = \"{name}\"\nwasm = \"plugin.wasm\"\n{limits}\n\
+             [[hooks]]\npoint = \"pre-tool\"\ncapability = \"guard\"\npriority = {priority}\n\
+             [config]\n{config}\n"
+        )
+    };
+    let wasm = std::fs::read(palisade_fixtures::PREPARED).unwrap();
+    let small = manifest("small", -5, "", "");
+    dir.raw(
+        "small",
+        &[("plugin.wasm", &wasm), ("plugin.toml", small.as_bytes())],
+    );
+    let large = manifest(
+        "large",
+        0,
+        "[limits]\ntimeout_ms = 1000\nfuel = 1_000_000_000_000",
+        "prepare = \"loop\"",
+    );
+    dir.raw(
+        "large",
+        &[
+            ("plugin.wasm", &padded(&wasm, 256 * 1024)),
+            ("plugin.toml", large.as_bytes()),
+        ],
+    );
+    let plugins = load_without_spares(&dir);
+    let (small, large) = (named(&plugins, "small"), named(&plugins, "large"));
+    plugins.make_instances_ahead(&[Point::PreTool]);
+    // In the order the hooks run, the small one would be made in milliseconds.
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    assert!(
+        !small.spare_ready() && !large.spare_ready(),
+        "the small component was made before the large one"
+    );
+    // Once the large one's making is cut off (at 1 s), the small one's begins.
+    assert!(spare_settled(small).await);
+    assert!(!large.spare_ready());
+}
+
+/// `wasm` with a custom section of `extra` bytes more at its end: the same component, larger.
+fn padded(wasm: &[u8], extra: usize) -> Vec<u8> {
+    let name = b"padding";
+    let mut content = vec![u8::try_from(name.len()).unwrap()];
+    content.extend_from_slice(name);
+    content.resize(content.len() + extra, 0);
+    let mut out = wasm.to_vec();
+    out.push(0);
+    // The section's size, LEB128.
+    let mut size = content.len();
+    loop {
+        let byte = u8::try_from(size & 0x7f).unwrap();
+        size >>= 7;
+        if size == 0 {
+            out.push(byte);
+            break;
+        }
+        out.push(byte | 0x80);
+    }
+    out.extend(content);
+    out
+}
+
 /// A plugin granted folders is not made ahead: its instantiation could touch them, and a
-/// hook made ahead may never run. The others are, in the order their hooks run.
+/// hook made ahead may never run. The others are.
 #[tokio::test]
 async fn a_plugin_granted_folders_is_not_made_ahead() {
     let dir = PluginDir::new();

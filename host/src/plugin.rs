@@ -227,10 +227,11 @@ impl Plugins {
     }
 
     /// Begins making, on a blocking thread, the first instance of each component plugin with
-    /// a hook at `points` (in the order their hooks run; all but the first, whose call comes
-    /// at once), ahead of its first call: for a process that serves one event and exits (the
-    /// agents' hook commands), where every plugin instantiates once, at its first call, and
-    /// the calls run one after the other on one thread. Made ahead, the instantiations of the
+    /// a hook at `points` (all but the first hook's, whose call comes at once; the largest
+    /// components first, then in the order their hooks run), ahead of its first call: for a
+    /// process that serves one event and exits (the agents' hook commands), where every
+    /// plugin instantiates once, at its first call, and the calls run one after the other on
+    /// one thread. Made ahead, the instantiations of the
     /// later hooks overlap the earlier hooks' calls (a command hook's process above all) on
     /// another core. A call whose instance is being made waits for it; one whose making has
     /// not begun makes its own.
@@ -271,6 +272,14 @@ impl Plugins {
         if queued.is_empty() {
             return;
         }
+        // The largest components first (a stable sort: the hook order among equals). The
+        // calls come in hook order, and one whose making has not begun makes its own: a small
+        // component's instance costs its call about what it costs the helper, but a large
+        // one's (a Python interpreter's, a millisecond or more) made by its call stalls the
+        // event; begun first, it overlaps everything the event does before that call.
+        queued.sort_by_key(|&(p, _)| {
+            std::cmp::Reverse(self.inner.plugins[p].wasm().map_or(0, |w| w.size))
+        });
         // The makings stop when the runtime shuts down (their timers would fail then): this
         // end is dropped with the task that holds it, before the runtime's timers end.
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
