@@ -181,12 +181,10 @@ impl Host {
         }
         // Loaded for an event: the plugins about to run. Should one keep state, the store
         // opens meanwhile, rather than in its hook's time.
-        if wanted.is_some() && pending.iter().any(|p| p.manifest.state.is_some()) {
-            self.inner.state.open_ahead();
-        }
+        let open_state = wanted.is_some() && pending.iter().any(|p| p.manifest.state.is_some());
         // Then the components, in parallel: reading, verifying and compiling (or loading
         // from the cache) is the bulk of a cold start.
-        let loaded = self.load_parallel(pending);
+        let loaded = self.load_parallel(pending, open_state);
         let mut plugins: Vec<Plugin> = Vec::new();
         for (plugin, found) in loaded {
             problems.extend(found);
@@ -221,7 +219,13 @@ impl Host {
     /// hook event loads a few components from the cache in about a millisecond, and rayon's
     /// idle workers, spinning before they sleep, would take the cores it loads on. (A compile
     /// still runs its functions on rayon's pool, through wasmtime's parallel compilation.)
-    fn load_parallel(&self, pending: Vec<Pending>) -> Vec<Loaded> {
+    ///
+    /// With `open_state`, the state store is opened meanwhile, ahead of the hooks that use
+    /// it: by a helper, before it loads (the thread that takes the largest component is
+    /// busiest), or by a thread of its own when there is no helper. Not by a thread of its
+    /// own beside the helpers: on two cores, a thread more than there are cores is placed
+    /// behind one of the loaders, and either waits for it or delays it.
+    fn load_parallel(&self, pending: Vec<Pending>, open_state: bool) -> Vec<Loaded> {
         let count = pending.len();
         let threads = match count {
             0 | 1 => 1,
@@ -257,15 +261,25 @@ impl Host {
                 done.push((index, (plugin, problems)));
             }
         };
+        let state = std::sync::atomic::AtomicBool::new(open_state);
+        let help = || {
+            if state.swap(false, std::sync::atomic::Ordering::Relaxed) {
+                self.inner.state.open_here();
+            }
+            work()
+        };
         let mut loaded: Vec<(usize, Loaded)> = std::thread::scope(|scope| {
             let helpers: Vec<_> = (1..threads)
                 .filter_map(|_| {
                     std::thread::Builder::new()
                         .name("palisade-load".into())
-                        .spawn_scoped(scope, work)
+                        .spawn_scoped(scope, help)
                         .ok()
                 })
                 .collect();
+            if helpers.is_empty() && state.load(std::sync::atomic::Ordering::Relaxed) {
+                self.inner.state.open_ahead();
+            }
             // This thread loads too, and alone when no helper could start.
             let mut all = work();
             for helper in helpers {

@@ -98,8 +98,14 @@ pub struct StateStore {
 
 /// Opens a backend.
 type Opener = Box<dyn Fn() -> Result<Arc<dyn Backend>, String> + Send + Sync>;
-/// An open under way on a thread of its own.
-type Opening = std::thread::JoinHandle<Result<Arc<dyn Backend>, String>>;
+/// An open begun ahead of the first use.
+enum Ahead {
+    /// Under way on a thread of its own ([`StateStore::open_ahead`]).
+    Opening(std::thread::JoinHandle<Result<Arc<dyn Backend>, String>>),
+    /// Done on a thread that had the time ([`StateStore::open_here`]): its outcome, for the
+    /// first use.
+    Opened(Result<Arc<dyn Backend>, String>),
+}
 
 /// A backend opened at its first use: a host whose plugins keep no state never touches it.
 /// A failed open is not remembered: the next state call tries again (a full disk, a directory
@@ -107,9 +113,9 @@ type Opening = std::thread::JoinHandle<Result<Arc<dyn Backend>, String>>;
 struct Lazy {
     open: Opener,
     backend: Mutex<Option<Arc<dyn Backend>>>,
-    /// An open begun ahead of the first use ([`StateStore::open_ahead`]), on a thread of
-    /// its own.
-    ahead: Mutex<Option<Opening>>,
+    /// An open begun (or done) ahead of the first use ([`StateStore::open_ahead`],
+    /// [`StateStore::open_here`]).
+    ahead: Mutex<Option<Ahead>>,
     what: String,
 }
 
@@ -181,13 +187,7 @@ impl StateStore {
     /// outcome is the first use's, as if that use had opened it: a failure fails that use
     /// closed, and the next tries again.
     pub fn open_ahead(&self) {
-        if self
-            .inner
-            .backend
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .is_some()
-        {
+        if !self.unopened() {
             return;
         }
         let mut ahead = self.inner.ahead.lock().unwrap_or_else(|e| e.into_inner());
@@ -198,7 +198,38 @@ impl StateStore {
         *ahead = std::thread::Builder::new()
             .name("palisade-state".into())
             .spawn(move || (inner.open)())
-            .ok();
+            .ok()
+            .map(Ahead::Opening);
+    }
+
+    /// Opens the backend ahead of its first use as [`StateStore::open_ahead`] does, but on
+    /// this thread, now: for a thread that has the time (a plugin loader with nothing left to
+    /// load), rather than one more thread competing for the cores with the loading.
+    pub(crate) fn open_here(&self) {
+        if !self.unopened()
+            || self
+                .inner
+                .ahead
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .is_some()
+        {
+            return;
+        }
+        let opened = (self.inner.open)();
+        let mut ahead = self.inner.ahead.lock().unwrap_or_else(|e| e.into_inner());
+        if ahead.is_none() {
+            *ahead = Some(Ahead::Opened(opened));
+        }
+    }
+
+    /// Neither open nor being opened by a use.
+    fn unopened(&self) -> bool {
+        self.inner
+            .backend
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .is_none()
     }
 
     /// The backend, opened now if it is not yet — on a blocking thread, since opening a file
@@ -211,9 +242,10 @@ impl StateStore {
         let inner = self.inner.clone();
         let ahead = inner.ahead.lock().unwrap_or_else(|e| e.into_inner()).take();
         let opened = tokio::task::spawn_blocking(move || match ahead {
-            Some(opening) => opening
+            Some(Ahead::Opening(opening)) => opening
                 .join()
                 .unwrap_or_else(|_| Err("the opening thread panicked".into())),
+            Some(Ahead::Opened(opened)) => opened,
             None => (inner.open)(),
         })
         .await
@@ -750,51 +782,70 @@ mod tests {
         assert!(dir.join("state.sqlite3").exists());
     }
 
-    /// An open begun ahead is the one the first use gets: the store is opened once, and
-    /// before that use (its file is there while nothing has used it yet).
+    /// Opens `store` ahead of its first use: on a thread of its own, or (`here`) on this one.
+    fn open_before_use(store: &StateStore, here: bool) {
+        if here {
+            store.open_here();
+        } else {
+            store.open_ahead();
+        }
+    }
+
+    /// An open begun ahead (on a thread of its own, or done on a loader's) is the one the
+    /// first use gets: the store is opened once, and before that use (its file is there while
+    /// nothing has used it yet).
     #[tokio::test]
     async fn a_store_opened_ahead_is_opened_once_and_before_its_first_use() {
-        let opens = Arc::new(std::sync::atomic::AtomicUsize::new(0));
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("state.sqlite3");
-        let store = {
-            let (opens, dir) = (opens.clone(), dir.path().to_path_buf());
-            StateStore::lazy("counted".into(), move || {
-                opens.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-                Ok(Arc::new(Sqlite::open(&dir, &dir.join("state.sqlite3"))?) as Arc<dyn Backend>)
-            })
-        };
-        store.open_ahead();
-        store.open_ahead();
-        let deadline = std::time::Instant::now() + Duration::from_secs(10);
-        while !path.exists() {
-            assert!(
-                std::time::Instant::now() < deadline,
-                "the store never opened"
+        for here in [false, true] {
+            let opens = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+            let dir = tempfile::tempdir().unwrap();
+            let path = dir.path().join("state.sqlite3");
+            let store = {
+                let (opens, dir) = (opens.clone(), dir.path().to_path_buf());
+                StateStore::lazy("counted".into(), move || {
+                    opens.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                    Ok(Arc::new(Sqlite::open(&dir, &dir.join("state.sqlite3"))?)
+                        as Arc<dyn Backend>)
+                })
+            };
+            open_before_use(&store, here);
+            open_before_use(&store, here);
+            let deadline = std::time::Instant::now() + Duration::from_secs(10);
+            while !path.exists() {
+                assert!(
+                    std::time::Instant::now() < deadline,
+                    "the store never opened"
+                );
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            let run = |op: Op| store.apply(ns("a", Some("s")), "n".into(), op, BOUNDS);
+            assert_eq!(run(Op::Increment(1)).await.unwrap(), Ok(Done::Count(1)));
+            open_before_use(&store, here);
+            assert_eq!(run(Op::Increment(1)).await.unwrap(), Ok(Done::Count(2)));
+            assert_eq!(
+                opens.load(std::sync::atomic::Ordering::SeqCst),
+                1,
+                "here: {here}"
             );
-            std::thread::sleep(Duration::from_millis(1));
         }
-        let run = |op: Op| store.apply(ns("a", Some("s")), "n".into(), op, BOUNDS);
-        assert_eq!(run(Op::Increment(1)).await.unwrap(), Ok(Done::Count(1)));
-        store.open_ahead();
-        assert_eq!(run(Op::Increment(1)).await.unwrap(), Ok(Done::Count(2)));
-        assert_eq!(opens.load(std::sync::atomic::Ordering::SeqCst), 1);
     }
 
     /// An open begun ahead that fails is the first use's failure, and the next use tries
     /// again: as if that use had opened it.
     #[tokio::test]
     async fn a_store_that_failed_to_open_ahead_fails_its_first_use_and_is_tried_again() {
-        let blocker = tempfile::NamedTempFile::new().unwrap();
-        let dir = blocker.path().join("state");
-        let store = StateStore::embedded(&dir);
-        store.open_ahead();
-        let get = || store.apply(ns("a", None), "k".into(), Op::Get, BOUNDS);
-        let failed = get().await.unwrap_err();
-        assert!(failed.0.contains("cannot create"), "{}", failed.0);
-        let path = blocker.path().to_path_buf();
-        drop(blocker);
-        assert!(!path.exists());
-        assert_eq!(get().await.unwrap(), Ok(Done::Value(None)));
+        for here in [false, true] {
+            let blocker = tempfile::NamedTempFile::new().unwrap();
+            let dir = blocker.path().join("state");
+            let store = StateStore::embedded(&dir);
+            open_before_use(&store, here);
+            let get = || store.apply(ns("a", None), "k".into(), Op::Get, BOUNDS);
+            let failed = get().await.unwrap_err();
+            assert!(failed.0.contains("cannot create"), "{}", failed.0);
+            let path = blocker.path().to_path_buf();
+            drop(blocker);
+            assert!(!path.exists());
+            assert_eq!(get().await.unwrap(), Ok(Done::Value(None)));
+        }
     }
 }
