@@ -174,6 +174,48 @@ async fn a_store_held_by_another_process_is_bounded_by_the_hooks_deadline() {
     other.execute_batch("ROLLBACK").unwrap();
 }
 
+/// Loading for an event opens the state store ahead of the hooks that use it, but does not
+/// wait for it: a store that another process holds (its open waits up to 5 s, then fails)
+/// holds up only the stateful hook — which its deadline fails closed — not the load, nor the
+/// other hooks' decisions.
+#[tokio::test]
+async fn a_store_slow_to_open_does_not_hold_up_the_load() {
+    let state = tempfile::tempdir().unwrap();
+    // Another process holds the store's file, in the rollback journal it starts in.
+    let other = rusqlite::Connection::open(state.path().join("state.sqlite3")).unwrap();
+    other
+        .execute_batch("CREATE TABLE t (x); BEGIN EXCLUSIVE")
+        .unwrap();
+    let dir = budget_dir();
+    // A second plugin, so that the load has a helper thread (on two cores or more).
+    dir.scripted(
+        "another",
+        "[[hooks]]\npoint = \"pre-tool\"\ncapability = \"guard\"\npriority = -10\n\
+         [config]\npre_tool = \"allow\"\n",
+    );
+    let load = |state: &Path| {
+        palisade_tests::host()
+            .state(StateStore::embedded(state))
+            .build()
+            .unwrap()
+            .load_dir_for(dir.path(), &[palisade::Point::PreTool])
+            .unwrap()
+    };
+    // Compiled into the test process's cache first, with a store of its own: what is timed
+    // below is loading, not compiling.
+    load(tempfile::tempdir().unwrap().path());
+    let started = std::time::Instant::now();
+    let plugins = load(state.path());
+    // Not the store's 5 s: its open is still waiting for the other process.
+    let loaded = started.elapsed();
+    assert!(loaded < std::time::Duration::from_secs(3), "{loaded:?}");
+    let PreToolDecision::Deny(denial) = plugins.session("s").pre_tool(&bash()).await else {
+        panic!("a stalled store let the call through");
+    };
+    assert_eq!(denial.failure, Some(FailureReason::Timeout), "{denial:?}");
+    other.execute_batch("ROLLBACK").unwrap();
+}
+
 #[tokio::test]
 async fn without_a_grant_the_budget_cannot_count_and_refuses() {
     let dir = budget_dir_with(|text| {

@@ -220,11 +220,15 @@ impl Host {
     /// idle workers, spinning before they sleep, would take the cores it loads on. (A compile
     /// still runs its functions on rayon's pool, through wasmtime's parallel compilation.)
     ///
-    /// With `open_state`, the state store is opened meanwhile, ahead of the hooks that use
-    /// it: by a helper, before it loads (the thread that takes the largest component is
-    /// busiest), or by a thread of its own when there is no helper. Not by a thread of its
-    /// own beside the helpers: on two cores, a thread more than there are cores is placed
-    /// behind one of the loaders, and either waits for it or delays it.
+    /// With `open_state`, the state store is opened ahead of the hooks that use it, and the
+    /// load does not wait for it (a store that is slow to open, or busy, holds up only the
+    /// hooks that use it): by the first helper, once it has loaded what it takes — in
+    /// parallel with the largest component's load — or, with no helper, on a thread of its
+    /// own ([`StateStore::open_ahead`](crate::StateStore::open_ahead)). Not on a thread of its
+    /// own beside the helpers: on two cores, a third busy thread takes the idle core, and the
+    /// helper is placed behind the thread loading the largest component (a Python
+    /// interpreter's, 3 ms), where it waited 1–3 ms in half of the bridged events measured,
+    /// the other core idle.
     fn load_parallel(&self, pending: Vec<Pending>, open_state: bool) -> Vec<Loaded> {
         let count = pending.len();
         let threads = match count {
@@ -238,58 +242,50 @@ impl Host {
         if threads > 1 {
             order.sort_by_cached_key(|&i| std::cmp::Reverse(pending[i].component_size()));
         }
-        let slots: Vec<std::sync::Mutex<Option<Pending>>> = pending
-            .into_iter()
-            .map(|p| std::sync::Mutex::new(Some(p)))
-            .collect();
-        let next = std::sync::atomic::AtomicUsize::new(0);
-        let work = || {
-            let mut done = Vec::new();
-            loop {
-                let taken = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                let Some(&index) = order.get(taken) else {
-                    return done;
-                };
-                let slot = &slots[index];
-                let pending = slot
-                    .lock()
-                    .unwrap_or_else(|e| e.into_inner())
-                    .take()
-                    .expect("each pending plugin is taken once");
-                let mut problems = Vec::new();
-                let plugin = self.load_plugin(pending, &mut problems);
-                done.push((index, (plugin, problems)));
-            }
-        };
-        let state = std::sync::atomic::AtomicBool::new(open_state);
-        let help = || {
-            if state.swap(false, std::sync::atomic::Ordering::Relaxed) {
-                self.inner.state.open_here();
-            }
-            work()
-        };
-        let mut loaded: Vec<(usize, Loaded)> = std::thread::scope(|scope| {
-            let helpers: Vec<_> = (1..threads)
-                .filter_map(|_| {
-                    std::thread::Builder::new()
-                        .name("palisade-load".into())
-                        .spawn_scoped(scope, help)
-                        .ok()
-                })
-                .collect();
-            if helpers.is_empty() && state.load(std::sync::atomic::Ordering::Relaxed) {
-                self.inner.state.open_ahead();
-            }
-            // This thread loads too, and alone when no helper could start.
-            let mut all = work();
-            for helper in helpers {
-                match helper.join() {
-                    Ok(done) => all.extend(done),
-                    Err(panic) => std::panic::resume_unwind(panic),
-                }
-            }
-            all
+        let jobs = Arc::new(Jobs {
+            order,
+            slots: pending
+                .into_iter()
+                .map(|p| std::sync::Mutex::new(Some(p)))
+                .collect(),
+            next: std::sync::atomic::AtomicUsize::new(0),
         });
+        let state = &self.inner.state;
+        let mut open_state = open_state && state.unopened();
+        let (sender, received) = std::sync::mpsc::channel::<(usize, Loaded)>();
+        for _ in 1..threads {
+            let (host, jobs, sender) = (self.clone(), jobs.clone(), sender.clone());
+            let open = open_state.then(|| state.opener());
+            let opens = open.is_some();
+            let helper = std::thread::Builder::new()
+                .name("palisade-load".into())
+                .spawn(move || {
+                    jobs.run(&host, |loaded| {
+                        // The receiver goes only once every plugin is in.
+                        let _ = sender.send(loaded);
+                    });
+                    // Done loading: the load waits no longer for this thread.
+                    drop(sender);
+                    open.map_or_else(crate::state::Opened::nothing, |open| open())
+                });
+            if let (Ok(helper), true) = (helper, opens) {
+                state.opening_on(helper);
+                open_state = false;
+            }
+        }
+        drop(sender);
+        if open_state {
+            state.open_ahead();
+        }
+        // This thread loads too, and alone when no helper could start.
+        let mut loaded: Vec<(usize, Loaded)> = Vec::with_capacity(count);
+        jobs.run(self, |done| loaded.push(done));
+        loaded.extend(received.iter());
+        assert_eq!(
+            loaded.len(),
+            count,
+            "a plugin loader thread ended (panicked) before its plugin was loaded"
+        );
         loaded.sort_by_key(|(index, _)| *index);
         loaded.into_iter().map(|(_, result)| result).collect()
     }
@@ -590,6 +586,35 @@ struct Folder {
 }
 
 /// A plugin whose manifest is read, waiting for its component.
+/// The plugins a load's threads share out: each takes the next in `order` until none is
+/// left.
+struct Jobs {
+    order: Vec<usize>,
+    slots: Vec<std::sync::Mutex<Option<Pending>>>,
+    next: std::sync::atomic::AtomicUsize,
+}
+
+impl Jobs {
+    /// Loads plugins with `host` until none is left, handing each result (with its index) to
+    /// `each`.
+    fn run(&self, host: &Host, mut each: impl FnMut((usize, Loaded))) {
+        loop {
+            let taken = self.next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            let Some(&index) = self.order.get(taken) else {
+                return;
+            };
+            let pending = self.slots[index]
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .take()
+                .expect("each pending plugin is taken once");
+            let mut problems = Vec::new();
+            let plugin = host.load_plugin(pending, &mut problems);
+            each((index, (plugin, problems)));
+        }
+    }
+}
+
 struct Pending {
     plugin_dir: Dir,
     folder: PathBuf,

@@ -98,13 +98,17 @@ pub struct StateStore {
 
 /// Opens a backend.
 type Opener = Box<dyn Fn() -> Result<Arc<dyn Backend>, String> + Send + Sync>;
-/// An open begun ahead of the first use.
-enum Ahead {
-    /// Under way on a thread of its own ([`StateStore::open_ahead`]).
-    Opening(std::thread::JoinHandle<Result<Arc<dyn Backend>, String>>),
-    /// Done on a thread that had the time ([`StateStore::open_here`]): its outcome, for the
-    /// first use.
-    Opened(Result<Arc<dyn Backend>, String>),
+/// An open under way on a thread ([`StateStore::open_ahead`], [`StateStore::opening_on`]).
+type Opening = std::thread::JoinHandle<Opened>;
+
+/// What opening the backend came to, on the thread that opened it.
+pub(crate) struct Opened(Result<Arc<dyn Backend>, String>);
+
+impl Opened {
+    /// The outcome of a thread that opened nothing (not joined as an open).
+    pub(crate) fn nothing() -> Opened {
+        Opened(Err("nothing opened".into()))
+    }
 }
 
 /// A backend opened at its first use: a host whose plugins keep no state never touches it.
@@ -113,9 +117,9 @@ enum Ahead {
 struct Lazy {
     open: Opener,
     backend: Mutex<Option<Arc<dyn Backend>>>,
-    /// An open begun (or done) ahead of the first use ([`StateStore::open_ahead`],
-    /// [`StateStore::open_here`]).
-    ahead: Mutex<Option<Ahead>>,
+    /// An open begun ahead of the first use ([`StateStore::open_ahead`]), on a thread of
+    /// its own.
+    ahead: Mutex<Option<Opening>>,
     what: String,
 }
 
@@ -187,7 +191,13 @@ impl StateStore {
     /// outcome is the first use's, as if that use had opened it: a failure fails that use
     /// closed, and the next tries again.
     pub fn open_ahead(&self) {
-        if !self.unopened() {
+        if self
+            .inner
+            .backend
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .is_some()
+        {
             return;
         }
         let mut ahead = self.inner.ahead.lock().unwrap_or_else(|e| e.into_inner());
@@ -197,39 +207,40 @@ impl StateStore {
         let inner = self.inner.clone();
         *ahead = std::thread::Builder::new()
             .name("palisade-state".into())
-            .spawn(move || (inner.open)())
-            .ok()
-            .map(Ahead::Opening);
+            .spawn(move || Opened((inner.open)()))
+            .ok();
     }
 
-    /// Opens the backend ahead of its first use as [`StateStore::open_ahead`] does, but on
-    /// this thread, now: for a thread that has the time (a plugin loader with nothing left to
-    /// load), rather than one more thread competing for the cores with the loading.
-    pub(crate) fn open_here(&self) {
-        if !self.unopened()
-            || self
+    /// Whether the backend is neither open nor being opened ahead.
+    pub(crate) fn unopened(&self) -> bool {
+        let open = self
+            .inner
+            .backend
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .is_some();
+        !open
+            && self
                 .inner
                 .ahead
                 .lock()
                 .unwrap_or_else(|e| e.into_inner())
-                .is_some()
-        {
-            return;
-        }
-        let opened = (self.inner.open)();
-        let mut ahead = self.inner.ahead.lock().unwrap_or_else(|e| e.into_inner());
-        if ahead.is_none() {
-            *ahead = Some(Ahead::Opened(opened));
-        }
+                .is_none()
     }
 
-    /// Neither open nor being opened by a use.
-    fn unopened(&self) -> bool {
-        self.inner
-            .backend
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .is_none()
+    /// What opens the backend, for a thread that has the time to ([`StateStore::opening_on`]).
+    pub(crate) fn opener(&self) -> impl FnOnce() -> Opened + Send + use<> {
+        let inner = self.inner.clone();
+        move || Opened((inner.open)())
+    }
+
+    /// Makes `thread`, which returns what [`StateStore::opener`] returned, the open begun
+    /// ahead (as [`StateStore::open_ahead`] would begin it), unless one is under way.
+    pub(crate) fn opening_on(&self, thread: Opening) {
+        let mut ahead = self.inner.ahead.lock().unwrap_or_else(|e| e.into_inner());
+        if ahead.is_none() {
+            *ahead = Some(thread);
+        }
     }
 
     /// The backend, opened now if it is not yet — on a blocking thread, since opening a file
@@ -242,10 +253,9 @@ impl StateStore {
         let inner = self.inner.clone();
         let ahead = inner.ahead.lock().unwrap_or_else(|e| e.into_inner()).take();
         let opened = tokio::task::spawn_blocking(move || match ahead {
-            Some(Ahead::Opening(opening)) => opening
+            Some(opening) => opening
                 .join()
-                .unwrap_or_else(|_| Err("the opening thread panicked".into())),
-            Some(Ahead::Opened(opened)) => opened,
+                .map_or_else(|_| Err("the opening thread panicked".into()), |o| o.0),
             None => (inner.open)(),
         })
         .await
@@ -782,21 +792,30 @@ mod tests {
         assert!(dir.join("state.sqlite3").exists());
     }
 
-    /// Opens `store` ahead of its first use: on a thread of its own, or (`here`) on this one.
-    fn open_before_use(store: &StateStore, here: bool) {
-        if here {
-            store.open_here();
+    /// Begins opening `store` ahead of its first use: on a thread of its own, or (`loader`)
+    /// on a thread that goes on to open it after other work, as a plugin loader does.
+    fn open_before_use(store: &StateStore, loader: bool) {
+        if loader {
+            // As the loader does: only when nothing opened it or began to.
+            if !store.unopened() {
+                return;
+            }
+            let open = store.opener();
+            store.opening_on(std::thread::spawn(move || {
+                std::thread::sleep(Duration::from_millis(5));
+                open()
+            }));
         } else {
             store.open_ahead();
         }
     }
 
-    /// An open begun ahead (on a thread of its own, or done on a loader's) is the one the
-    /// first use gets: the store is opened once, and before that use (its file is there while
-    /// nothing has used it yet).
+    /// An open begun ahead (on a thread of its own, or a loader's) is the one the first use
+    /// gets: the store is opened once, and before that use (its file is there while nothing
+    /// has used it yet).
     #[tokio::test]
     async fn a_store_opened_ahead_is_opened_once_and_before_its_first_use() {
-        for here in [false, true] {
+        for loader in [false, true] {
             let opens = Arc::new(std::sync::atomic::AtomicUsize::new(0));
             let dir = tempfile::tempdir().unwrap();
             let path = dir.path().join("state.sqlite3");
@@ -808,8 +827,8 @@ mod tests {
                         as Arc<dyn Backend>)
                 })
             };
-            open_before_use(&store, here);
-            open_before_use(&store, here);
+            open_before_use(&store, loader);
+            open_before_use(&store, loader);
             let deadline = std::time::Instant::now() + Duration::from_secs(10);
             while !path.exists() {
                 assert!(
@@ -820,12 +839,12 @@ mod tests {
             }
             let run = |op: Op| store.apply(ns("a", Some("s")), "n".into(), op, BOUNDS);
             assert_eq!(run(Op::Increment(1)).await.unwrap(), Ok(Done::Count(1)));
-            open_before_use(&store, here);
+            open_before_use(&store, loader);
             assert_eq!(run(Op::Increment(1)).await.unwrap(), Ok(Done::Count(2)));
             assert_eq!(
                 opens.load(std::sync::atomic::Ordering::SeqCst),
                 1,
-                "here: {here}"
+                "loader: {loader}"
             );
         }
     }
@@ -834,11 +853,11 @@ mod tests {
     /// again: as if that use had opened it.
     #[tokio::test]
     async fn a_store_that_failed_to_open_ahead_fails_its_first_use_and_is_tried_again() {
-        for here in [false, true] {
+        for loader in [false, true] {
             let blocker = tempfile::NamedTempFile::new().unwrap();
             let dir = blocker.path().join("state");
             let store = StateStore::embedded(&dir);
-            open_before_use(&store, here);
+            open_before_use(&store, loader);
             let get = || store.apply(ns("a", None), "k".into(), Op::Get, BOUNDS);
             let failed = get().await.unwrap_err();
             assert!(failed.0.contains("cannot create"), "{}", failed.0);
