@@ -585,7 +585,6 @@ struct Folder {
     link: Option<PathBuf>,
 }
 
-/// A plugin whose manifest is read, waiting for its component.
 /// The plugins a load's threads share out: each takes the next in `order` until none is
 /// left.
 struct Jobs {
@@ -615,6 +614,7 @@ impl Jobs {
     }
 }
 
+/// A plugin whose manifest is read, waiting for its component.
 struct Pending {
     plugin_dir: Dir,
     folder: PathBuf,

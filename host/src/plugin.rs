@@ -231,9 +231,8 @@ impl Plugins {
     /// components first, then in the order their hooks run), ahead of its first call: for a
     /// process that serves one event and exits (the agents' hook commands), where every
     /// plugin instantiates once, at its first call, and the calls run one after the other on
-    /// one thread. Made ahead, the instantiations of the
-    /// later hooks overlap the earlier hooks' calls (a command hook's process above all) on
-    /// another core. A call whose instance is being made waits for it; one whose making has
+    /// one thread. Made ahead, the instantiations of the later hooks overlap the earlier
+    /// hooks' calls (a command hook's process above all) on another core. A call whose instance is being made waits for it; one whose making has
     /// not begun makes its own.
     ///
     /// Only for plugins granted no folders (`files`): instantiating runs guest code (start

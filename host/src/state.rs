@@ -204,10 +204,9 @@ impl StateStore {
         if ahead.is_some() {
             return;
         }
-        let inner = self.inner.clone();
         *ahead = std::thread::Builder::new()
             .name("palisade-state".into())
-            .spawn(move || Opened((inner.open)()))
+            .spawn(self.opener())
             .ok();
     }
 
