@@ -10,6 +10,7 @@ mod languages;
 mod lifecycle;
 mod loading;
 mod outbound;
+mod overlapped;
 mod pipeline;
 mod pre_tool;
 mod prepare;

@@ -14,6 +14,7 @@ use crate::manifest::{self, MANIFEST_FILE, Manifest, RuntimeSpec};
 use crate::plugin::{Plugin, Plugins, Skipped};
 use crate::point::Point;
 use crate::runtime::external::{External, Target};
+use crate::runtime::loading::{Loading, Setter};
 use crate::runtime::sandbox::PluginEnv;
 use crate::runtime::wasm::Exports;
 use crate::runtime::{Runtime, Wasm};
@@ -32,14 +33,16 @@ impl Host {
     /// Either every plugin loads, or nothing does and [`Error::Invalid`] lists every problem
     /// found, each naming the file, the field and the fix.
     pub fn load_dir(&self, dir: impl AsRef<Path>) -> Result<Plugins, Error> {
-        self.load(dir.as_ref(), None)
+        self.load(dir.as_ref(), None, false)
+            .map(|(plugins, _)| plugins)
     }
 
     /// Loads the plugins of `dir` that have a hook on one of `points`: every manifest is
     /// read and validated, but only those plugins' components are loaded. For a process that
     /// serves one event and exits (a bridge run), where loading the rest is wasted time.
     pub fn load_dir_for(&self, dir: impl AsRef<Path>, points: &[Point]) -> Result<Plugins, Error> {
-        self.load(dir.as_ref(), Some(Wanted { points, tool: None }))
+        self.load(dir.as_ref(), Some(Wanted { points, tool: None }), false)
+            .map(|(plugins, _)| plugins)
     }
 
     /// As [`Host::load_dir_for`], for an event about the tool named `tool` (as the hooks'
@@ -53,10 +56,42 @@ impl Host {
         tool: &str,
     ) -> Result<Plugins, Error> {
         let tool = Some(tool);
-        self.load(dir.as_ref(), Some(Wanted { points, tool }))
+        self.load(dir.as_ref(), Some(Wanted { points, tool }), false)
+            .map(|(plugins, _)| plugins)
     }
 
-    fn load(&self, dir: &Path, wanted: Option<Wanted<'_>>) -> Result<Plugins, Error> {
+    /// As [`Host::load_dir_for_tool`] (`tool`: the tool the event is about, if any), for a
+    /// process that runs one event and exits (a bridge), with the components loading while
+    /// the event's hooks run: returns once every manifest is read and checked — a problem
+    /// of a manifest, of a grant or of a command's program is an error here, before anything
+    /// runs — with the components still loading, on helper threads and in
+    /// [`Loads::finish`], which the caller runs (on a blocking thread) meanwhile. A hook
+    /// whose component is still loading waits for it at its turn (its deadline counting from
+    /// then), so the hooks before a large component (a Python interpreter's, 3 ms from the
+    /// cache) run while it loads instead of after.
+    ///
+    /// A component that does not load: [`Loads::finish`] returns its problems, as
+    /// [`Host::load_dir_for_tool`] would have, and its hooks fail (`unavailable`), closed
+    /// where a failure is. The caller refuses the event with those problems, as it would
+    /// have before running anything; the hooks ordered before that component's may have run
+    /// (as they run before a guard that refuses).
+    pub fn load_dir_overlapped(
+        &self,
+        dir: impl AsRef<Path>,
+        points: &[Point],
+        tool: Option<&str>,
+    ) -> Result<(Plugins, Loads), Error> {
+        let (plugins, loads) = self.load(dir.as_ref(), Some(Wanted { points, tool }), true)?;
+        let loads = loads.expect("an overlapped load has its loads");
+        Ok((plugins, loads))
+    }
+
+    fn load(
+        &self,
+        dir: &Path,
+        wanted: Option<Wanted<'_>>,
+        overlapped: bool,
+    ) -> Result<(Plugins, Option<Loads>), Error> {
         let directory_error = |source| Error::Directory {
             path: dir.to_path_buf(),
             source,
@@ -72,7 +107,8 @@ impl Host {
                     name: name.to_string_lossy().into_owned(),
                     link: None,
                 }];
-                return self.load_folders(parent, &root, folders, wanted, Vec::new(), Vec::new());
+                let found = (Vec::new(), Vec::new());
+                return self.load_folders(parent, &root, folders, wanted, overlapped, found);
             }
         }
         let root = Dir::open_ambient_dir(dir, ambient_authority()).map_err(directory_error)?;
@@ -115,20 +151,21 @@ impl Host {
         }
         folders.sort_by(|a, b| a.name.cmp(&b.name));
         skipped.sort_by(|a: &Skipped, b| a.path.cmp(&b.path));
-        self.load_folders(dir, &root, folders, wanted, problems, skipped)
+        self.load_folders(dir, &root, folders, wanted, overlapped, (problems, skipped))
     }
 
     /// Loads the plugin folders of `dir` (opened as `root`), adding to the problems and
-    /// skipped entries already found.
+    /// skipped entries already `found`; `overlapped`: see [`Host::load_dir_overlapped`].
     fn load_folders(
         &self,
         dir: &Path,
         root: &Dir,
         folders: Vec<Folder>,
         wanted: Option<Wanted<'_>>,
-        mut problems: Vec<Problem>,
-        mut skipped: Vec<Skipped>,
-    ) -> Result<Plugins, Error> {
+        overlapped: bool,
+        found: (Vec<Problem>, Vec<Skipped>),
+    ) -> Result<(Plugins, Option<Loads>), Error> {
+        let (mut problems, mut skipped) = found;
         // Manifests first (cheap), in name order.
         let mut pending = Vec::new();
         for Folder { name, link } in folders {
@@ -182,35 +219,87 @@ impl Host {
         // Loaded for an event: the plugins about to run. Should one keep state, the store
         // opens meanwhile, rather than in its hook's time.
         let open_state = wanted.is_some() && pending.iter().any(|p| p.manifest.state.is_some());
+        if overlapped {
+            return self
+                .overlap(pending, open_state, problems, skipped)
+                .map(|(plugins, loads)| (plugins, Some(loads)));
+        }
         // Then the components, in parallel: reading, verifying and compiling (or loading
         // from the cache) is the bulk of a cold start.
         let loaded = self.load_parallel(pending, open_state);
         let mut plugins: Vec<Plugin> = Vec::new();
         for (plugin, found) in loaded {
             problems.extend(found);
-            let Some(plugin) = plugin else { continue };
-            if let Some(first) = plugins.iter().find(|p| p.name() == plugin.name()) {
-                problems.push(
-                    Problem::new(
-                        plugin.dir.join(MANIFEST_FILE),
-                        format!(
-                            "plugin name `{}` is already used by {}",
-                            plugin.name(),
-                            first.dir.join(MANIFEST_FILE).display()
-                        ),
-                    )
-                    .field("name")
-                    .fix("give each plugin a unique name"),
-                );
-                continue;
+            if let Some(plugin) = plugin {
+                add_unique(&mut plugins, plugin, &mut problems);
             }
-            plugins.push(plugin);
         }
         if !problems.is_empty() {
             return Err(Error::Invalid { problems });
         }
         plugins.sort_by(|a, b| a.name().cmp(b.name()));
-        Ok(Plugins::new(self.clone(), plugins, skipped))
+        Ok((Plugins::new(self.clone(), plugins, skipped), None))
+    }
+
+    /// The rest of an overlapped load: every plugin checked but for its component, whose
+    /// load begins on the helper threads.
+    fn overlap(
+        &self,
+        pending: Vec<Pending>,
+        open_state: bool,
+        mut problems: Vec<Problem>,
+        skipped: Vec<Skipped>,
+    ) -> Result<(Plugins, Loads), Error> {
+        let mut plugins: Vec<Plugin> = Vec::new();
+        let (mut jobs, mut sizes) = (Vec::new(), Vec::new());
+        for pending in pending {
+            let size = pending.component_size();
+            let Some(planned) = self.plan(pending, &mut problems) else {
+                continue;
+            };
+            let runtime = match planned.runtime {
+                Some(runtime) => runtime,
+                None => {
+                    let loading = Loading::new(usize::try_from(size).unwrap_or(usize::MAX));
+                    let plugin_dir = match planned.plugin_dir.try_clone() {
+                        Ok(dir) => dir,
+                        Err(err) => {
+                            problems
+                                .push(Problem::new(&planned.folder, format!("cannot open: {err}")));
+                            continue;
+                        }
+                    };
+                    jobs.push(ComponentJob {
+                        plugin_dir,
+                        folder: planned.folder.clone(),
+                        manifest_path: planned.manifest_path,
+                        manifest: planned.manifest.clone(),
+                        setter: Setter(loading.clone()),
+                    });
+                    sizes.push(size);
+                    Runtime::Loading(loading)
+                }
+            };
+            let plugin = Plugin {
+                manifest: planned.manifest,
+                dir: planned.folder,
+                link: planned.link,
+                runtime,
+                env: planned.env,
+            };
+            add_unique(&mut plugins, plugin, &mut problems);
+        }
+        // Nothing runs: the jobs dropped here refuse their components.
+        if !problems.is_empty() {
+            return Err(Error::Invalid { problems });
+        }
+        plugins.sort_by(|a, b| a.name().cmp(b.name()));
+        let work: fn(&Host, ComponentJob) -> Vec<Problem> = Host::load_component;
+        let loads = Loads {
+            host: self.clone(),
+            parallel: self.start_parallel(jobs, &sizes, open_state, work),
+        };
+        Ok((Plugins::new(self.clone(), plugins, skipped), loads))
     }
 
     /// Loads the pending plugins in parallel, one thread per core at most (this one among
@@ -230,7 +319,26 @@ impl Host {
     /// interpreter's, 3 ms), where it waited 1–3 ms in half of the bridged events measured,
     /// the other core idle.
     fn load_parallel(&self, pending: Vec<Pending>, open_state: bool) -> Vec<Loaded> {
-        let count = pending.len();
+        let sizes: Vec<u64> = pending.iter().map(Pending::component_size).collect();
+        let work: fn(&Host, Pending) -> Loaded = |host, pending| {
+            let mut problems = Vec::new();
+            (host.load_plugin(pending, &mut problems), problems)
+        };
+        self.start_parallel(pending, &sizes, open_state, work)
+            .finish(self)
+    }
+
+    /// Begins `work` on each of `items` (of component files `sizes` bytes long) on helper
+    /// threads, as [`Host::load_parallel`] describes; [`Parallel::finish`] does this thread's
+    /// share.
+    fn start_parallel<T: Send + 'static, R: Send + 'static>(
+        &self,
+        items: Vec<T>,
+        sizes: &[u64],
+        open_state: bool,
+        work: fn(&Host, T) -> R,
+    ) -> Parallel<T, R> {
+        let count = items.len();
         let threads = match count {
             0 | 1 => 1,
             _ => std::thread::available_parallelism().map_or(1, |n| n.get().min(count)),
@@ -240,19 +348,19 @@ impl Host {
         // threads load meanwhile. (One thread takes them all, in any order.)
         let mut order: Vec<usize> = (0..count).collect();
         if threads > 1 {
-            order.sort_by_cached_key(|&i| std::cmp::Reverse(pending[i].component_size()));
+            order.sort_by_key(|&i| std::cmp::Reverse(sizes[i]));
         }
         let jobs = Arc::new(Jobs {
             order,
-            slots: pending
+            slots: items
                 .into_iter()
-                .map(|p| std::sync::Mutex::new(Some(p)))
+                .map(|item| std::sync::Mutex::new(Some(item)))
                 .collect(),
             next: std::sync::atomic::AtomicUsize::new(0),
         });
         let state = &self.inner.state;
         let mut open_state = open_state && state.unopened();
-        let (sender, received) = std::sync::mpsc::channel::<(usize, Loaded)>();
+        let (sender, received) = std::sync::mpsc::channel::<(usize, R)>();
         for _ in 1..threads {
             let (host, jobs, sender) = (self.clone(), jobs.clone(), sender.clone());
             let open = open_state.then(|| state.opener());
@@ -260,7 +368,7 @@ impl Host {
             let helper = std::thread::Builder::new()
                 .name("palisade-load".into())
                 .spawn(move || {
-                    jobs.run(&host, |loaded| {
+                    jobs.run(&host, work, |loaded| {
                         // The receiver goes only once every plugin is in.
                         let _ = sender.send(loaded);
                     });
@@ -277,20 +385,40 @@ impl Host {
         if open_state {
             state.open_ahead();
         }
-        // This thread loads too, and alone when no helper could start.
-        let mut loaded: Vec<(usize, Loaded)> = Vec::with_capacity(count);
-        jobs.run(self, |done| loaded.push(done));
-        loaded.extend(received.iter());
-        assert_eq!(
-            loaded.len(),
-            count,
-            "a plugin loader thread ended (panicked) before its plugin was loaded"
-        );
-        loaded.sort_by_key(|(index, _)| *index);
-        loaded.into_iter().map(|(_, result)| result).collect()
+        // The calling thread loads too ([`Parallel::finish`]), and alone when no helper
+        // could start.
+        Parallel {
+            jobs,
+            work,
+            received,
+        }
     }
 
     fn load_plugin(&self, pending: Pending, problems: &mut Vec<Problem>) -> Option<Plugin> {
+        let planned = self.plan(pending, problems)?;
+        let runtime = match planned.runtime {
+            Some(runtime) => runtime,
+            None => Runtime::Wasm(Box::new(self.load_wasm(
+                &planned.plugin_dir,
+                &planned.folder,
+                &planned.manifest_path,
+                &planned.manifest,
+                planned.manifest.runtime.wasm_file()?,
+                problems,
+            )?)),
+        };
+        Some(Plugin {
+            manifest: planned.manifest,
+            dir: planned.folder,
+            link: planned.link,
+            runtime,
+            env: planned.env,
+        })
+    }
+
+    /// Checks all of a plugin but its component: a command's program, the grants of a
+    /// component's. `runtime` is `None` for a component, which is the rest of its load.
+    fn plan(&self, pending: Pending, problems: &mut Vec<Problem>) -> Option<Planned> {
         let Pending {
             plugin_dir,
             folder,
@@ -298,41 +426,33 @@ impl Host {
             manifest_path,
             manifest,
         } = pending;
-        let (plugin_dir, folder, manifest_path) = (&plugin_dir, &folder, &manifest_path);
         let runtime = match &manifest.runtime {
-            RuntimeSpec::Wasm(wasm) => Runtime::Wasm(Box::new(self.load_wasm(
-                plugin_dir,
-                folder,
-                manifest_path,
-                &manifest,
-                wasm,
-                problems,
-            )?)),
+            RuntimeSpec::Wasm(_) => None,
             RuntimeSpec::Command { argv } => {
-                check_program(plugin_dir, manifest_path, &argv[0], problems)?;
-                Runtime::External(External {
+                check_program(&plugin_dir, &manifest_path, &argv[0], problems)?;
+                Some(Runtime::External(External {
                     target: Target::Command {
                         argv: argv.clone(),
                         env: manifest.env.clone(),
                         // The real folder: a symlinked plugin's command runs where it lives.
-                        dir: link.clone().unwrap_or_else(|| folder.to_path_buf()),
+                        dir: link.clone().unwrap_or_else(|| folder.clone()),
                     },
                     protocol: manifest.protocol,
-                })
+                }))
             }
-            RuntimeSpec::Http { url } => Runtime::External(External {
+            RuntimeSpec::Http { url } => Some(Runtime::External(External {
                 target: Target::Http { url: url.clone() },
                 protocol: manifest.protocol,
-            }),
+            })),
         };
         let (vars, folders) = match &runtime {
-            Runtime::Wasm(_) => granted(
+            None => granted(
                 &manifest,
-                link.as_deref().unwrap_or(folder),
-                manifest_path,
+                link.as_deref().unwrap_or(&folder),
+                &manifest_path,
                 problems,
             )?,
-            _ => (Vec::new(), Vec::new()),
+            Some(_) => (Vec::new(), Vec::new()),
         };
         let env = Arc::new(PluginEnv {
             vars,
@@ -349,13 +469,41 @@ impl Host {
                 .clone()
                 .map(|grant| (grant, self.inner.state.clone())),
         });
-        Some(Plugin {
-            manifest,
-            dir: folder.to_path_buf(),
+        Some(Planned {
+            plugin_dir,
+            folder,
             link,
+            manifest_path,
+            manifest,
             runtime,
             env,
         })
+    }
+
+    /// Loads the component of an overlapped load's plugin, handing it (or its problems) to
+    /// the plugin's calls waiting for it; its problems are also the load's.
+    fn load_component(&self, job: ComponentJob) -> Vec<Problem> {
+        let mut problems = Vec::new();
+        let manifest = &job.manifest;
+        let loaded = manifest.runtime.wasm_file().and_then(|wasm| {
+            self.load_wasm(
+                &job.plugin_dir,
+                &job.folder,
+                &job.manifest_path,
+                manifest,
+                wasm,
+                &mut problems,
+            )
+        });
+        job.setter.set(match loaded {
+            Some(wasm) => Ok(Box::new(wasm)),
+            None => Err(problems
+                .iter()
+                .map(ToString::to_string)
+                .collect::<Vec<_>>()
+                .join("; ")),
+        });
+        problems
     }
 
     /// The component file's sha256, its bytes (`None` when the cache remembers the file as
@@ -585,33 +733,79 @@ struct Folder {
     link: Option<PathBuf>,
 }
 
-/// The plugins a load's threads share out: each takes the next in `order` until none is
-/// left.
-struct Jobs {
+/// The loads a load's threads share out (plugins, or an overlapped load's components):
+/// each takes the next in `order` until none is left.
+struct Jobs<T> {
     order: Vec<usize>,
-    slots: Vec<std::sync::Mutex<Option<Pending>>>,
+    slots: Vec<std::sync::Mutex<Option<T>>>,
     next: std::sync::atomic::AtomicUsize,
 }
 
-impl Jobs {
-    /// Loads plugins with `host` until none is left, handing each result (with its index) to
+impl<T> Jobs<T> {
+    /// Does `work` with `host` until none is left, handing each result (with its index) to
     /// `each`.
-    fn run(&self, host: &Host, mut each: impl FnMut((usize, Loaded))) {
+    fn run<R>(&self, host: &Host, work: fn(&Host, T) -> R, mut each: impl FnMut((usize, R))) {
         loop {
             let taken = self.next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             let Some(&index) = self.order.get(taken) else {
                 return;
             };
-            let pending = self.slots[index]
+            let job = self.slots[index]
                 .lock()
                 .unwrap_or_else(|e| e.into_inner())
                 .take()
-                .expect("each pending plugin is taken once");
-            let mut problems = Vec::new();
-            let plugin = host.load_plugin(pending, &mut problems);
-            each((index, (plugin, problems)));
+                .expect("each load is taken once");
+            each((index, work(host, job)));
         }
     }
+}
+
+/// Loads begun on helper threads: [`Parallel::finish`] does this thread's share and waits
+/// for the rest.
+struct Parallel<T, R> {
+    jobs: Arc<Jobs<T>>,
+    work: fn(&Host, T) -> R,
+    received: std::sync::mpsc::Receiver<(usize, R)>,
+}
+
+impl<T, R> Parallel<T, R> {
+    /// Does this thread's share of the loads, then waits for the helpers' (over their
+    /// channel, not for their exit: the first may still be opening the state store). The
+    /// results keep the order of the loads given.
+    fn finish(self, host: &Host) -> Vec<R> {
+        let count = self.jobs.slots.len();
+        let mut done: Vec<(usize, R)> = Vec::with_capacity(count);
+        self.jobs.run(host, self.work, |one| done.push(one));
+        done.extend(self.received.iter());
+        assert_eq!(
+            done.len(),
+            count,
+            "a plugin loader thread ended (panicked) before its plugin was loaded"
+        );
+        done.sort_by_key(|(index, _)| *index);
+        done.into_iter().map(|(_, result)| result).collect()
+    }
+}
+
+/// A plugin with all but its component checked ([`Host::plan`]).
+struct Planned {
+    plugin_dir: Dir,
+    folder: PathBuf,
+    link: Option<PathBuf>,
+    manifest_path: PathBuf,
+    manifest: Manifest,
+    /// `None`: a component, still to load.
+    runtime: Option<Runtime>,
+    env: Arc<PluginEnv>,
+}
+
+/// The component of an overlapped load's plugin, to load.
+struct ComponentJob {
+    plugin_dir: Dir,
+    folder: PathBuf,
+    manifest_path: PathBuf,
+    manifest: Manifest,
+    setter: Setter,
 }
 
 /// A plugin whose manifest is read, waiting for its component.
@@ -630,6 +824,61 @@ impl Pending {
         match &self.manifest.runtime {
             RuntimeSpec::Wasm(wasm) => self.plugin_dir.metadata(wasm).map_or(0, |m| m.len()),
             _ => 0,
+        }
+    }
+}
+
+/// Adds `plugin` to `plugins`, unless one of them has its name (a problem).
+fn add_unique(plugins: &mut Vec<Plugin>, plugin: Plugin, problems: &mut Vec<Problem>) {
+    if let Some(first) = plugins.iter().find(|p| p.name() == plugin.name()) {
+        problems.push(
+            Problem::new(
+                plugin.dir.join(MANIFEST_FILE),
+                format!(
+                    "plugin name `{}` is already used by {}",
+                    plugin.name(),
+                    first.dir.join(MANIFEST_FILE).display()
+                ),
+            )
+            .field("name")
+            .fix("give each plugin a unique name"),
+        );
+        return;
+    }
+    plugins.push(plugin);
+}
+
+/// The components of a [`Host::load_dir_overlapped`], loading: [`Loads::finish`] does the
+/// calling thread's share and waits for the rest.
+pub struct Loads {
+    host: Host,
+    parallel: Parallel<ComponentJob, Vec<Problem>>,
+}
+
+impl std::fmt::Debug for Loads {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Loads")
+            .field("components", &self.parallel.jobs.slots.len())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Loads {
+    /// Loads this thread's share of the components and waits for the others': `Err` lists
+    /// the problems of every component that did not load (their hooks failed), as
+    /// [`Host::load_dir_for_tool`] would have. Blocks: run it where blocking is allowed.
+    /// Dropped unfinished, the components no thread took are refused (their hooks fail).
+    pub fn finish(self) -> Result<(), Error> {
+        let problems: Vec<Problem> = self
+            .parallel
+            .finish(&self.host)
+            .into_iter()
+            .flatten()
+            .collect();
+        if problems.is_empty() {
+            Ok(())
+        } else {
+            Err(Error::Invalid { problems })
         }
     }
 }

@@ -289,6 +289,14 @@ pub enum RuntimeSpec {
 }
 
 impl RuntimeSpec {
+    /// The component's file, for a wasm plugin.
+    pub(crate) fn wasm_file(&self) -> Option<&str> {
+        match self {
+            RuntimeSpec::Wasm(wasm) => Some(wasm),
+            _ => None,
+        }
+    }
+
     /// The runtime family's name: `wasm`, `command` or `http`.
     pub fn family(&self) -> &'static str {
         match self {

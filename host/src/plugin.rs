@@ -248,23 +248,31 @@ impl Plugins {
         let Ok(runtime) = tokio::runtime::Handle::try_current() else {
             return;
         };
-        let mut queued: Vec<(usize, crate::manifest::Limits)> = Vec::new();
+        // Each with its limits, and whether it is queued yet: a component still loading
+        // ([`Host::load_dir_overlapped`](crate::Host::load_dir_overlapped)) is queued once
+        // loaded, by the making task, which waits for it.
+        let mut queued: Vec<(usize, crate::manifest::Limits, bool)> = Vec::new();
         // The first component's call comes at once: made ahead, it would only be waited for.
         let mut first = None;
         for &point in points {
             for hook in self.inner.by_point.get(point) {
                 let plugin = &self.inner.plugins[hook.plugin];
-                let Some(wasm) = plugin.wasm() else {
+                if plugin.runtime.component_size().is_none() {
                     continue;
-                };
+                }
                 if *first.get_or_insert(hook.plugin) == hook.plugin
-                    || queued.iter().any(|&(p, _)| p == hook.plugin)
+                    || queued.iter().any(|&(p, _, _)| p == hook.plugin)
                     || !plugin.env.folders.is_empty()
                 {
                     continue;
                 }
-                if wasm.spares.queue_first() {
-                    queued.push((hook.plugin, plugin.manifest.hooks[hook.hook].limits));
+                let limits = plugin.manifest.hooks[hook.hook].limits;
+                match plugin.wasm() {
+                    Some(wasm) if wasm.spares.queue_first() => {
+                        queued.push((hook.plugin, limits, true));
+                    }
+                    Some(_) => {}
+                    None => queued.push((hook.plugin, limits, false)),
                 }
             }
         }
@@ -276,8 +284,8 @@ impl Plugins {
         // component's instance costs its call about what it costs the helper, but a large
         // one's (a Python interpreter's, a millisecond or more) made by its call stalls the
         // event; begun first, it overlaps everything the event does before that call.
-        queued.sort_by_key(|&(p, _)| {
-            std::cmp::Reverse(self.inner.plugins[p].wasm().map_or(0, |w| w.size))
+        queued.sort_by_key(|&(p, _, _)| {
+            std::cmp::Reverse(self.inner.plugins[p].runtime.component_size())
         });
         // The makings stop when the runtime shuts down (their timers would fail then): this
         // end is dropped with the task that holds it, before the runtime's timers end.
@@ -291,9 +299,14 @@ impl Plugins {
             handle.block_on(async {
                 let sink = &plugins.inner.host.inner.log_sink;
                 let making = async {
-                    for (p, limits) in queued {
+                    for (p, limits, claimed) in queued {
                         let plugin = &plugins.inner.plugins[p];
-                        if let Some(wasm) = plugin.wasm() {
+                        let Some(wasm) = plugin.runtime.loaded().await else {
+                            continue;
+                        };
+                        // Still loading when queued: its call may have come meanwhile (and
+                        // made its own instance).
+                        if claimed || wasm.spares.queue_first() {
                             wasm.spares
                                 .make_first(plugin.env.clone(), sink.clone(), limits)
                                 .await;

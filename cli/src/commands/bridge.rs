@@ -243,7 +243,7 @@ async fn decide(
     *event.lock().unwrap_or_else(|e| e.into_inner()) = name.clone();
     let record = options.record.then(|| bridge::agent_event(dialect, &input));
     let tool = bridge::tool_of(&input).map(str::to_owned);
-    let plugins = load(options, &name, tool, doing, record).await?;
+    let (plugins, loads) = load(options, &name, tool, doing, record).await?;
     // Each plugin instantiates once here, at its first call, and the calls run one after the
     // other: the later ones' instances are made on the other core meanwhile.
     plugins.make_instances_ahead(bridge::points_for(&name));
@@ -254,10 +254,29 @@ async fn decide(
         .unwrap_or("unknown-session")
         .to_string();
     let lifecycle = palisade::Lifecycle::new(plugins.session(session_id));
-    let reply = bridge::handle_in(&lifecycle, dialect, &input).await;
+    // The hooks run while the components load (a hook waits for its own at its turn). A
+    // component that does not load refuses the event, as a load that failed before any hook
+    // ran did: the dispatch is dropped as soon as that is known, and its answer, if it came
+    // first, is not the event's.
+    let reply = {
+        let mut loads = std::pin::pin!(loads);
+        let mut dispatch = std::pin::pin!(bridge::handle_in(&lifecycle, dialect, &input));
+        tokio::select! {
+            biased;
+            loaded = &mut loads => {
+                loaded?;
+                dispatch.await
+            }
+            reply = &mut dispatch => {
+                loads.await?;
+                reply
+            }
+        }
+    };
     if options.timings {
         eprintln!(
-            "palisade: {name}: read and loaded {} plugins in {:.2} ms, ran {} in {:.2} ms",
+            "palisade: {name}: read the event and {} manifests in {:.2} ms, ran {} (loading \
+             the components meanwhile) in {:.2} ms",
             plugins.iter().count(),
             loaded.as_secs_f64() * 1e3,
             if reply.points.is_empty() {
@@ -275,14 +294,17 @@ async fn decide(
 /// the plugins of `options.dir` that subscribe to the points of event `name` (for the tool
 /// `tool`, when it is about one: a hook whose matcher does not take it does not run): on a
 /// thread of its own, so the budget can still answer whatever takes long — a compile, or an
-/// audit log that cannot be opened in time (a FIFO no one reads).
+/// audit log that cannot be opened in time (a FIFO no one reads). Returns the plugins once
+/// their manifests are checked, with the components still loading
+/// ([`palisade::Host::load_dir_overlapped`]), and the end of their loads: `Err`, the event's
+/// refusal, when one did not load.
 async fn load(
     options: &BridgeCommand,
     name: &str,
     tool: Option<String>,
     doing: &Arc<Doing>,
     record: Option<Value>,
-) -> Result<Plugins, Reply> {
+) -> Result<(Plugins, impl Future<Output = Result<(), Reply>> + use<>), Reply> {
     let dir = options.dir.clone();
     let audit_log = options.audit_log.clone();
     let points = bridge::points_for(name);
@@ -295,31 +317,43 @@ async fn load(
         None => loading.clone(),
     });
     let doing = doing.clone();
-    let loaded = tokio::task::spawn_blocking(move || {
+    let (checked, plugins) = tokio::sync::oneshot::channel();
+    let loads = tokio::task::spawn_blocking(move || {
         let Prepared { audit, host } =
             prepare(&doing, &dir, audit_log.as_deref()).map_err(NotLoaded::AuditLog)?;
         if let (Some(audit), Some(record)) = (audit, record) {
             audit.record(&record);
         }
         doing.set(loading);
-        host.and_then(|host| match &tool {
-            Some(tool) => host.load_dir_for_tool(&dir, points, tool),
-            None => host.load_dir_for(&dir, points),
-        })
-        .map_err(|e| NotLoaded::Plugins(e.into()))
-    })
-    .await
-    .unwrap_or_else(|panic| Err(NotLoaded::Plugins(panic.into())));
-    loaded.map_err(|e| match e {
-        NotLoaded::AuditLog(problem) => bridge::failure(name, &problem),
+        let (plugins, loads) = host
+            .and_then(|host| host.load_dir_overlapped(&dir, points, tool.as_deref()))
+            .map_err(|e| NotLoaded::Plugins(e.into()))?;
+        // The hooks begin; this thread loads its share of the components meanwhile.
+        let _ = checked.send(plugins);
+        loads.finish().map_err(|e| NotLoaded::Plugins(e.into()))
+    });
+    let (event, shown) = (name.to_string(), options.dir.clone());
+    let refusal = move |e: NotLoaded| match e {
+        NotLoaded::AuditLog(problem) => bridge::failure(&event, &problem),
         NotLoaded::Plugins(e) => bridge::failure(
-            name,
-            &format!(
-                "cannot load the plugins of {}: {e:#}",
-                options.dir.display()
-            ),
+            &event,
+            &format!("cannot load the plugins of {}: {e:#}", shown.display()),
         ),
-    })
+    };
+    let loads = async move {
+        loads
+            .await
+            .unwrap_or_else(|panic| Err(NotLoaded::Plugins(panic.into())))
+            .map_err(refusal)
+    };
+    match plugins.await {
+        Ok(plugins) => Ok((plugins, loads)),
+        // The load ended before the plugins were checked: why is its outcome.
+        Err(_) => Err(match loads.await {
+            Err(refused) => refused,
+            Ok(()) => bridge::failure(name, "the plugins' load ended without handing them over"),
+        }),
+    }
 }
 
 /// Why a bridged event has no plugins to run.

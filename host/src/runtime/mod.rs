@@ -19,6 +19,7 @@ pub(crate) mod external;
 pub(crate) mod fake;
 pub(crate) mod functions;
 pub(crate) mod instance;
+pub(crate) mod loading;
 pub(crate) mod outbound;
 pub(crate) mod sandbox;
 pub(crate) mod signatures;
@@ -39,6 +40,8 @@ pub(crate) use wasm::{Slot, Wasm};
 /// How a loaded plugin's hooks run.
 pub(crate) enum Runtime {
     Wasm(Box<Wasm>),
+    /// A component still loading: its calls wait for it ([`loading`]).
+    Loading(Arc<loading::Loading>),
     External(External),
     /// A hook written in Rust, for the dispatch rules' own tests.
     #[cfg(test)]
@@ -94,6 +97,27 @@ impl Runtime {
     pub async fn call(&self, site: Site<'_>, request: &Request<'_>) -> Run {
         match self {
             Runtime::Wasm(wasm) => wasm::run(wasm, site, request).await,
+            Runtime::Loading(loading) => match loading.wait().await {
+                // Its time, and its deadline, count from here: the wait is the load's, which
+                // the caller bounds (a bridge's budget), not the hook's.
+                Ok(wasm) => {
+                    let started = Instant::now();
+                    wasm::run(wasm, Site { started, ..site }, request).await
+                }
+                // Failed closed where the hook would; a bridge refuses the whole event with
+                // the load's problems in any case.
+                Err(problems) => Run {
+                    result: Err(Failure::new(
+                        crate::failure::FailureReason::Unavailable,
+                        format!("its component did not load: {problems}"),
+                    )),
+                    meter: Meter {
+                        duration: site.started.elapsed(),
+                        cost: Cost::default(),
+                    },
+                    logs: Vec::new(),
+                },
+            },
             Runtime::External(external) => {
                 let started = site.started;
                 let invocation = invocation_id(site.invocation);
@@ -122,10 +146,29 @@ impl Runtime {
         }
     }
 
-    /// The component, for a wasm plugin.
+    /// The component, for a wasm plugin (once loaded, for one still loading).
     pub fn wasm(&self) -> Option<&Wasm> {
         match self {
             Runtime::Wasm(wasm) => Some(wasm),
+            Runtime::Loading(loading) => loading.get(),
+            _ => None,
+        }
+    }
+
+    /// The component, for a wasm plugin, once it has loaded (`None`: it did not).
+    pub async fn loaded(&self) -> Option<&Wasm> {
+        match self {
+            Runtime::Wasm(wasm) => Some(wasm),
+            Runtime::Loading(loading) => loading.wait().await.ok(),
+            _ => None,
+        }
+    }
+
+    /// The size of the component file, for a wasm plugin (loaded or not).
+    pub fn component_size(&self) -> Option<usize> {
+        match self {
+            Runtime::Wasm(wasm) => Some(wasm.size),
+            Runtime::Loading(loading) => Some(loading.size),
             _ => None,
         }
     }

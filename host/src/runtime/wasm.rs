@@ -57,8 +57,8 @@ pub(crate) struct Spares {
     /// How many calls took one.
     taken: AtomicU64,
     /// Where its first instance, made ahead of the first call of a process that serves one
-    /// event ([`Spares::make_first`]), stands: [`AHEAD_NONE`], [`AHEAD_QUEUED`] or
-    /// [`AHEAD_MAKING`].
+    /// event ([`Spares::make_first`]), stands: [`AHEAD_NONE`], [`AHEAD_QUEUED`],
+    /// [`AHEAD_MAKING`] or [`AHEAD_PASSED`].
     first: AtomicU8,
     /// Told when a first instance made ahead is ready, failed or was not made.
     first_done: tokio::sync::Notify,
@@ -70,6 +70,10 @@ const AHEAD_NONE: u8 = 0;
 const AHEAD_QUEUED: u8 = 1;
 /// One is being made ahead: the call waits for it rather than make another.
 const AHEAD_MAKING: u8 = 2;
+/// A call came with none queued or being made, and made its own: none is queued after it
+/// (a component that was still loading when the makings were queued, whose call came as
+/// soon as it loaded).
+const AHEAD_PASSED: u8 = 3;
 
 struct Spare {
     instance: Instance,
@@ -200,8 +204,8 @@ impl Spares {
     }
 
     /// Queues the making of the plugin's first instance ahead of its first call
-    /// ([`Spares::make_first`]); `false` if it gets none (spares are off for it, or one is
-    /// ready, queued or being made).
+    /// ([`Spares::make_first`]); `false` if it gets none (spares are off for it, one is
+    /// ready, queued or being made, or its first call came).
     pub fn queue_first(&self) -> bool {
         !self.off()
             && !self.ready()
@@ -250,9 +254,22 @@ impl Spares {
         self.make(env, sink, limits, false, Timer::AtPolls).await;
     }
 
-    /// Whether its first instance is queued or being made ahead ([`Spares::first_or_own`]).
+    /// Whether its first instance is queued or being made ahead ([`Spares::first_or_own`]);
+    /// if not, none will be: this call makes its own.
     fn first_pending(&self) -> bool {
-        self.first.load(Ordering::Acquire) != AHEAD_NONE
+        let now = match self.first.load(Ordering::Acquire) {
+            AHEAD_NONE => match self.first.compare_exchange(
+                AHEAD_NONE,
+                AHEAD_PASSED,
+                Ordering::AcqRel,
+                Ordering::Acquire,
+            ) {
+                Ok(_) => return false,
+                Err(now) => now,
+            },
+            now => now,
+        };
+        now == AHEAD_QUEUED || now == AHEAD_MAKING
     }
 
     /// At a call that would make its instance: waits for its first instance if it is being
@@ -266,7 +283,7 @@ impl Spares {
             .first
             .compare_exchange(
                 AHEAD_QUEUED,
-                AHEAD_NONE,
+                AHEAD_PASSED,
                 Ordering::AcqRel,
                 Ordering::Acquire,
             )
