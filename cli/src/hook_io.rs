@@ -25,6 +25,50 @@ pub async fn read_stdin() -> Result<Vec<u8>, String> {
     .and_then(|read| read.map_err(|e| e.to_string()))
 }
 
+/// The hook event on stdin, at most [`MAX_INPUT_BYTES`], read on this thread by `deadline`
+/// (`None`: it had not all come by then — a writer that never closes stdin). For a process
+/// with nothing else to do on this thread meanwhile: no thread is started, and the blocking
+/// threads are left to work that can go on while the event is read.
+pub fn read_stdin_by(deadline: std::time::Instant) -> Option<Result<Vec<u8>, String>> {
+    use nix::errno::Errno;
+    use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
+    use std::os::fd::AsFd;
+    let stdin = std::io::stdin();
+    let fd = stdin.as_fd();
+    let mut raw = Vec::new();
+    let mut buf = vec![0u8; 64 * 1024];
+    loop {
+        let left = deadline.saturating_duration_since(std::time::Instant::now());
+        if left.is_zero() {
+            return None;
+        }
+        let wait = PollTimeout::try_from(left.max(std::time::Duration::from_millis(1)))
+            .unwrap_or(PollTimeout::MAX);
+        match poll(&mut [PollFd::new(fd, PollFlags::POLLIN)], wait) {
+            Ok(0) | Err(Errno::EINTR) => continue,
+            Ok(_) => {}
+            Err(err) => return Some(Err(err.to_string())),
+        }
+        // Readable (or at its end, or failed): this read does not block. Straight from the
+        // descriptor: Stdin's own buffer would hold bytes that poll no longer sees.
+        let room = usize::try_from(MAX_INPUT_BYTES)
+            .unwrap_or(usize::MAX)
+            .saturating_sub(raw.len())
+            .min(buf.len());
+        match nix::unistd::read(fd, &mut buf[..room]) {
+            Ok(0) => return Some(Ok(raw)),
+            Ok(n) => {
+                raw.extend_from_slice(&buf[..n]);
+                if raw.len() as u64 >= MAX_INPUT_BYTES {
+                    return Some(Ok(raw));
+                }
+            }
+            Err(Errno::EINTR | Errno::EAGAIN) => {}
+            Err(err) => return Some(Err(err.to_string())),
+        }
+    }
+}
+
 /// Writes the reply: the JSON on stdout, flushed, and the message on stderr.
 pub fn write(reply: &Reply) {
     if let Some(json) = &reply.stdout {

@@ -621,6 +621,64 @@ fn an_audit_log_that_cannot_be_opened_in_time_gets_the_fail_closed_answer_in_tim
     );
 }
 
+/// The event is read on the thread that runs the budget, within it: an event that comes in
+/// pieces is read whole, and one whose writer never closes stdin gets the fail-closed answer
+/// in time, naming the read.
+#[test]
+fn an_event_is_read_within_the_budget_in_pieces_or_never_closed() {
+    let dir = plugins(
+        "[[hooks]]\npoint = \"pre-tool\"\ncapability = \"guard\"\n\
+         [config]\npre_tool = \"deny\"\n",
+    );
+    let event = sample("claude", "PreToolUse");
+    let (head, tail) = event.split_at(event.len() / 2);
+    let run = |close: bool| {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_palisade"))
+            .args([
+                "claude-code",
+                dir.path().to_str().unwrap(),
+                "--budget-ms",
+                "700",
+            ])
+            .env("PALISADE_CACHE_DIR", cache_dir())
+            .env("PALISADE_STATE_DIR", state_dir())
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut stdin = child.stdin.take().unwrap();
+        stdin.write_all(head.as_bytes()).unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(100));
+        stdin.write_all(tail.as_bytes()).unwrap();
+        // Held open (not closed) until the process has answered, or closed now.
+        let held = (!close).then_some(stdin);
+        let started = std::time::Instant::now();
+        while child.try_wait().unwrap().is_none() {
+            if started.elapsed() > std::time::Duration::from_secs(20) {
+                child.kill().unwrap();
+                panic!("no answer 20 s into an event with a budget of 700 ms");
+            }
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        drop(held);
+        child.wait_with_output().unwrap()
+    };
+    let whole = run(true);
+    let said = answer(&whole);
+    assert_eq!(
+        said["hookSpecificOutput"]["permissionDecisionReason"], "denied Bash",
+        "{said}"
+    );
+    let open = run(false);
+    let stderr = String::from_utf8_lossy(&open.stderr);
+    assert_eq!(open.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("budget of 700 ms ran out while reading the hook event on stdin"),
+        "{stderr}"
+    );
+}
+
 /// The standard error of `out`, an event refused when its budget of 700 ms ran out while the
 /// guard `scripted` ran.
 fn refused_for_the_budget_of_700_ms(out: &Output) -> String {

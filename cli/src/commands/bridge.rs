@@ -1,7 +1,7 @@
 //! `palisade claude-code DIR`, `palisade codex DIR` and `palisade gemini DIR`: Palisade as an
 //! agent's hook command.
 
-use crate::hook_io::{DEFAULT_BUDGET_MS, answer, read_stdin, write};
+use crate::hook_io::{DEFAULT_BUDGET_MS, answer, read_stdin_by, write};
 use palisade::bridge::{self, Dialect, Reply};
 use palisade::{EventSink, JsonlSink, Plugins};
 use serde_json::Value;
@@ -163,12 +163,9 @@ async fn bridge_event(dialect: Dialect, options: BridgeCommand) -> anyhow::Resul
     let doing = Arc::new(Doing::default());
     doing.set("reading the hook event on stdin");
     let event = Arc::new(Mutex::new(String::new()));
-    let work = decide(dialect, &options, &doing, &event, started);
-    let answer_by = deadline
-        .checked_sub(ANSWER_MARGIN)
-        .unwrap_or(deadline)
-        .into();
-    match tokio::time::timeout_at(answer_by, work).await {
+    let answer_by = deadline.checked_sub(ANSWER_MARGIN).unwrap_or(deadline);
+    let work = decide(dialect, &options, &doing, &event, started, answer_by);
+    match tokio::time::timeout_at(answer_by.into(), work).await {
         Ok(Ok((reply, lifecycle))) => {
             write(&reply);
             // Observers get what is left of the budget, and no more than MAX_DRAIN.
@@ -222,8 +219,15 @@ async fn decide(
     doing: &Arc<Doing>,
     event: &Mutex<String>,
     started: Instant,
+    answer_by: Instant,
 ) -> Result<(Reply, palisade::Lifecycle), Reply> {
-    let raw = read_stdin().await;
+    // The audit log opens and the host is built on a blocking thread while the event is read
+    // here: nothing else runs on this thread meanwhile, and the read keeps to the budget.
+    let starting = start_load(options, doing);
+    let Some(raw) = read_stdin_by(answer_by) else {
+        // The budget's answer, naming the read as what overran.
+        return std::future::pending().await;
+    };
     let input: Value = match raw.and_then(|raw| read_event(&raw).map_err(|e| e.to_string())) {
         Ok(input) => input,
         // Without the event name, nothing says whether blocking is safe: block, since
@@ -243,7 +247,7 @@ async fn decide(
     *event.lock().unwrap_or_else(|e| e.into_inner()) = name.clone();
     let record = options.record.then(|| bridge::agent_event(dialect, &input));
     let tool = bridge::tool_of(&input).map(str::to_owned);
-    let (plugins, loads) = load(options, &name, tool, doing, record).await?;
+    let (plugins, loads) = load(starting, options, &name, tool, doing, record).await?;
     // Each plugin instantiates once here, at its first call, and the calls run one after the
     // other: the later ones' instances are made on the other core meanwhile.
     plugins.make_instances_ahead(bridge::points_for(&name));
@@ -290,47 +294,89 @@ async fn decide(
     Ok((reply, lifecycle))
 }
 
-/// Opens the audit log, records the agent's event in it (`record`, when asked to), and loads
-/// the plugins of `options.dir` that subscribe to the points of event `name` (for the tool
-/// `tool`, when it is about one: a hook whose matcher does not take it does not run): on a
-/// thread of its own, so the budget can still answer whatever takes long — a compile, or an
-/// audit log that cannot be opened in time (a FIFO no one reads). Returns the plugins once
-/// their manifests are checked, with the components still loading
-/// ([`palisade::Host::load_dir_overlapped`]), and the end of their loads: `Err`, the event's
-/// refusal, when one did not load.
-async fn load(
-    options: &BridgeCommand,
-    name: &str,
+/// A bridged event's load, begun before its event is read: on a thread of its own, which opens
+/// the audit log and builds the host meanwhile, then waits for the event.
+struct Starting {
+    event: std::sync::mpsc::Sender<EventToLoad>,
+    checked: tokio::sync::oneshot::Receiver<Plugins>,
+    loads: tokio::task::JoinHandle<Result<(), NotLoaded>>,
+}
+
+/// What a load needs of its event: its name, its tool, and what the audit log records of it.
+struct EventToLoad {
+    name: String,
     tool: Option<String>,
-    doing: &Arc<Doing>,
     record: Option<Value>,
-) -> Result<(Plugins, impl Future<Output = Result<(), Reply>> + use<>), Reply> {
+}
+
+/// Begins the load of `options.dir` for an event not yet read ([`load`] goes on with it): on a
+/// thread of its own, so the budget can still answer whatever takes long — a compile, or an
+/// audit log that cannot be opened in time (a FIFO no one reads).
+fn start_load(options: &BridgeCommand, doing: &Arc<Doing>) -> Starting {
     let dir = options.dir.clone();
     let audit_log = options.audit_log.clone();
-    let points = bridge::points_for(name);
-    let loading = format!(
-        "loading the plugins of {} (compiling any not in the cache)",
-        dir.display()
-    );
-    doing.set(match &audit_log {
-        Some(log) => format!("opening the audit log {}", log.display()),
-        None => loading.clone(),
-    });
     let doing = doing.clone();
+    let (event, told) = std::sync::mpsc::channel::<EventToLoad>();
     let (checked, plugins) = tokio::sync::oneshot::channel();
     let loads = tokio::task::spawn_blocking(move || {
-        let Prepared { audit, host } =
-            prepare(&doing, &dir, audit_log.as_deref()).map_err(NotLoaded::AuditLog)?;
+        let prepared = prepare(&doing, &dir, audit_log.as_deref());
+        // No event (it could not be read): nothing to load, and no one waits for this.
+        let Ok(EventToLoad { name, tool, record }) = told.recv() else {
+            return Ok(());
+        };
+        let Prepared { audit, host } = prepared.map_err(NotLoaded::AuditLog)?;
         if let (Some(audit), Some(record)) = (audit, record) {
             audit.record(&record);
         }
-        doing.set(loading);
+        doing.set(format!(
+            "loading the plugins of {} (compiling any not in the cache)",
+            dir.display()
+        ));
+        let points = bridge::points_for(&name);
         let (plugins, loads) = host
             .and_then(|host| host.load_dir_overlapped(&dir, points, tool.as_deref()))
             .map_err(|e| NotLoaded::Plugins(e.into()))?;
         // The hooks begin; this thread loads its share of the components meanwhile.
         let _ = checked.send(plugins);
         loads.finish().map_err(|e| NotLoaded::Plugins(e.into()))
+    });
+    Starting {
+        event,
+        checked: plugins,
+        loads,
+    }
+}
+
+/// Goes on with the load `starting` for event `name` (for the tool `tool`, when it is about
+/// one: a hook whose matcher does not take it does not run), recording the agent's event in
+/// the audit log (`record`, when asked to). Returns the plugins once their manifests are
+/// checked, with the components still loading ([`palisade::Host::load_dir_overlapped`]),
+/// and the end of their loads: `Err`, the event's refusal, when one did not load.
+async fn load(
+    starting: Starting,
+    options: &BridgeCommand,
+    name: &str,
+    tool: Option<String>,
+    doing: &Arc<Doing>,
+    record: Option<Value>,
+) -> Result<(Plugins, impl Future<Output = Result<(), Reply>> + use<>), Reply> {
+    // Said before the loading thread is told the event: it says `loading` once it has it.
+    doing.set(match &options.audit_log {
+        Some(log) => format!("opening the audit log {}", log.display()),
+        None => format!(
+            "loading the plugins of {} (compiling any not in the cache)",
+            options.dir.display()
+        ),
+    });
+    let Starting {
+        event,
+        checked,
+        loads,
+    } = starting;
+    let _ = event.send(EventToLoad {
+        name: name.to_string(),
+        tool,
+        record,
     });
     let (event, shown) = (name.to_string(), options.dir.clone());
     let refusal = move |e: NotLoaded| match e {
@@ -346,7 +392,7 @@ async fn load(
             .unwrap_or_else(|panic| Err(NotLoaded::Plugins(panic.into())))
             .map_err(refusal)
     };
-    match plugins.await {
+    match checked.await {
         Ok(plugins) => Ok((plugins, loads)),
         // The load ended before the plugins were checked: why is its outcome.
         Err(_) => Err(match loads.await {
