@@ -62,7 +62,7 @@ pub use events::{AuditLoss, Dispatch, Event, EventKind, EventSink, Interest, Jso
 pub use failure::{Failure, FailureReason};
 pub use hook::BoxFuture;
 pub use lifecycle::Lifecycle;
-pub use loader::Loads;
+pub use loader::{Loads, Manifests};
 pub use manifest::{
     DEFAULT_PAYLOAD_MAX_BYTES, HookSpec, HttpGrant, HttpHost, Limits, Manifest, Network, Protocol,
     RuntimeSpec, StateGrant,

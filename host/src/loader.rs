@@ -81,9 +81,17 @@ impl Host {
         points: &[Point],
         tool: Option<&str>,
     ) -> Result<(Plugins, Loads), Error> {
-        let (plugins, loads) = self.load(dir.as_ref(), Some(Wanted { points, tool }), true)?;
-        let loads = loads.expect("an overlapped load has its loads");
-        Ok((plugins, loads))
+        self.read_manifests(dir).load_overlapped(points, tool)
+    }
+
+    /// Reads and checks the manifests of `dir`, ahead of the event whose plugins are then
+    /// loaded from them ([`Manifests::load_overlapped`]): a bridge reads them while it reads
+    /// its event. Problems are reported by the load, with any it finds then.
+    pub fn read_manifests(&self, dir: impl AsRef<Path>) -> Manifests {
+        Manifests {
+            host: self.clone(),
+            read: self.read_dir(dir.as_ref()),
+        }
     }
 
     fn load(
@@ -92,6 +100,12 @@ impl Host {
         wanted: Option<Wanted<'_>>,
         overlapped: bool,
     ) -> Result<(Plugins, Option<Loads>), Error> {
+        let read = self.read_dir(dir)?;
+        self.load_read(read, wanted, overlapped)
+    }
+
+    /// The manifests of `dir`, read and checked (every problem found kept for the load).
+    fn read_dir(&self, dir: &Path) -> Result<Read, Error> {
         let directory_error = |source| Error::Directory {
             path: dir.to_path_buf(),
             source,
@@ -108,7 +122,7 @@ impl Host {
                     link: None,
                 }];
                 let found = (Vec::new(), Vec::new());
-                return self.load_folders(parent, &root, folders, wanted, overlapped, found);
+                return Ok(read_folders(parent, &root, folders, found));
             }
         }
         let root = Dir::open_ambient_dir(dir, ambient_authority()).map_err(directory_error)?;
@@ -151,70 +165,24 @@ impl Host {
         }
         folders.sort_by(|a, b| a.name.cmp(&b.name));
         skipped.sort_by(|a: &Skipped, b| a.path.cmp(&b.path));
-        self.load_folders(dir, &root, folders, wanted, overlapped, (problems, skipped))
+        Ok(read_folders(dir, &root, folders, (problems, skipped)))
     }
 
-    /// Loads the plugin folders of `dir` (opened as `root`), adding to the problems and
-    /// skipped entries already `found`; `overlapped`: see [`Host::load_dir_overlapped`].
-    fn load_folders(
+    /// Loads the plugins `read` of those `wanted` (all, for `None`); `overlapped`: see
+    /// [`Host::load_dir_overlapped`].
+    fn load_read(
         &self,
-        dir: &Path,
-        root: &Dir,
-        folders: Vec<Folder>,
+        read: Read,
         wanted: Option<Wanted<'_>>,
         overlapped: bool,
-        found: (Vec<Problem>, Vec<Skipped>),
     ) -> Result<(Plugins, Option<Loads>), Error> {
-        let (mut problems, mut skipped) = found;
-        // Manifests first (cheap), in name order.
-        let mut pending = Vec::new();
-        for Folder { name, link } in folders {
-            let folder = dir.join(&name);
-            let opened = match &link {
-                // Opened where it leads; inside it, the plugin's files are confined as usual.
-                Some(target) => Dir::open_ambient_dir(target, ambient_authority()),
-                None => root.open_dir(&name),
-            };
-            let plugin_dir = match opened {
-                Ok(d) => d,
-                Err(err) => {
-                    problems.push(Problem::new(&folder, format!("cannot open: {err}")));
-                    continue;
-                }
-            };
-            let manifest_path = folder.join(MANIFEST_FILE);
-            let text = match read_manifest(&plugin_dir) {
-                Ok(text) => text,
-                Err(err) if err.kind() == ErrorKind::NotFound => {
-                    skipped.push(Skipped {
-                        path: folder,
-                        reason: "no plugin.toml".into(),
-                    });
-                    continue;
-                }
-                Err(err) => {
-                    problems.push(
-                        Problem::new(&manifest_path, format!("cannot read: {err}"))
-                            .fix("make plugin.toml a regular file of the plugin's folder"),
-                    );
-                    continue;
-                }
-            };
-            let Some(manifest) = manifest::parse(&manifest_path, &text, &mut problems) else {
-                continue;
-            };
-            if let Some(wanted) = &wanted
-                && !wanted.wants(&manifest)
-            {
-                continue;
-            }
-            pending.push(Pending {
-                plugin_dir,
-                folder,
-                link,
-                manifest_path,
-                manifest,
-            });
+        let Read {
+            mut pending,
+            mut problems,
+            skipped,
+        } = read;
+        if let Some(wanted) = &wanted {
+            pending.retain(|p| wanted.wants(&p.manifest));
         }
         // Loaded for an event: the plugins about to run. Should one keep state, the store
         // opens meanwhile, rather than in its hook's time.
@@ -825,6 +793,102 @@ impl Pending {
             RuntimeSpec::Wasm(wasm) => self.plugin_dir.metadata(wasm).map_or(0, |m| m.len()),
             _ => 0,
         }
+    }
+}
+
+/// Reads and checks the manifests of the plugin folders of `dir` (opened as `root`), in name
+/// order, adding to the problems and skipped entries already `found`.
+fn read_folders(
+    dir: &Path,
+    root: &Dir,
+    folders: Vec<Folder>,
+    found: (Vec<Problem>, Vec<Skipped>),
+) -> Read {
+    let (mut problems, mut skipped) = found;
+    let mut pending = Vec::new();
+    for Folder { name, link } in folders {
+        let folder = dir.join(&name);
+        let opened = match &link {
+            // Opened where it leads; inside it, the plugin's files are confined as usual.
+            Some(target) => Dir::open_ambient_dir(target, ambient_authority()),
+            None => root.open_dir(&name),
+        };
+        let plugin_dir = match opened {
+            Ok(d) => d,
+            Err(err) => {
+                problems.push(Problem::new(&folder, format!("cannot open: {err}")));
+                continue;
+            }
+        };
+        let manifest_path = folder.join(MANIFEST_FILE);
+        let text = match read_manifest(&plugin_dir) {
+            Ok(text) => text,
+            Err(err) if err.kind() == ErrorKind::NotFound => {
+                skipped.push(Skipped {
+                    path: folder,
+                    reason: "no plugin.toml".into(),
+                });
+                continue;
+            }
+            Err(err) => {
+                problems.push(
+                    Problem::new(&manifest_path, format!("cannot read: {err}"))
+                        .fix("make plugin.toml a regular file of the plugin's folder"),
+                );
+                continue;
+            }
+        };
+        let Some(manifest) = manifest::parse(&manifest_path, &text, &mut problems) else {
+            continue;
+        };
+        pending.push(Pending {
+            plugin_dir,
+            folder,
+            link,
+            manifest_path,
+            manifest,
+        });
+    }
+    Read {
+        pending,
+        problems,
+        skipped,
+    }
+}
+
+/// A plugin directory's manifests, read: the plugins to load, and what was found on the way.
+struct Read {
+    pending: Vec<Pending>,
+    problems: Vec<Problem>,
+    skipped: Vec<Skipped>,
+}
+
+/// A plugin directory's manifests, read and checked ahead of the event whose plugins are
+/// loaded from them ([`Host::read_manifests`]).
+pub struct Manifests {
+    host: Host,
+    read: Result<Read, Error>,
+}
+
+impl std::fmt::Debug for Manifests {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Manifests").finish_non_exhaustive()
+    }
+}
+
+impl Manifests {
+    /// Loads the plugins with a hook on one of `points` (and, for a tool's event, a matcher
+    /// that takes `tool`) as [`Host::load_dir_overlapped`] does; every problem of every
+    /// manifest, wanted or not, is an error here.
+    pub fn load_overlapped(
+        self,
+        points: &[Point],
+        tool: Option<&str>,
+    ) -> Result<(Plugins, Loads), Error> {
+        let (plugins, loads) =
+            self.host
+                .load_read(self.read?, Some(Wanted { points, tool }), true)?;
+        Ok((plugins, loads.expect("an overlapped load has its loads")))
     }
 }
 

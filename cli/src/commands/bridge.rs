@@ -221,8 +221,9 @@ async fn decide(
     started: Instant,
     answer_by: Instant,
 ) -> Result<(Reply, palisade::Lifecycle), Reply> {
-    // The audit log opens and the host is built on a blocking thread while the event is read
-    // here: nothing else runs on this thread meanwhile, and the read keeps to the budget.
+    // The audit log opens, the host is built and the manifests are read on a blocking thread
+    // while the event is read here: nothing else runs on this thread meanwhile, and the read
+    // keeps to the budget.
     let starting = start_load(options, doing);
     let Some(raw) = read_stdin_by(answer_by) else {
         // The budget's answer, naming the read as what overran.
@@ -295,7 +296,8 @@ async fn decide(
 }
 
 /// A bridged event's load, begun before its event is read: on a thread of its own, which opens
-/// the audit log and builds the host meanwhile, then waits for the event.
+/// the audit log, builds the host and reads the plugins' manifests meanwhile, then waits for
+/// the event.
 struct Starting {
     event: std::sync::mpsc::Sender<EventToLoad>,
     checked: tokio::sync::oneshot::Receiver<Plugins>,
@@ -320,6 +322,11 @@ fn start_load(options: &BridgeCommand, doing: &Arc<Doing>) -> Starting {
     let (checked, plugins) = tokio::sync::oneshot::channel();
     let loads = tokio::task::spawn_blocking(move || {
         let prepared = prepare(&doing, &dir, audit_log.as_deref());
+        // The manifests too: their problems are the load's, reported with it.
+        let manifests = match &prepared {
+            Ok(Prepared { host: Ok(host), .. }) => Some(host.read_manifests(&dir)),
+            _ => None,
+        };
         // No event (it could not be read): nothing to load, and no one waits for this.
         let Ok(EventToLoad { name, tool, record }) = told.recv() else {
             return Ok(());
@@ -334,7 +341,11 @@ fn start_load(options: &BridgeCommand, doing: &Arc<Doing>) -> Starting {
         ));
         let points = bridge::points_for(&name);
         let (plugins, loads) = host
-            .and_then(|host| host.load_dir_overlapped(&dir, points, tool.as_deref()))
+            .and_then(|host| {
+                manifests
+                    .unwrap_or_else(|| host.read_manifests(&dir))
+                    .load_overlapped(points, tool.as_deref())
+            })
             .map_err(|e| NotLoaded::Plugins(e.into()))?;
         // The hooks begin; this thread loads its share of the components meanwhile.
         let _ = checked.send(plugins);
