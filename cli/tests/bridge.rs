@@ -621,6 +621,33 @@ fn an_audit_log_that_cannot_be_opened_in_time_gets_the_fail_closed_answer_in_tim
     );
 }
 
+/// `--timings` prints the event's split on stderr, and changes nothing else.
+#[test]
+fn timings_are_printed_on_stderr() {
+    let dir = plugins(
+        "[[hooks]]\npoint = \"pre-tool\"\ncapability = \"guard\"\n\
+         [config]\npre_tool = \"deny\"\n",
+    );
+    let path = dir.path().to_str().unwrap();
+    let out = palisade(
+        &["claude-code", path, "--timings"],
+        &sample("claude", "PreToolUse"),
+    );
+    let said = answer(&out);
+    assert_eq!(
+        said["hookSpecificOutput"]["permissionDecisionReason"], "denied Bash",
+        "{said}"
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.starts_with("palisade: PreToolUse: read the event and checked its 1 plugin in ")
+            && stderr.contains(" ms, ran ")
+            && stderr.contains("pre-tool")
+            && stderr.contains("(their components loading meanwhile)"),
+        "{stderr}"
+    );
+}
+
 /// The event is read on the thread that runs the budget, within it: an event that comes in
 /// pieces is read whole, and one whose writer never closes stdin gets the fail-closed answer
 /// in time, naming the read.

@@ -279,10 +279,11 @@ async fn decide(
         }
     };
     if options.timings {
+        let count = plugins.iter().count();
         eprintln!(
-            "palisade: {name}: read the event and {} manifests in {:.2} ms, ran {} (loading \
-             the components meanwhile) in {:.2} ms",
-            plugins.iter().count(),
+            "palisade: {name}: read the event and checked its {count} plugin{} in {:.2} ms, ran \
+             {} (their components loading meanwhile) in {:.2} ms",
+            if count == 1 { "" } else { "s" },
             loaded.as_secs_f64() * 1e3,
             if reply.points.is_empty() {
                 "nothing".to_string()
