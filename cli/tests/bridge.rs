@@ -30,15 +30,7 @@ fn palisade_caching_in(cache: &Path, args: &[&str], stdin: &str) -> Output {
 /// `palisade ARGS` started with the component cache `cache`, `stdin` written to it and
 /// closed, its output piped.
 fn started(cache: &Path, args: &[&str], stdin: &str) -> std::process::Child {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_palisade"))
-        .args(args)
-        .env("PALISADE_CACHE_DIR", cache)
-        .env("PALISADE_STATE_DIR", state_dir())
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let mut child = spawned(cache, args);
     child
         .stdin
         .take()
@@ -46,6 +38,33 @@ fn started(cache: &Path, args: &[&str], stdin: &str) -> std::process::Child {
         .write_all(stdin.as_bytes())
         .unwrap();
     child
+}
+
+/// `palisade ARGS` started with the component cache `cache`, its stdin and output piped.
+fn spawned(cache: &Path, args: &[&str]) -> std::process::Child {
+    Command::new(env!("CARGO_BIN_EXE_palisade"))
+        .args(args)
+        .env("PALISADE_CACHE_DIR", cache)
+        .env("PALISADE_STATE_DIR", state_dir())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
+/// `child`'s output once it has exited; fails the test (killing it) if it has not answered 20 s
+/// in — an event with a budget of `budget_ms`.
+fn answered_in_time(mut child: std::process::Child, budget_ms: u64) -> Output {
+    let started = std::time::Instant::now();
+    while child.try_wait().unwrap().is_none() {
+        if started.elapsed() > std::time::Duration::from_secs(20) {
+            child.kill().unwrap();
+            panic!("no answer 20 s into an event with a budget of {budget_ms} ms");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    child.wait_with_output().unwrap()
 }
 
 fn sample(agent: &str, event: &str) -> String {
@@ -579,7 +598,7 @@ fn an_event_whose_budget_runs_out_gets_its_fail_closed_answer_naming_what_overra
 /// the test if it has not answered 20 s in.
 fn bridged_logging_to(dir: &Path, log: &Path, budget_ms: u64) -> Output {
     let budget = budget_ms.to_string();
-    let mut child = started(
+    let child = started(
         &cache_dir(),
         &[
             "claude-code",
@@ -591,15 +610,7 @@ fn bridged_logging_to(dir: &Path, log: &Path, budget_ms: u64) -> Output {
         ],
         &sample("claude", "PreToolUse"),
     );
-    let started = std::time::Instant::now();
-    while child.try_wait().unwrap().is_none() {
-        if started.elapsed() > std::time::Duration::from_secs(20) {
-            child.kill().unwrap();
-            panic!("no answer 20 s into an event with a budget of {budget_ms} ms");
-        }
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    }
-    child.wait_with_output().unwrap()
+    answered_in_time(child, budget_ms)
 }
 
 /// An audit log that cannot be opened in time (a FIFO no one reads: opening it for writing
@@ -660,36 +671,22 @@ fn an_event_is_read_within_the_budget_in_pieces_or_never_closed() {
     let event = sample("claude", "PreToolUse");
     let (head, tail) = event.split_at(event.len() / 2);
     let run = |close: bool| {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_palisade"))
-            .args([
-                "claude-code",
-                dir.path().to_str().unwrap(),
-                "--budget-ms",
-                "700",
-            ])
-            .env("PALISADE_CACHE_DIR", cache_dir())
-            .env("PALISADE_STATE_DIR", state_dir())
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
+        let args = [
+            "claude-code",
+            dir.path().to_str().unwrap(),
+            "--budget-ms",
+            "700",
+        ];
+        let mut child = spawned(&cache_dir(), &args);
         let mut stdin = child.stdin.take().unwrap();
         stdin.write_all(head.as_bytes()).unwrap();
         std::thread::sleep(std::time::Duration::from_millis(100));
         stdin.write_all(tail.as_bytes()).unwrap();
         // Held open (not closed) until the process has answered, or closed now.
         let held = (!close).then_some(stdin);
-        let started = std::time::Instant::now();
-        while child.try_wait().unwrap().is_none() {
-            if started.elapsed() > std::time::Duration::from_secs(20) {
-                child.kill().unwrap();
-                panic!("no answer 20 s into an event with a budget of 700 ms");
-            }
-            std::thread::sleep(std::time::Duration::from_millis(10));
-        }
+        let out = answered_in_time(child, 700);
         drop(held);
-        child.wait_with_output().unwrap()
+        out
     };
     let whole = run(true);
     let said = answer(&whole);

@@ -229,20 +229,12 @@ impl Host {
                 Some(runtime) => runtime,
                 None => {
                     let loading = Loading::new(usize::try_from(size).unwrap_or(usize::MAX));
-                    let plugin_dir = match planned.plugin_dir.try_clone() {
-                        Ok(dir) => dir,
-                        Err(err) => {
-                            problems
-                                .push(Problem::new(&planned.folder, format!("cannot open: {err}")));
-                            continue;
-                        }
-                    };
                     jobs.push(ComponentJob {
-                        plugin_dir,
+                        plugin_dir: planned.plugin_dir,
                         folder: planned.folder.clone(),
                         manifest_path: planned.manifest_path,
                         manifest: planned.manifest.clone(),
-                        setter: Setter(loading.clone()),
+                        setter: Setter::new(loading.clone()),
                     });
                     sizes.push(size);
                     Runtime::Loading(loading)

@@ -336,10 +336,7 @@ fn start_load(options: &BridgeCommand, doing: &Arc<Doing>) -> Starting {
         if let (Some(audit), Some(record)) = (audit, record) {
             audit.record(&record);
         }
-        doing.set(format!(
-            "loading the plugins of {} (compiling any not in the cache)",
-            dir.display()
-        ));
+        doing.set(loading(&dir));
         let points = bridge::points_for(&name);
         let (plugins, loads) = host
             .and_then(|host| {
@@ -375,10 +372,7 @@ async fn load(
     // Said before the loading thread is told the event: it says `loading` once it has it.
     doing.set(match &options.audit_log {
         Some(log) => format!("opening the audit log {}", log.display()),
-        None => format!(
-            "loading the plugins of {} (compiling any not in the cache)",
-            options.dir.display()
-        ),
+        None => loading(&options.dir),
     });
     let Starting {
         event,
@@ -412,6 +406,14 @@ async fn load(
             Ok(()) => bridge::failure(name, "the plugins' load ended without handing them over"),
         }),
     }
+}
+
+/// What a bridged event is doing while the plugins of `dir` load, for the budget's message.
+fn loading(dir: &Path) -> String {
+    format!(
+        "loading the plugins of {} (compiling any not in the cache)",
+        dir.display()
+    )
 }
 
 /// Why a bridged event has no plugins to run.

@@ -41,7 +41,7 @@ impl Loading {
         }
     }
 
-    /// Ends the load (the first outcome stands) and wakes the calls waiting for it.
+    /// Ends the load and wakes the calls waiting for it.
     fn set(&self, outcome: Result<Box<Wasm>, String>) {
         let _ = self.done.set(outcome);
         self.ready.send_replace(true);
@@ -51,17 +51,24 @@ impl Loading {
 /// The load's end of a [`Loading`]: [`Setter::set`] gives the outcome; dropped without one
 /// (the thread loading it panicked, or the load was abandoned), the component is refused,
 /// so that no call waits for it for ever.
-pub(crate) struct Setter(pub Arc<Loading>);
+pub(crate) struct Setter(Option<Arc<Loading>>);
 
 impl Setter {
-    pub fn set(self, outcome: Result<Box<Wasm>, String>) {
-        self.0.set(outcome);
+    pub fn new(loading: Arc<Loading>) -> Setter {
+        Setter(Some(loading))
+    }
+
+    pub fn set(mut self, outcome: Result<Box<Wasm>, String>) {
+        if let Some(loading) = self.0.take() {
+            loading.set(outcome);
+        }
     }
 }
 
 impl Drop for Setter {
     fn drop(&mut self) {
-        self.0
-            .set(Err("its load was cut off before it ended".to_string()));
+        if let Some(loading) = self.0.take() {
+            loading.set(Err("its load was cut off before it ended".to_string()));
+        }
     }
 }
