@@ -2,7 +2,7 @@
 //! failures; no hook has ambient authority; instance lifetimes.
 
 use palisade::{EventKind, FailureReason, PreToolDecision, ToolCall};
-use palisade_tests::{PluginDir, calls_on_spares, load, load_recorded, load_without_spares};
+use palisade_tests::{PluginDir, calls_on_spares, host, load, load_recorded, load_without_spares};
 use serde_json::json;
 use std::time::{Duration, Instant};
 
@@ -289,6 +289,36 @@ async fn per_call_calls_take_spares_made_ahead_and_each_gets_an_unused_instance(
         assert!(!plugin.spare_ready());
     }
     assert_eq!(plugin.calls_on_spares(), 0);
+}
+
+/// A host that keeps used instances (a bridge's, whose process exits after its one event and
+/// frees them all at once) keeps each per-call instance once it has served its call, rather
+/// than freeing it on the call's path, and never calls it again: each call still gets an
+/// unused instance. It keeps nothing else (a per-session instance is its session's), and a
+/// host that does not keep them keeps none.
+#[tokio::test]
+async fn a_host_that_keeps_used_instances_keeps_the_per_call_ones_and_never_reuses_them() {
+    let dir = PluginDir::new();
+    guard(&dir, "fresh", "deny-after:1", "instance = \"per-call\"");
+    guard(&dir, "session", "allow", "instance = \"per-session\"");
+    for keep in [true, false] {
+        let host = host()
+            .state(palisade::StateStore::memory())
+            .spare_instances(false)
+            .keep_used_instances(keep)
+            .build()
+            .unwrap();
+        let plugins = host.load_dir(dir.path()).unwrap();
+        let session = plugins.session("s");
+        for _ in 0..3 {
+            assert_eq!(
+                session.pre_tool(&call("Bash")).await,
+                PreToolDecision::Allow,
+                "keep: {keep}"
+            );
+        }
+        assert_eq!(host.used_instances_kept(), if keep { 3 } else { 0 });
+    }
 }
 
 /// Every instance seeds its hash maps differently (`wasi:random/insecure-seed`, a plugin's

@@ -30,10 +30,14 @@ pub fn quiet_host_builder() -> palisade::HostBuilder {
 /// [`quiet_host_builder`] for a process that handles one hook event and exits (the bridges):
 /// no instance pool, whose reservation costs such a process more (2.7 ms with the default
 /// pool, `cargo bench -p palisade-cli --bench bridge`) than reusing slots saves it, no
-/// direct calls, whose linker such a process would build for calls it makes once, and no
-/// spare instances, which no later call would take.
+/// direct calls, whose linker such a process would build for calls it makes once, no
+/// spare instances, which no later call would take, and used instances kept for its exit to
+/// free.
 pub fn one_event_host_builder() -> palisade::HostBuilder {
-    with_pool(0).direct_calls(false).spare_instances(false)
+    with_pool(0)
+        .direct_calls(false)
+        .spare_instances(false)
+        .keep_used_instances(true)
 }
 
 /// A host builder with the component cache and a pool of `slots` instances, unless

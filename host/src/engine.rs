@@ -63,6 +63,9 @@ pub(crate) struct HostInner {
     direct_calls: bool,
     /// Whether per-call plugins get spare instances ([`HostBuilder::spare_instances`]).
     pub spares: bool,
+    /// Used per-call instances, kept until the host goes ([`HostBuilder::keep_used_instances`]);
+    /// `None`: each is freed after its call.
+    kept: Option<std::sync::Mutex<Vec<crate::runtime::instance::Instance>>>,
     /// The on-demand engine, for instances the pool has no slot for: built at the first need
     /// (`Err`: it could not be, which fails only those instances).
     on_demand: OnceLock<Result<Runtime, String>>,
@@ -102,6 +105,16 @@ pub(crate) struct Runtime {
 }
 
 impl HostInner {
+    /// Frees a per-call `instance` that has served its call, or keeps it
+    /// ([`HostBuilder::keep_used_instances`]).
+    pub(crate) fn retire(&self, instance: crate::runtime::instance::Instance) {
+        if let Some(kept) = &self.kept {
+            kept.lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .push(instance);
+        }
+    }
+
     /// The linkers of `engine`, which is this host's first engine or its on-demand one.
     pub(crate) fn linkers(&self, engine: &Engine) -> Result<&Linkers, String> {
         if Engine::same(engine, &self.engine) {
@@ -347,6 +360,7 @@ pub struct HostBuilder {
     instance_pool: u32,
     direct_calls: bool,
     spare_instances: bool,
+    keep_used_instances: bool,
 }
 
 /// What the host reports when it compiles a component, that is when the component is not in
@@ -391,6 +405,7 @@ impl Default for HostBuilder {
             instance_pool: DEFAULT_INSTANCE_POOL,
             direct_calls: true,
             spare_instances: true,
+            keep_used_instances: false,
         }
     }
 }
@@ -485,6 +500,18 @@ impl HostBuilder {
         self
     }
 
+    /// Whether a per-call instance that has served its call, and that no spare is made
+    /// from ([`HostBuilder::spare_instances`] off), is kept until the host is dropped
+    /// rather than freed at once (default: no). For a process that serves one hook event and
+    /// exits (a bridge), where its exit frees them all at once: freeing an interpreter's
+    /// instance unmaps its memory, and the page-table flushes that takes on every core were
+    /// a quarter of a millisecond of the event, on its path, between one hook and the next.
+    /// A host that lives would keep every instance it ever made: leave it off there.
+    pub fn keep_used_instances(mut self, on: bool) -> Self {
+        self.keep_used_instances = on;
+        self
+    }
+
     /// Builds the host and starts its epoch ticker.
     pub fn build(self) -> Result<Host, Error> {
         let engine_error = |e: wasmtime::Error| Error::Engine {
@@ -533,6 +560,9 @@ impl HostBuilder {
                 pooled,
                 direct_calls: self.direct_calls,
                 spares: self.spare_instances,
+                kept: self
+                    .keep_used_instances
+                    .then(|| std::sync::Mutex::new(Vec::new())),
                 on_demand: OnceLock::new(),
                 interest,
                 log_sink: self.sink.clone().filter(|_| interest.logs),
@@ -560,6 +590,16 @@ impl Host {
     /// Configures a host.
     pub fn builder() -> HostBuilder {
         HostBuilder::default()
+    }
+
+    /// How many used per-call instances this host keeps
+    /// ([`HostBuilder::keep_used_instances`]; none when it frees them).
+    pub fn used_instances_kept(&self) -> usize {
+        self.inner.kept.as_ref().map_or(0, |kept| {
+            kept.lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .len()
+        })
     }
 }
 
