@@ -81,17 +81,7 @@ impl Host {
         points: &[Point],
         tool: Option<&str>,
     ) -> Result<(Plugins, Loads), Error> {
-        self.read_manifests(dir).load_overlapped(points, tool)
-    }
-
-    /// Reads and checks the manifests of `dir`, ahead of the event whose plugins are then
-    /// loaded from them ([`Manifests::load_overlapped`]): a bridge reads them while it reads
-    /// its event. Problems are reported by the load, with any it finds then.
-    pub fn read_manifests(&self, dir: impl AsRef<Path>) -> Manifests {
-        Manifests {
-            host: self.clone(),
-            read: self.read_dir(dir.as_ref()),
-        }
+        Manifests::read(dir).load_overlapped(self, points, tool)
     }
 
     fn load(
@@ -100,72 +90,8 @@ impl Host {
         wanted: Option<Wanted<'_>>,
         overlapped: bool,
     ) -> Result<(Plugins, Option<Loads>), Error> {
-        let read = self.read_dir(dir)?;
+        let read = read_dir(dir)?;
         self.load_read(read, wanted, overlapped)
-    }
-
-    /// The manifests of `dir`, read and checked (every problem found kept for the load).
-    fn read_dir(&self, dir: &Path) -> Result<Read, Error> {
-        let directory_error = |source| Error::Directory {
-            path: dir.to_path_buf(),
-            source,
-        };
-        // A plugin's own folder (it has a `plugin.toml`) loads as a directory of that one
-        // plugin: `palisade check .` in a plugin being written.
-        if dir.join(MANIFEST_FILE).is_file() {
-            let dir = dir.canonicalize().map_err(directory_error)?;
-            if let (Some(parent), Some(name)) = (dir.parent(), dir.file_name()) {
-                let root =
-                    Dir::open_ambient_dir(parent, ambient_authority()).map_err(directory_error)?;
-                let folders = vec![Folder {
-                    name: name.to_string_lossy().into_owned(),
-                    link: None,
-                }];
-                let found = (Vec::new(), Vec::new());
-                return Ok(read_folders(parent, &root, folders, found));
-            }
-        }
-        let root = Dir::open_ambient_dir(dir, ambient_authority()).map_err(directory_error)?;
-        let mut folders: Vec<Folder> = Vec::new();
-        let mut skipped = Vec::new();
-        let mut problems = Vec::new();
-        for entry in root.entries().map_err(directory_error)? {
-            let entry = entry.map_err(directory_error)?;
-            let name = entry.file_name().to_string_lossy().into_owned();
-            // Hidden entries (`.git`, editor files) are never plugins.
-            if name.starts_with('.') {
-                continue;
-            }
-            let path = dir.join(&name);
-            let skip = |reason: &str| Skipped {
-                path: path.clone(),
-                reason: reason.to_string(),
-            };
-            match entry.file_type() {
-                Ok(t) if t.is_dir() => folders.push(Folder { name, link: None }),
-                // A symlinked plugin folder (`ln -s ~/guards/shell-guard plugins/`) is the
-                // operator's way to install a plugin: followed, and reported as such.
-                Ok(t) if t.is_symlink() => match std::fs::metadata(&path) {
-                    Ok(meta) if meta.is_dir() => match path.canonicalize() {
-                        Ok(target) => folders.push(Folder {
-                            name,
-                            link: Some(target),
-                        }),
-                        Err(err) => problems.push(broken_link(&path, &err)),
-                    },
-                    Ok(_) => skipped.push(skip("a symlink to a file, not to a plugin folder")),
-                    Err(err) => problems.push(broken_link(&path, &err)),
-                },
-                Ok(t) if t.is_file() => skipped.push(skip("a file, not a plugin folder")),
-                Ok(_) => skipped.push(skip("not a file or a folder (a FIFO, socket or device)")),
-                Err(err) => {
-                    problems.push(Problem::new(&path, format!("cannot read its type: {err}")))
-                }
-            }
-        }
-        folders.sort_by(|a, b| a.name.cmp(&b.name));
-        skipped.sort_by(|a: &Skipped, b| a.path.cmp(&b.path));
-        Ok(read_folders(dir, &root, folders, (problems, skipped)))
     }
 
     /// Loads the plugins `read` of those `wanted` (all, for `None`); `overlapped`: see
@@ -788,6 +714,68 @@ impl Pending {
     }
 }
 
+/// The manifests of `dir`, read and checked (every problem found kept for the load).
+fn read_dir(dir: &Path) -> Result<Read, Error> {
+    let directory_error = |source| Error::Directory {
+        path: dir.to_path_buf(),
+        source,
+    };
+    // A plugin's own folder (it has a `plugin.toml`) loads as a directory of that one
+    // plugin: `palisade check .` in a plugin being written.
+    if dir.join(MANIFEST_FILE).is_file() {
+        let dir = dir.canonicalize().map_err(directory_error)?;
+        if let (Some(parent), Some(name)) = (dir.parent(), dir.file_name()) {
+            let root =
+                Dir::open_ambient_dir(parent, ambient_authority()).map_err(directory_error)?;
+            let folders = vec![Folder {
+                name: name.to_string_lossy().into_owned(),
+                link: None,
+            }];
+            let found = (Vec::new(), Vec::new());
+            return Ok(read_folders(parent, &root, folders, found));
+        }
+    }
+    let root = Dir::open_ambient_dir(dir, ambient_authority()).map_err(directory_error)?;
+    let mut folders: Vec<Folder> = Vec::new();
+    let mut skipped = Vec::new();
+    let mut problems = Vec::new();
+    for entry in root.entries().map_err(directory_error)? {
+        let entry = entry.map_err(directory_error)?;
+        let name = entry.file_name().to_string_lossy().into_owned();
+        // Hidden entries (`.git`, editor files) are never plugins.
+        if name.starts_with('.') {
+            continue;
+        }
+        let path = dir.join(&name);
+        let skip = |reason: &str| Skipped {
+            path: path.clone(),
+            reason: reason.to_string(),
+        };
+        match entry.file_type() {
+            Ok(t) if t.is_dir() => folders.push(Folder { name, link: None }),
+            // A symlinked plugin folder (`ln -s ~/guards/shell-guard plugins/`) is the
+            // operator's way to install a plugin: followed, and reported as such.
+            Ok(t) if t.is_symlink() => match std::fs::metadata(&path) {
+                Ok(meta) if meta.is_dir() => match path.canonicalize() {
+                    Ok(target) => folders.push(Folder {
+                        name,
+                        link: Some(target),
+                    }),
+                    Err(err) => problems.push(broken_link(&path, &err)),
+                },
+                Ok(_) => skipped.push(skip("a symlink to a file, not to a plugin folder")),
+                Err(err) => problems.push(broken_link(&path, &err)),
+            },
+            Ok(t) if t.is_file() => skipped.push(skip("a file, not a plugin folder")),
+            Ok(_) => skipped.push(skip("not a file or a folder (a FIFO, socket or device)")),
+            Err(err) => problems.push(Problem::new(&path, format!("cannot read its type: {err}"))),
+        }
+    }
+    folders.sort_by(|a, b| a.name.cmp(&b.name));
+    skipped.sort_by(|a: &Skipped, b| a.path.cmp(&b.path));
+    Ok(read_folders(dir, &root, folders, (problems, skipped)))
+}
+
 /// Reads and checks the manifests of the plugin folders of `dir` (opened as `root`), in name
 /// order, adding to the problems and skipped entries already `found`.
 fn read_folders(
@@ -855,10 +843,9 @@ struct Read {
     skipped: Vec<Skipped>,
 }
 
-/// A plugin directory's manifests, read and checked ahead of the event whose plugins are
-/// loaded from them ([`Host::read_manifests`]).
+/// A plugin directory's manifests, read and checked ([`Manifests::read`]) ahead of the event
+/// whose plugins are then loaded from them ([`Manifests::load_overlapped`]).
 pub struct Manifests {
-    host: Host,
     read: Result<Read, Error>,
 }
 
@@ -869,17 +856,25 @@ impl std::fmt::Debug for Manifests {
 }
 
 impl Manifests {
-    /// Loads the plugins with a hook on one of `points` (and, for a tool's event, a matcher
-    /// that takes `tool`) as [`Host::load_dir_overlapped`] does; every problem of every
-    /// manifest, wanted or not, is an error here.
+    /// Reads and checks the manifests of `dir`, which needs no host: a bridge reads them
+    /// while it reads its event and its host is built. Problems are reported by the load,
+    /// with any it finds then.
+    pub fn read(dir: impl AsRef<Path>) -> Manifests {
+        Manifests {
+            read: read_dir(dir.as_ref()),
+        }
+    }
+
+    /// Loads with `host` the plugins with a hook on one of `points` (and, for a tool's
+    /// event, a matcher that takes `tool`) as [`Host::load_dir_overlapped`] does; every
+    /// problem of every manifest, wanted or not, is an error here.
     pub fn load_overlapped(
         self,
+        host: &Host,
         points: &[Point],
         tool: Option<&str>,
     ) -> Result<(Plugins, Loads), Error> {
-        let (plugins, loads) =
-            self.host
-                .load_read(self.read?, Some(Wanted { points, tool }), true)?;
+        let (plugins, loads) = host.load_read(self.read?, Some(Wanted { points, tool }), true)?;
         Ok((plugins, loads.expect("an overlapped load has its loads")))
     }
 }

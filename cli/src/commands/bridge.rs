@@ -221,9 +221,9 @@ async fn decide(
     started: Instant,
     answer_by: Instant,
 ) -> Result<(Reply, palisade::Lifecycle), Reply> {
-    // The audit log opens, the host is built and the manifests are read on a blocking thread
-    // while the event is read here: nothing else runs on this thread meanwhile, and the read
-    // keeps to the budget.
+    // The audit log opens, the host is built and the manifests are read on two blocking
+    // threads while the event is read here: nothing else runs on this thread meanwhile, and
+    // the read keeps to the budget.
     let starting = start_load(options, doing);
     let Some(raw) = read_stdin_by(answer_by) else {
         // The budget's answer, naming the read as what overran.
@@ -322,11 +322,22 @@ fn start_load(options: &BridgeCommand, doing: &Arc<Doing>) -> Starting {
     let (event, told) = std::sync::mpsc::channel::<EventToLoad>();
     let (checked, plugins) = tokio::sync::oneshot::channel();
     let loads = tokio::task::spawn_blocking(move || {
-        let prepared = prepare(&doing, &dir, audit_log.as_deref());
-        // The manifests too: their problems are the load's, reported with it.
-        let manifests = match &prepared {
-            Ok(Prepared { host: Ok(host), .. }) => Some(host.read_manifests(&dir)),
-            _ => None,
+        // The audit log opens and the host is built on a thread of their own while this one
+        // reads the manifests (whose problems are the load's, reported with it): the
+        // components load after both, and the largest of them is most of the event.
+        let preparing = {
+            let (doing, dir, audit_log) = (doing.clone(), dir.clone(), audit_log.clone());
+            std::thread::Builder::new()
+                .name("palisade-prepare".into())
+                .spawn(move || prepare(&doing, &dir, audit_log.as_deref()))
+        };
+        let manifests = palisade::Manifests::read(&dir);
+        let prepared = match preparing {
+            Ok(thread) => thread
+                .join()
+                .unwrap_or_else(|panic| std::panic::resume_unwind(panic)),
+            // No thread to be had: here, then.
+            Err(_) => prepare(&doing, &dir, audit_log.as_deref()),
         };
         // No event (it could not be read): nothing to load, and no one waits for this.
         let Ok(EventToLoad { name, tool, record }) = told.recv() else {
@@ -339,11 +350,7 @@ fn start_load(options: &BridgeCommand, doing: &Arc<Doing>) -> Starting {
         doing.set(loading(&dir));
         let points = bridge::points_for(&name);
         let (plugins, loads) = host
-            .and_then(|host| {
-                manifests
-                    .unwrap_or_else(|| host.read_manifests(&dir))
-                    .load_overlapped(points, tool.as_deref())
-            })
+            .and_then(|host| manifests.load_overlapped(&host, points, tool.as_deref()))
             .map_err(|e| NotLoaded::Plugins(e.into()))?;
         // The hooks begin; this thread loads its share of the components meanwhile.
         let _ = checked.send(plugins);
