@@ -943,7 +943,12 @@ fn broken_link(path: &Path, err: &std::io::Error) -> Problem {
 /// bytes. Opened without blocking: a FIFO (or a device) where a plugin's file should be
 /// would otherwise hang the load — and an agent treats a hook that never answers as no
 /// objection. The checks are made on the opened file, so nothing can be swapped in between.
-pub(crate) fn open_regular(dir: &Dir, path: &Path, max: u64) -> std::io::Result<std::fs::File> {
+/// Returns the file and its length.
+pub(crate) fn open_regular(
+    dir: &Dir,
+    path: &Path,
+    max: u64,
+) -> std::io::Result<(std::fs::File, u64)> {
     let mut options = cap_std::fs::OpenOptions::new();
     options.read(true);
     #[cfg(unix)]
@@ -962,15 +967,17 @@ pub(crate) fn open_regular(dir: &Dir, path: &Path, max: u64) -> std::io::Result<
         )));
     }
     // O_NONBLOCK stays set: it means nothing for a regular file's reads.
-    Ok(file)
+    Ok((file, meta.len()))
 }
 
 /// Reads a plugin's `plugin.toml` (a regular file of at most
 /// [`MAX_MANIFEST_BYTES`](manifest::MAX_MANIFEST_BYTES)).
 fn read_manifest(dir: &Dir) -> std::io::Result<String> {
     use std::io::Read;
-    let file = open_regular(dir, Path::new(MANIFEST_FILE), manifest::MAX_MANIFEST_BYTES)?;
-    let mut text = String::new();
+    let (file, len) = open_regular(dir, Path::new(MANIFEST_FILE), manifest::MAX_MANIFEST_BYTES)?;
+    // Room for all of it (and the end's zero-length read): read in one call, not in pieces
+    // of 32, 64, 128… bytes, each a system call of the event's start.
+    let mut text = String::with_capacity(usize::try_from(len).map_or(0, |len| len + 1));
     file.take(manifest::MAX_MANIFEST_BYTES)
         .read_to_string(&mut text)?;
     Ok(text)
@@ -1094,7 +1101,7 @@ fn open_component(
     // check, the cache key and (on a cache miss) the compiled bytes all come from that
     // open file — the bytes hashed are the bytes compiled.
     match open_regular(plugin_dir, wasm_rel, max) {
-        Ok(file) => Some(file),
+        Ok((file, _)) => Some(file),
         Err(err) if err.kind() == ErrorKind::NotFound => {
             problems.push(
                 Problem::new(manifest_path, format!("`{wasm}` does not exist"))
