@@ -506,7 +506,10 @@ impl HostBuilder {
     /// exits (a bridge), where its exit frees them all at once: freeing an interpreter's
     /// instance unmaps its memory, and the page-table flushes that takes on every core were
     /// a quarter of a millisecond of the event, on its path, between one hook and the next.
-    /// A host that lives would keep every instance it ever made: leave it off there.
+    /// A kept instance runs no code again, but what it holds lives as long as it does: its
+    /// memory, the files it opened, an HTTP request of a granted origin it began and did not
+    /// wait for (which freeing it would have cancelled). A host that lives would keep every
+    /// instance it ever made: leave it off there.
     pub fn keep_used_instances(mut self, on: bool) -> Self {
         self.keep_used_instances = on;
         self
