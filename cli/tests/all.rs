@@ -4,6 +4,8 @@
 
 #[path = "mock_model/mod.rs"]
 mod mock_model;
+#[path = "support/process.rs"]
+mod process;
 #[path = "support/server.rs"]
 mod server;
 #[path = "support/toolchain.rs"]

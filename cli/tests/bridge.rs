@@ -30,14 +30,7 @@ fn palisade_caching_in(cache: &Path, args: &[&str], stdin: &str) -> Output {
 /// `palisade ARGS` started with the component cache `cache`, `stdin` written to it and
 /// closed, its output piped.
 fn started(cache: &Path, args: &[&str], stdin: &str) -> std::process::Child {
-    let mut child = spawned(cache, args);
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(stdin.as_bytes())
-        .unwrap();
-    child
+    crate::process::fed(spawned(cache, args), stdin)
 }
 
 /// `palisade ARGS` started with the component cache `cache`, its stdin and output piped.

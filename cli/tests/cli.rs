@@ -892,8 +892,7 @@ fn diff_lists_exactly_the_changed_events_and_gates_on_a_class() {
 
 /// Runs `palisade ARGS` with `stdin`.
 fn palisade_with_input(args: &[&str], stdin: &str) -> Output {
-    use std::io::Write;
-    let mut child = Command::new(env!("CARGO_BIN_EXE_palisade"))
+    let child = Command::new(env!("CARGO_BIN_EXE_palisade"))
         .args(args)
         .env(
             "PALISADE_CACHE_DIR",
@@ -908,13 +907,9 @@ fn palisade_with_input(args: &[&str], stdin: &str) -> Output {
         .stderr(std::process::Stdio::piped())
         .spawn()
         .unwrap();
-    child
-        .stdin
-        .take()
+    crate::process::fed(child, stdin)
+        .wait_with_output()
         .unwrap()
-        .write_all(stdin.as_bytes())
-        .unwrap();
-    child.wait_with_output().unwrap()
 }
 
 fn bash_event(session: &str, command: &str) -> String {

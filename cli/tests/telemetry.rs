@@ -13,7 +13,6 @@ use opentelemetry_proto::tonic::trace::v1::Span;
 use palisade_tests::web::{Reply, Server};
 use prost::Message as _;
 use serde_json::{Value, json};
-use std::io::Write as _;
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
@@ -105,7 +104,7 @@ fn palisade(args: &[&str], stdin: &str, otel: &[(&str, &str)]) -> Output {
             command.env_remove(name);
         }
     }
-    let mut child = command
+    let child = command
         .args(args)
         .envs(otel.iter().copied())
         .env("PALISADE_CACHE_DIR", cache_dir())
@@ -115,13 +114,9 @@ fn palisade(args: &[&str], stdin: &str, otel: &[(&str, &str)]) -> Output {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    child
-        .stdin
-        .take()
+    crate::process::fed(child, stdin)
+        .wait_with_output()
         .unwrap()
-        .write_all(stdin.as_bytes())
-        .unwrap();
-    child.wait_with_output().unwrap()
 }
 
 fn event(session: &str, name: &str, extra: Value) -> String {
