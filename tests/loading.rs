@@ -533,6 +533,71 @@ fn a_cache_directory_others_can_write_to_is_refused() {
     }
 }
 
+#[test]
+fn a_component_mapped_ahead_is_taken_by_the_load_of_its_digest_and_no_other() {
+    use palisade::CompileProgress;
+    use std::sync::{Arc, Mutex};
+    let dir = PluginDir::new();
+    dir.scripted("p", PRE_TOOL_GUARD);
+    // Another component (a custom section appended: other bytes, another digest), compiled
+    // into the same cache.
+    let other_dir = PluginDir::new();
+    let wasm = other_dir.scripted("q", PRE_TOOL_GUARD).join("plugin.wasm");
+    let mut bytes = std::fs::read(&wasm).unwrap();
+    bytes.extend_from_slice(&[0, 4, 1, b'x', 1, 2]);
+    std::fs::write(&wasm, &bytes).unwrap();
+    let cache = tempfile::tempdir().unwrap();
+    let digest_of = |dir: &PluginDir| {
+        let host = Host::builder().cache_dir(cache.path()).build().unwrap();
+        let plugins = host.load_dir(dir.path()).unwrap();
+        plugins.iter().next().unwrap().sha256().unwrap().to_string()
+    };
+    let (digest, other) = (digest_of(&dir), digest_of(&other_dir));
+    assert_ne!(digest, other);
+    // Maps `ahead` (each digest given to `load_ahead`), then takes the compiled code out of
+    // the cache and loads `dir`: a load that does not take a component mapped ahead compiles
+    // its own again. Returns how many compiled, and the plugin's digest.
+    let load = |ahead: &[&str]| {
+        let seen = Arc::new(Mutex::new(0));
+        let sink = seen.clone();
+        let host = Host::builder()
+            .cache_dir(cache.path())
+            .on_compile(Arc::new(move |event: &CompileProgress| {
+                if matches!(event, CompileProgress::Started { .. }) {
+                    *sink.lock().unwrap() += 1;
+                }
+            }))
+            .build()
+            .unwrap();
+        for sha256 in ahead {
+            host.load_ahead(sha256);
+        }
+        for entry in walk(cache.path()) {
+            if entry
+                .extension()
+                .is_some_and(|e| e == "cwasm" || e == "seal")
+            {
+                std::fs::remove_file(entry).unwrap();
+            }
+        }
+        let plugins = host.load_dir(dir.path()).unwrap();
+        let sha256 = plugins.iter().next().unwrap().sha256().unwrap().to_string();
+        let compiled = *seen.lock().unwrap();
+        (compiled, sha256)
+    };
+    assert_eq!(load(&[&digest]), (0, digest.clone()), "taken, not compiled");
+    // Back in the cache (this load compiles it), with the other component.
+    assert_eq!(load(&[]), (1, digest.clone()));
+    digest_of(&other_dir);
+    // Another component's digest, one the cache does not hold, and what is no digest: none
+    // of them is taken, and the load compiles its own.
+    let absent = "0".repeat(64);
+    for ahead in [&other[..], &absent, "../../key", ""] {
+        assert_eq!(load(&[ahead]), (1, digest.clone()), "{ahead}");
+        digest_of(&other_dir);
+    }
+}
+
 fn walk(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
     let mut out = Vec::new();
     for entry in std::fs::read_dir(dir).unwrap() {

@@ -76,6 +76,8 @@ pub(crate) struct HostInner {
     pub log_sink: Option<Arc<dyn EventSink>>,
     pub background_queue: usize,
     pub cache: Option<crate::runtime::cache::Cache>,
+    /// Components mapped from the cache ahead of their load ([`Host::load_ahead`]).
+    pub ahead: crate::runtime::cache::Ahead,
     pub on_compile: Option<CompileObserver>,
     pub wrapped_deadline: Duration,
     /// Where granted plugin state is kept.
@@ -572,6 +574,7 @@ impl HostBuilder {
                 sink: self.sink,
                 background_queue: self.background_queue,
                 cache,
+                ahead: Default::default(),
                 on_compile: self.on_compile,
                 wrapped_deadline: self.wrapped_deadline,
                 state: self.state.unwrap_or_default(),
@@ -593,6 +596,27 @@ impl Host {
     /// Configures a host.
     pub fn builder() -> HostBuilder {
         HostBuilder::default()
+    }
+
+    /// Maps the compiled component with digest `sha256` (a component's sha256, lowercase
+    /// hex) from the component cache now, on this thread, so that the load that needs it —
+    /// begun meanwhile on another thread, reading the manifests first — takes it from here,
+    /// waiting for the mapping if it is not done, instead of mapping it then. For a process
+    /// that handles one event (the bridges), the largest component is most of the event, and
+    /// its load can begin before the manifests that name it are read.
+    ///
+    /// Only what the cache holds, verified as every load verifies it, is mapped: nothing is
+    /// compiled, and a digest the cache does not hold (or that is not a sha256) costs a
+    /// lookup. A load uses the component only if its own component file has that digest;
+    /// one mapped for a digest no load needs is kept until the host is dropped.
+    pub fn load_ahead(&self, sha256: &str) {
+        let is_digest = sha256.len() == 64
+            && sha256
+                .bytes()
+                .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b));
+        if let (Some(cache), true) = (&self.inner.cache, is_digest) {
+            self.inner.ahead.map(cache, &self.inner.engine, sha256);
+        }
     }
 
     /// How many used per-call instances this host keeps

@@ -578,6 +578,12 @@ impl Host {
                 }
             }
         };
+        // Mapped ahead ([`Host::load_ahead`]): for this host's first engine only.
+        if wasmtime::Engine::same(engine, &self.inner.engine)
+            && let Some(component) = self.inner.ahead.take(sha256)
+        {
+            return Ok(component);
+        }
         let compiled = match &self.inner.cache {
             Some(cache) => cache.load(engine, sha256, read),
             None => read()

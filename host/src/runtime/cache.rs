@@ -92,13 +92,11 @@ impl Cache {
         sha256: &str,
         bytes: impl FnOnce() -> std::io::Result<Vec<u8>>,
     ) -> wasmtime::Result<Component> {
-        let code_path = self.dir.join(format!("{sha256}.cwasm"));
-        let seal_path = self.dir.join(format!("{sha256}.seal"));
-        if let Some(file) = self.verified(&code_path, &seal_path)
-            && let Ok(component) = map(engine, &file)
-        {
+        if let Some(component) = self.cached(engine, sha256) {
             return Ok(component);
         }
+        let code_path = self.dir.join(format!("{sha256}.cwasm"));
+        let seal_path = self.dir.join(format!("{sha256}.seal"));
         let component = {
             let _compiling = self.functions.compiling();
             Component::from_binary(engine, &bytes()?)?
@@ -108,6 +106,15 @@ impl Cache {
             let _ = self.store(&code_path, &seal_path, &code);
         }
         Ok(component)
+    }
+
+    /// The component with digest `sha256` if the cache holds it (verified, mapped), else
+    /// `None`: nothing is compiled.
+    pub fn cached(&self, engine: &Engine, sha256: &str) -> Option<Component> {
+        let code_path = self.dir.join(format!("{sha256}.cwasm"));
+        let seal_path = self.dir.join(format!("{sha256}.seal"));
+        let file = self.verified(&code_path, &seal_path)?;
+        map(engine, &file).ok()
     }
 
     /// Whether the entry's code is what this cache wrote. The seal records the code's MAC
@@ -447,5 +454,56 @@ mod tests {
         assert_eq!(seal(&key, &code), seal(&key, &code));
         assert_ne!(seal(&key, &code), seal(&key, &other));
         assert_ne!(seal(&key, &code), seal(&[8u8; 32], &code));
+    }
+}
+
+/// Compiled components mapped from the cache ahead of the load that needs them
+/// ([`Host::load_ahead`](crate::Host::load_ahead)), by digest. A load takes the one with its
+/// component's digest, waiting for its mapping if it is under way.
+#[derive(Default)]
+pub(crate) struct Ahead {
+    slots: std::sync::Mutex<Vec<(String, Arc<AheadSlot>)>>,
+}
+
+/// One component mapped ahead: `None` once it turned out not to be in the cache (or its
+/// mapping failed, or panicked).
+type AheadSlot = std::sync::OnceLock<Option<Component>>;
+
+impl Ahead {
+    /// Maps the component with digest `sha256` from `cache` now, on this thread, for the
+    /// load that will need it; nothing if one was mapped (or is being mapped) already.
+    pub fn map(&self, cache: &Cache, engine: &Engine, sha256: &str) {
+        let slot = {
+            let mut slots = self.slots.lock().unwrap_or_else(|e| e.into_inner());
+            if slots.iter().any(|(digest, _)| digest == sha256) {
+                return;
+            }
+            let slot = Arc::new(AheadSlot::new());
+            slots.push((sha256.to_string(), slot.clone()));
+            slot
+        };
+        // A load waiting for the slot is never left waiting: whatever happens here, it ends
+        // filled, `None` unless the component was mapped.
+        struct Filled<'a>(&'a AheadSlot);
+        impl Drop for Filled<'_> {
+            fn drop(&mut self) {
+                let _ = self.0.set(None);
+            }
+        }
+        let filled = Filled(&slot);
+        let _ = slot.set(cache.cached(engine, sha256));
+        drop(filled);
+    }
+
+    /// The component with digest `sha256` mapped ahead, once its mapping is done (`None`:
+    /// none was begun, or it is not in the cache). Taken: a later load of the same digest
+    /// maps its own.
+    pub fn take(&self, sha256: &str) -> Option<Component> {
+        let slot = {
+            let mut slots = self.slots.lock().unwrap_or_else(|e| e.into_inner());
+            let at = slots.iter().position(|(digest, _)| digest == sha256)?;
+            slots.swap_remove(at).1
+        };
+        slot.wait().clone()
     }
 }
