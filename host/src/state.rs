@@ -396,6 +396,22 @@ struct Sqlite {
     connection: Arc<Mutex<rusqlite::Connection>>,
 }
 
+/// The statements of an operation ([`Sqlite::apply_now`]).
+const SELECT_VALUE: &str = "SELECT value FROM state WHERE plugin = ?1 AND scope = ?2 AND key = ?3";
+const SELECT_SCOPE: &str = "SELECT keys, bytes FROM scopes WHERE plugin = ?1 AND scope = ?2";
+const PUT_VALUE: &str =
+    "INSERT OR REPLACE INTO state (plugin, scope, key, value) VALUES (?1, ?2, ?3, ?4)";
+const REMOVE_VALUE: &str = "DELETE FROM state WHERE plugin = ?1 AND scope = ?2 AND key = ?3";
+const PUT_SCOPE: &str =
+    "INSERT OR REPLACE INTO scopes (plugin, scope, keys, bytes) VALUES (?1, ?2, ?3, ?4)";
+const STATEMENTS: [&str; 5] = [
+    SELECT_VALUE,
+    SELECT_SCOPE,
+    PUT_VALUE,
+    REMOVE_VALUE,
+    PUT_SCOPE,
+];
+
 /// How long an operation waits for another process's transaction before it is
 /// `state-unavailable` (the hook's own deadline usually comes first).
 const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
@@ -422,6 +438,13 @@ impl Sqlite {
             })
             .map_err(|e| e.to_string())?;
         truncate_log(&connection, path);
+        // Compiled now, where the store is opened ahead of its first use (off the hooks'
+        // path), rather than by that use: SQLite's parser is most of a first operation.
+        for statement in STATEMENTS {
+            connection
+                .prepare_cached(statement)
+                .map_err(|e| e.to_string())?;
+        }
         Ok(Sqlite {
             connection: Arc::new(Mutex::new(connection)),
         })
@@ -438,13 +461,11 @@ impl Sqlite {
         let plugin: &str = &ns.plugin;
         let tx = connection.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
         let current: Option<Vec<u8>> = tx
-            .prepare_cached(
-                "SELECT value FROM state WHERE plugin = ?1 AND scope = ?2 AND key = ?3",
-            )?
+            .prepare_cached(SELECT_VALUE)?
             .query_row((plugin, &scope, key), |row| row.get(0))
             .optional()?;
         let (keys, bytes): (u64, u64) = tx
-            .prepare_cached("SELECT keys, bytes FROM scopes WHERE plugin = ?1 AND scope = ?2")?
+            .prepare_cached(SELECT_SCOPE)?
             .query_row((plugin, &scope), |row| Ok((row.get(0)?, row.get(1)?)))
             .optional()?
             .unwrap_or((0, 0));
@@ -456,29 +477,22 @@ impl Sqlite {
         let after = match &write {
             Write::Keep => None,
             Write::Put(value) => {
-                tx.prepare_cached(
-                    "INSERT OR REPLACE INTO state (plugin, scope, key, value) \
-                     VALUES (?1, ?2, ?3, ?4)",
-                )?
-                .execute((plugin, &scope, key, value))?;
+                tx.prepare_cached(PUT_VALUE)?
+                    .execute((plugin, &scope, key, value))?;
                 Some((
                     keys + u64::from(current.is_none()),
                     bytes - old + value.len() as u64,
                 ))
             }
             Write::Remove => {
-                tx.prepare_cached(
-                    "DELETE FROM state WHERE plugin = ?1 AND scope = ?2 AND key = ?3",
-                )?
-                .execute((plugin, &scope, key))?;
+                tx.prepare_cached(REMOVE_VALUE)?
+                    .execute((plugin, &scope, key))?;
                 Some((keys - u64::from(current.is_some()), bytes - old))
             }
         };
         if let Some((keys, bytes)) = after {
-            tx.prepare_cached(
-                "INSERT OR REPLACE INTO scopes (plugin, scope, keys, bytes) VALUES (?1, ?2, ?3, ?4)",
-            )?
-            .execute((plugin, &scope, keys, bytes))?;
+            tx.prepare_cached(PUT_SCOPE)?
+                .execute((plugin, &scope, keys, bytes))?;
         }
         tx.commit()?;
         Ok(Ok(done))
