@@ -228,6 +228,73 @@ fn an_ask_is_an_ask_for_claude_code_and_a_deny_for_codex() {
 }
 
 #[test]
+fn an_event_remembers_its_largest_component_and_the_next_loads_it_ahead_whatever_the_hint() {
+    let cache = tempfile::tempdir().unwrap();
+    let dir = plugins(
+        "[[hooks]]\npoint = \"pre-tool\"\ncapability = \"guard\"\n[config]\npre_tool = \"deny\"\n",
+    );
+    let path = dir.path().to_str().unwrap();
+    let event = sample("claude", "PreToolUse");
+    let denies = || {
+        let out = answer(&palisade_caching_in(
+            cache.path(),
+            &["claude-code", path],
+            &event,
+        ));
+        assert_eq!(
+            out["hookSpecificOutput"]["permissionDecision"], "deny",
+            "{out}"
+        );
+    };
+    // The compiled component's digest names its cache entry.
+    let compiled = || -> String {
+        let mut entries = Vec::new();
+        for dir in std::fs::read_dir(cache.path()).unwrap() {
+            let dir = dir.unwrap().path();
+            if dir.is_dir() && dir.file_name().unwrap() != "ahead" {
+                for entry in std::fs::read_dir(&dir).unwrap() {
+                    let entry = entry.unwrap().path();
+                    if entry.extension().is_some_and(|e| e == "cwasm") {
+                        entries.push(entry.file_stem().unwrap().to_str().unwrap().to_string());
+                    }
+                }
+            }
+        }
+        assert_eq!(entries.len(), 1, "{entries:?}");
+        entries.remove(0)
+    };
+    let hints = || -> Vec<PathBuf> {
+        std::fs::read_dir(cache.path().join("ahead"))
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .collect()
+    };
+    denies();
+    let hint = match hints().as_slice() {
+        [hint] => hint.clone(),
+        other => panic!("one hint expected: {other:?}"),
+    };
+    assert_eq!(
+        std::fs::read_to_string(&hint).unwrap(),
+        format!("{}\n", compiled())
+    );
+    // Loaded ahead from the hint, the component answers as before; a hint that is no digest,
+    // or that names a component the cache does not hold, is only a hint: the event is
+    // answered by the plugin's own component, and the hint is mended.
+    denies();
+    for wrong in ["not a digest\n", &format!("{}\n", "0".repeat(64)), ""] {
+        std::fs::write(&hint, wrong).unwrap();
+        denies();
+        assert_eq!(hints(), std::slice::from_ref(&hint));
+        assert_eq!(
+            std::fs::read_to_string(&hint).unwrap(),
+            format!("{}\n", compiled()),
+            "after {wrong:?}"
+        );
+    }
+}
+
+#[test]
 fn no_objection_answers_nothing_so_the_agents_own_rules_decide() {
     let dir = plugins("[[hooks]]\npoint = \"pre-tool\"\ncapability = \"guard\"\n");
     let out = palisade(

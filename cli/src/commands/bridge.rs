@@ -301,6 +301,8 @@ async fn decide(
 /// the event.
 struct Starting {
     event: std::sync::mpsc::Sender<EventToLoad>,
+    /// What names the event's components, for the component to map ahead.
+    ahead: std::sync::mpsc::Sender<String>,
     checked: tokio::sync::oneshot::Receiver<Plugins>,
     loads: tokio::task::JoinHandle<Result<(), NotLoaded>>,
 }
@@ -320,22 +322,49 @@ fn start_load(options: &BridgeCommand, doing: &Arc<Doing>) -> Starting {
     let audit_log = options.audit_log.clone();
     let doing = doing.clone();
     let (event, told) = std::sync::mpsc::channel::<EventToLoad>();
+    let (ahead, ahead_told) = std::sync::mpsc::channel::<String>();
     let (checked, plugins) = tokio::sync::oneshot::channel();
+    // The audit log opens and the host is built on a thread of their own, started first,
+    // while the blocking thread reads the manifests (whose problems are the load's, reported
+    // with it): the components load after both, and the largest of them is most of the
+    // event. The first thread then maps the component the event's plugins loaded as their
+    // largest the last time, before the manifests that name it are read.
+    let (prepared_here, prepared_there) = std::sync::mpsc::channel();
+    // What the hint said, once read there (so that the load need not read it again).
+    let hinted = Arc::new(std::sync::OnceLock::<Option<String>>::new());
+    let preparing = {
+        let (doing, dir, audit_log) = (doing.clone(), dir.clone(), audit_log.clone());
+        let hinted = hinted.clone();
+        std::thread::Builder::new()
+            .name("palisade-prepare".into())
+            .spawn(move || {
+                let prepared = prepare(&doing, &dir, audit_log.as_deref());
+                let host = match &prepared {
+                    Ok(Prepared { host: Ok(host), .. }) => Some(host.clone()),
+                    _ => None,
+                };
+                let _ = prepared_here.send(prepared);
+                let (Some(host), Ok(key)) = (host, ahead_told.recv()) else {
+                    return;
+                };
+                let largest = hinted.get_or_init(|| crate::cache::largest_before(&key));
+                if let Some(sha256) = largest {
+                    host.load_ahead(sha256);
+                }
+            })
+    };
     let loads = tokio::task::spawn_blocking(move || {
-        // The audit log opens and the host is built on a thread of their own while this one
-        // reads the manifests (whose problems are the load's, reported with it): the
-        // components load after both, and the largest of them is most of the event.
-        let preparing = {
-            let (doing, dir, audit_log) = (doing.clone(), dir.clone(), audit_log.clone());
-            std::thread::Builder::new()
-                .name("palisade-prepare".into())
-                .spawn(move || prepare(&doing, &dir, audit_log.as_deref()))
-        };
         let manifests = palisade::Manifests::read(&dir);
         let prepared = match preparing {
-            Ok(thread) => thread
-                .join()
-                .unwrap_or_else(|panic| std::panic::resume_unwind(panic)),
+            Ok(thread) => match prepared_there.recv() {
+                Ok(prepared) => prepared,
+                // It ended before it prepared: it panicked, and so does this thread (had it
+                // not, here, then).
+                Err(_) => match thread.join() {
+                    Err(panic) => std::panic::resume_unwind(panic),
+                    Ok(()) => prepare(&doing, &dir, audit_log.as_deref()),
+                },
+            },
             // No thread to be had: here, then.
             Err(_) => prepare(&doing, &dir, audit_log.as_deref()),
         };
@@ -353,14 +382,26 @@ fn start_load(options: &BridgeCommand, doing: &Arc<Doing>) -> Starting {
             .and_then(|host| manifests.load_overlapped(&host, points, tool.as_deref()))
             .map_err(|e| NotLoaded::Plugins(e.into()))?;
         // The hooks begin; this thread loads its share of the components meanwhile.
-        let _ = checked.send(plugins);
-        loads.finish().map_err(|e| NotLoaded::Plugins(e.into()))
+        let _ = checked.send(plugins.clone());
+        loads.finish().map_err(|e| NotLoaded::Plugins(e.into()))?;
+        let key = ahead_key(&dir, &name, tool.as_deref());
+        let before = hinted.get_or_init(|| crate::cache::largest_before(&key));
+        crate::cache::remember_largest(&key, before.as_deref(), &plugins);
+        Ok(())
     });
     Starting {
         event,
+        ahead,
         checked: plugins,
         loads,
     }
+}
+
+/// What names the components an event of `dir` loads: its plugin directory, its point and
+/// its tool ([`crate::cache::largest_before`]).
+fn ahead_key(dir: &Path, name: &str, tool: Option<&str>) -> String {
+    let dir = std::path::absolute(dir).unwrap_or_else(|_| dir.to_path_buf());
+    format!("{}\0{name}\0{}", dir.display(), tool.unwrap_or(""))
 }
 
 /// Goes on with the load `starting` for event `name` (for the tool `tool`, when it is about
@@ -383,9 +424,11 @@ async fn load(
     });
     let Starting {
         event,
+        ahead,
         checked,
         loads,
     } = starting;
+    let _ = ahead.send(ahead_key(&options.dir, name, tool.as_deref()));
     let _ = event.send(EventToLoad {
         name: name.to_string(),
         tool,
