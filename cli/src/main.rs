@@ -155,7 +155,7 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 fn main() -> ExitCode {
     quiet_on_broken_pipe();
-    let cli = Cli::from_args(std::env::args_os().collect());
+    let mut cli = Cli::from_args(std::env::args_os().collect());
     // The commands that serve an agent export their lifecycle when OTEL_* says so; the
     // others (replay, diff, test, …) rehearse, and export nothing.
     match &cli.command {
@@ -164,6 +164,12 @@ fn main() -> ExitCode {
             telemetry::init(false)
         }
         _ => {}
+    }
+    // A hook command's host is built on a thread of its own from here, while the runtime is.
+    if let Command::ClaudeCode(bridge) | Command::Codex(bridge) | Command::Gemini(bridge) =
+        &mut cli.command
+    {
+        bridge.begin();
     }
     // A hook command serves one event and exits: one thread is enough, and starting workers
     // would only add to the agent's wait. The stdio MCP proxy serves one client, whose calls

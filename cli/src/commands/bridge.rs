@@ -36,6 +36,9 @@ pub struct BridgeCommand {
     /// foreground hook. When it runs out, the event gets its fail-closed answer.
     #[arg(long, default_value_t = DEFAULT_BUDGET_MS, value_parser = clap::value_parser!(u64).range(1..=3_600_000))]
     budget_ms: u64,
+    /// The host's preparation, begun before the async runtime ([`BridgeCommand::begin`]).
+    #[arg(skip)]
+    preparing: Option<Preparing>,
 }
 
 /// Records what the bridge is doing, so that a budget that runs out can name it.
@@ -93,9 +96,74 @@ impl EventSink for Watch {
 }
 
 impl BridgeCommand {
+    /// Begins building the event's host on a thread of its own, before the process builds its
+    /// async runtime: the event's largest component is mapped from the cache as soon as the
+    /// host is built ([`start_load`]), and that is most of the event.
+    pub fn begin(&mut self) {
+        if self.preparing.is_none() {
+            self.preparing = Some(Preparing::start(&self.dir, self.audit_log.clone()));
+        }
+    }
+
     /// Answers the event in `dialect`, within the budget.
     pub async fn execute(self, dialect: Dialect) -> anyhow::Result<ExitCode> {
         bridge_event(dialect, self).await
+    }
+}
+
+/// The audit log's opening and the host's building, on a thread of their own
+/// ([`BridgeCommand::begin`]); that thread then maps the component the event's plugins loaded
+/// as their largest the last time, once the event says which ([`start_load`]).
+struct Preparing {
+    doing: Arc<Doing>,
+    /// What the thread prepared, once it has.
+    prepared: std::sync::mpsc::Receiver<Result<Prepared, String>>,
+    thread: std::io::Result<std::thread::JoinHandle<()>>,
+    /// What names the event's components ([`ahead_key`]), for the component to map ahead.
+    ahead: std::sync::mpsc::Sender<String>,
+    /// What the hint said, once read there (so that the load need not read it again).
+    hinted: Arc<std::sync::OnceLock<Option<String>>>,
+}
+
+impl std::fmt::Debug for Preparing {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Preparing").finish_non_exhaustive()
+    }
+}
+
+impl Preparing {
+    fn start(dir: &Path, audit_log: Option<PathBuf>) -> Preparing {
+        let doing = Arc::new(Doing::default());
+        let (prepared_here, prepared) = std::sync::mpsc::channel();
+        let (ahead, ahead_told) = std::sync::mpsc::channel::<String>();
+        let hinted = Arc::new(std::sync::OnceLock::<Option<String>>::new());
+        let thread = {
+            let (doing, dir, hinted) = (doing.clone(), dir.to_path_buf(), hinted.clone());
+            std::thread::Builder::new()
+                .name("palisade-prepare".into())
+                .spawn(move || {
+                    let prepared = prepare(&doing, &dir, audit_log.as_deref());
+                    let host = match &prepared {
+                        Ok(Prepared { host: Ok(host), .. }) => Some(host.clone()),
+                        _ => None,
+                    };
+                    let _ = prepared_here.send(prepared);
+                    let (Some(host), Ok(key)) = (host, ahead_told.recv()) else {
+                        return;
+                    };
+                    let largest = hinted.get_or_init(|| crate::cache::largest_before(&key));
+                    if let Some(sha256) = largest {
+                        host.load_ahead(sha256);
+                    }
+                })
+        };
+        Preparing {
+            doing,
+            prepared,
+            thread,
+            ahead,
+            hinted,
+        }
     }
 }
 
@@ -156,15 +224,17 @@ fn compile_observer(doing: &Arc<Doing>, dir: &Path) -> palisade::CompileObserver
 /// [`MAX_DRAIN`]), and what they have not finished then is cut off and recorded as dropped.
 /// The process exits within the budget whatever the plugins do: an agent waits for the hook
 /// process to exit, not only for its output.
-async fn bridge_event(dialect: Dialect, options: BridgeCommand) -> anyhow::Result<ExitCode> {
+async fn bridge_event(dialect: Dialect, mut options: BridgeCommand) -> anyhow::Result<ExitCode> {
     let started = Instant::now();
     let budget = Duration::from_millis(options.budget_ms);
     let deadline = started + budget;
-    let doing = Arc::new(Doing::default());
+    options.begin();
+    let preparing = options.preparing.take().expect("begun");
+    let doing = preparing.doing.clone();
     doing.set("reading the hook event on stdin");
     let event = Arc::new(Mutex::new(String::new()));
     let answer_by = deadline.checked_sub(ANSWER_MARGIN).unwrap_or(deadline);
-    let work = decide(dialect, &options, &doing, &event, started, answer_by);
+    let work = decide(dialect, &options, preparing, &event, started, answer_by);
     match tokio::time::timeout_at(answer_by.into(), work).await {
         Ok(Ok((reply, lifecycle))) => {
             write(&reply);
@@ -216,7 +286,7 @@ fn flush_within(deadline: Instant) -> Duration {
 async fn decide(
     dialect: Dialect,
     options: &BridgeCommand,
-    doing: &Arc<Doing>,
+    preparing: Preparing,
     event: &Mutex<String>,
     started: Instant,
     answer_by: Instant,
@@ -224,7 +294,8 @@ async fn decide(
     // The audit log opens, the host is built and the manifests are read on two blocking
     // threads while the event is read here: nothing else runs on this thread meanwhile, and
     // the read keeps to the budget.
-    let starting = start_load(options, doing);
+    let doing = &preparing.doing.clone();
+    let starting = start_load(options, preparing);
     let Some(raw) = read_stdin_by(answer_by) else {
         // The budget's answer, naming the read as what overran.
         return std::future::pending().await;
@@ -317,42 +388,21 @@ struct EventToLoad {
 /// Begins the load of `options.dir` for an event not yet read ([`load`] goes on with it): on a
 /// thread of its own, so the budget can still answer whatever takes long — a compile, or an
 /// audit log that cannot be opened in time (a FIFO no one reads).
-fn start_load(options: &BridgeCommand, doing: &Arc<Doing>) -> Starting {
+fn start_load(options: &BridgeCommand, preparing: Preparing) -> Starting {
     let dir = options.dir.clone();
     let audit_log = options.audit_log.clone();
-    let doing = doing.clone();
+    let Preparing {
+        doing,
+        prepared: prepared_there,
+        thread: preparing,
+        ahead,
+        hinted,
+    } = preparing;
     let (event, told) = std::sync::mpsc::channel::<EventToLoad>();
-    let (ahead, ahead_told) = std::sync::mpsc::channel::<String>();
     let (checked, plugins) = tokio::sync::oneshot::channel();
-    // The audit log opens and the host is built on a thread of their own, started first,
-    // while the blocking thread reads the manifests (whose problems are the load's, reported
-    // with it): the components load after both, and the largest of them is most of the
-    // event. The first thread then maps the component the event's plugins loaded as their
-    // largest the last time, before the manifests that name it are read.
-    let (prepared_here, prepared_there) = std::sync::mpsc::channel();
-    // What the hint said, once read there (so that the load need not read it again).
-    let hinted = Arc::new(std::sync::OnceLock::<Option<String>>::new());
-    let preparing = {
-        let (doing, dir, audit_log) = (doing.clone(), dir.clone(), audit_log.clone());
-        let hinted = hinted.clone();
-        std::thread::Builder::new()
-            .name("palisade-prepare".into())
-            .spawn(move || {
-                let prepared = prepare(&doing, &dir, audit_log.as_deref());
-                let host = match &prepared {
-                    Ok(Prepared { host: Ok(host), .. }) => Some(host.clone()),
-                    _ => None,
-                };
-                let _ = prepared_here.send(prepared);
-                let (Some(host), Ok(key)) = (host, ahead_told.recv()) else {
-                    return;
-                };
-                let largest = hinted.get_or_init(|| crate::cache::largest_before(&key));
-                if let Some(sha256) = largest {
-                    host.load_ahead(sha256);
-                }
-            })
-    };
+    // The manifests are read on a blocking thread while the event is read and the host built
+    // ([`Preparing`]), whose problems are the load's, reported with it: the components load
+    // after both, the largest first, unless the host's thread has it mapped already.
     let loads = tokio::task::spawn_blocking(move || {
         let manifests = palisade::Manifests::read(&dir);
         let prepared = match preparing {
