@@ -19,8 +19,8 @@ pub fn cache_dir() -> Option<PathBuf> {
 /// The digest of the largest component that the event named `key` (its plugin directory,
 /// point and tool: [`remember_largest`]) loaded the last time, if one is remembered: a bridge
 /// maps it from the cache while it reads its manifests ([`palisade::Host::load_ahead`]).
-/// Only a hint: the load uses the component only if a plugin's component file has that
-/// digest, and the cache maps only what it verifies.
+/// Only a hint: `load_ahead` ignores what is not a digest, the load uses the component only
+/// if a plugin's component file has that digest, and the cache maps only what it verifies.
 pub fn largest_before(key: &str) -> Option<String> {
     use std::io::Read;
     let mut text = String::new();
@@ -29,12 +29,7 @@ pub fn largest_before(key: &str) -> Option<String> {
         .take(128)
         .read_to_string(&mut text)
         .ok()?;
-    let digest = text.trim_end();
-    let is_digest = digest.len() == 64
-        && digest
-            .bytes()
-            .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b));
-    is_digest.then(|| digest.to_string())
+    Some(text.trim_end().to_string())
 }
 
 /// Remembers the digest of the largest component among `plugins` (loaded) for the event

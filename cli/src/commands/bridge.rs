@@ -228,8 +228,10 @@ async fn bridge_event(dialect: Dialect, mut options: BridgeCommand) -> anyhow::R
     let started = Instant::now();
     let budget = Duration::from_millis(options.budget_ms);
     let deadline = started + budget;
-    options.begin();
-    let preparing = options.preparing.take().expect("begun");
+    let preparing = match options.preparing.take() {
+        Some(preparing) => preparing,
+        None => Preparing::start(&options.dir, options.audit_log.clone()),
+    };
     let doing = preparing.doing.clone();
     doing.set("reading the hook event on stdin");
     let event = Arc::new(Mutex::new(String::new()));
