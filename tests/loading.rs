@@ -1140,3 +1140,56 @@ fn an_event_about_a_tool_loads_only_the_plugins_whose_matchers_take_it() {
         .unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(names(&prompt), ["prompts"]);
 }
+
+/// A host built from a prebuilt engine (`HostBuilder::prebuild`, what a hook command starts
+/// before its command line is parsed) has what its own builder says — the event sink given
+/// after the engine was built, the cache — and a prebuilt engine made for another instance
+/// pool, direct calls or cache directory is refused, not used.
+#[tokio::test]
+async fn a_host_built_from_a_prebuilt_engine_has_its_own_sink_and_refuses_another_configuration() {
+    use palisade::{EventKind, ToolCall};
+    use palisade_tests::Recorder;
+    let dir = PluginDir::new();
+    dir.scripted("p", PRE_TOOL_GUARD);
+    let cache = tempfile::tempdir().unwrap();
+    let builder = || Host::builder().cache_dir(cache.path()).instance_pool(0);
+    let prebuilt = builder().prebuild().unwrap();
+    let recorder = Recorder::shared();
+    let host = builder()
+        .event_sink(recorder.clone())
+        .build_from(prebuilt)
+        .unwrap();
+    let plugins = host.load_dir(dir.path()).unwrap();
+    assert!(plugins.iter().next().unwrap().sha256().is_some());
+    let call = ToolCall::new("toolu_1", "Bash", serde_json::json!({ "command": "ls" }));
+    assert!(plugins.session("s").pre_tool(&call).await.is_allow());
+    assert!(
+        recorder
+            .events()
+            .iter()
+            .any(|e| matches!(e.kind, EventKind::HookCompleted { .. })),
+        "{:#?}",
+        recorder.events()
+    );
+    assert!(
+        walk(cache.path())
+            .iter()
+            .any(|p| p.extension().is_some_and(|e| e == "cwasm")),
+        "the prebuilt engine's cache holds the compiled component"
+    );
+    let other = tempfile::tempdir().unwrap();
+    let mismatched = [
+        builder().cache_dir(other.path()),
+        builder().instance_pool(8),
+        builder().direct_calls(false),
+        Host::builder().instance_pool(0),
+    ];
+    for other_builder in mismatched {
+        let prebuilt = builder().prebuild().unwrap();
+        match other_builder.build_from(prebuilt) {
+            Err(Error::Engine { message }) => assert!(message.contains("prebuilt"), "{message}"),
+            Err(other) => panic!("expected an engine error, got {other}"),
+            Ok(_) => panic!("a prebuilt engine of another configuration was used"),
+        }
+    }
+}

@@ -88,15 +88,25 @@ impl Cli {
         Cli::hook_command(&args).unwrap_or_else(|| Cli::parse_from(args))
     }
 
+    /// Whether `args` name an agent's hook command (`claude-code`, `codex`, `gemini`).
+    fn is_hook_command(args: &[std::ffi::OsString]) -> bool {
+        Cli::hook_wrap(args).is_some()
+    }
+
+    /// The command `args` name when it is a hook command.
+    fn hook_wrap(args: &[std::ffi::OsString]) -> Option<fn(BridgeCommand) -> Command> {
+        match args.get(1)?.to_str()? {
+            "claude-code" => Some(Command::ClaudeCode),
+            "codex" => Some(Command::Codex),
+            "gemini" => Some(Command::Gemini),
+            _ => None,
+        }
+    }
+
     /// `args` as a hook command, parsed by that command's arguments alone; `None` when it is
     /// not one, or does not parse.
     fn hook_command(args: &[std::ffi::OsString]) -> Option<Cli> {
-        let wrap = match args.get(1)?.to_str()? {
-            "claude-code" => Command::ClaudeCode,
-            "codex" => Command::Codex,
-            "gemini" => Command::Gemini,
-            _ => return None,
-        };
+        let wrap = Cli::hook_wrap(args)?;
         let parser = BridgeCommand::augment_args(clap::Command::new("palisade"));
         let matches = parser.try_get_matches_from(&args[1..]).ok()?;
         let bridge = BridgeCommand::from_arg_matches(&matches).ok()?;
@@ -155,7 +165,11 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 fn main() -> ExitCode {
     quiet_on_broken_pipe();
-    let mut cli = Cli::from_args(std::env::args_os().collect());
+    let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    // A hook command's engine is built from here, on a thread of its own, while its command
+    // line is parsed and the rest of the process is set up.
+    let early = Cli::is_hook_command(&args).then(BridgeCommand::early);
+    let mut cli = Cli::from_args(args);
     // The commands that serve an agent export their lifecycle when OTEL_* says so; the
     // others (replay, diff, test, …) rehearse, and export nothing.
     match &cli.command {
@@ -165,11 +179,11 @@ fn main() -> ExitCode {
         }
         _ => {}
     }
-    // A hook command's host is built on a thread of its own from here, while the runtime is.
+    // A hook command's host is finished on that thread from here, while the runtime is built.
     if let Command::ClaudeCode(bridge) | Command::Codex(bridge) | Command::Gemini(bridge) =
         &mut cli.command
     {
-        bridge.begin();
+        bridge.begin(early);
     }
     // A hook command serves one event and exits: one thread is enough, and starting workers
     // would only add to the agent's wait. The stdio MCP proxy serves one client, whose calls

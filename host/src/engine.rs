@@ -365,6 +365,26 @@ pub struct HostBuilder {
     keep_used_instances: bool,
 }
 
+/// A host's engine, linkers, component cache and epoch ticker, built ahead of the rest of
+/// it ([`HostBuilder::prebuild`]); [`HostBuilder::build_from`] makes the host.
+pub struct Prebuilt {
+    engine: Engine,
+    linker: Linking,
+    pooled: bool,
+    cache: Option<crate::runtime::cache::Cache>,
+    stop_ticker: Arc<AtomicBool>,
+    made_for: (u32, bool, Option<std::path::PathBuf>),
+}
+
+impl std::fmt::Debug for Prebuilt {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Prebuilt")
+            .field("pooled", &self.pooled)
+            .field("cache", &self.made_for.2)
+            .finish_non_exhaustive()
+    }
+}
+
 /// What the host reports when it compiles a component, that is when the component is not in
 /// the cache yet. A large component (a Python or JavaScript interpreter inside, 12–18 MB)
 /// takes seconds, so a tool shows progress; loads from the cache report nothing.
@@ -519,6 +539,18 @@ impl HostBuilder {
 
     /// Builds the host and starts its epoch ticker.
     pub fn build(self) -> Result<Host, Error> {
+        let prebuilt = self.prebuild()?;
+        self.build_from(prebuilt)
+    }
+
+    /// Builds the part of the host that takes longest and depends only on
+    /// [`instance_pool`](Self::instance_pool), [`direct_calls`](Self::direct_calls) and
+    /// [`cache_dir`](Self::cache_dir) — the engine, its linkers, the component cache — and
+    /// starts the epoch ticker, for [`build_from`](Self::build_from) to finish into a host
+    /// once the rest of its configuration (the event sink, say) is known. A process that
+    /// serves one hook event starts this before it has parsed its command line. Dropped
+    /// unused, its ticker ends at its next tick (it holds the engine weakly).
+    pub fn prebuild(&self) -> Result<Prebuilt, Error> {
         let engine_error = |e: wasmtime::Error| Error::Engine {
             message: format!("{e:#}"),
         };
@@ -550,14 +582,51 @@ impl HostBuilder {
             ),
             None => None,
         };
-        let interest = match &self.sink {
-            Some(sink) => sink.interest(),
-            None => crate::Interest::ENDS,
-        };
         let stop_ticker = Arc::new(AtomicBool::new(false));
         spawn_ticker(engine.weak(), stop_ticker.clone()).map_err(|e| Error::Engine {
             message: format!("cannot start the epoch ticker thread: {e}"),
         })?;
+        Ok(Prebuilt {
+            engine,
+            linker,
+            pooled,
+            cache,
+            stop_ticker,
+            made_for: self.prebuilt_for(),
+        })
+    }
+
+    /// What a [`Prebuilt`] made by this builder is made for.
+    fn prebuilt_for(&self) -> (u32, bool, Option<std::path::PathBuf>) {
+        (
+            self.instance_pool,
+            self.direct_calls,
+            self.cache_dir.clone(),
+        )
+    }
+
+    /// Builds the host around `prebuilt` ([`prebuild`](Self::prebuild)); an error if it was
+    /// made by a builder with another instance pool, direct calls or cache directory.
+    pub fn build_from(self, prebuilt: Prebuilt) -> Result<Host, Error> {
+        if prebuilt.made_for != self.prebuilt_for() {
+            return Err(Error::Engine {
+                message: "the prebuilt engine was made for another instance pool, direct \
+                          calls or cache directory than this host's"
+                    .to_string(),
+            });
+        }
+        let Prebuilt {
+            engine,
+            linker,
+            pooled,
+            cache,
+            stop_ticker,
+            made_for: _,
+        } = prebuilt;
+        let interest = match &self.sink {
+            Some(sink) => sink.interest(),
+            None => crate::Interest::ENDS,
+        };
         Ok(Host {
             inner: Arc::new(HostInner {
                 engine,

@@ -55,7 +55,7 @@ mod types;
 
 pub use engine::{
     CompileObserver, CompileProgress, DEFAULT_INSTANCE_POOL, DEFAULT_MAX_COMPONENT_BYTES,
-    DEFAULT_WRAPPED_EXECUTION_DEADLINE, EPOCH_TICK, Host, HostBuilder,
+    DEFAULT_WRAPPED_EXECUTION_DEADLINE, EPOCH_TICK, Host, HostBuilder, Prebuilt,
 };
 pub use error::{Error, Problem};
 pub use events::{AuditLoss, Dispatch, Event, EventKind, EventSink, Interest, JsonlSink};

@@ -95,14 +95,41 @@ impl EventSink for Watch {
     }
 }
 
+/// A hook command's host, begun before its command line is parsed ([`BridgeCommand::early`]):
+/// its engine, linkers and component cache are built meanwhile, on the thread that then
+/// finishes the host, once [`BridgeCommand::begin`] tells it the plugin directory and the
+/// audit log.
+pub struct Early {
+    preparing: Preparing,
+    tell: std::sync::mpsc::Sender<(PathBuf, Option<PathBuf>)>,
+}
+
 impl BridgeCommand {
-    /// Begins building the event's host on a thread of its own, before the process builds its
-    /// async runtime: the event's largest component is mapped from the cache as soon as the
-    /// host is built ([`start_load`]), and that is most of the event.
-    pub fn begin(&mut self) {
-        if self.preparing.is_none() {
-            self.preparing = Some(Preparing::start(&self.dir, self.audit_log.clone()));
+    /// Starts building a hook command's host from the start of `main`, before the command
+    /// line is parsed: what takes longest in it (the engine) needs nothing from the command
+    /// line, and the event's largest component is mapped as soon as the host is built
+    /// ([`start_load`]). Dropped unused (the command line was not a hook command's after all),
+    /// the thread ends without building more.
+    pub fn early() -> Early {
+        let (preparing, tell) = Preparing::spawn();
+        Early { preparing, tell }
+    }
+
+    /// Begins building the event's host on a thread of its own (or finishes the one `early`
+    /// began), before the process builds its async runtime: the event's largest component is
+    /// mapped from the cache as soon as the host is built ([`start_load`]), and that is most
+    /// of the event.
+    pub fn begin(&mut self, early: Option<Early>) {
+        if self.preparing.is_some() {
+            return;
         }
+        self.preparing = Some(match early {
+            Some(Early { preparing, tell }) => {
+                let _ = tell.send((self.dir.clone(), self.audit_log.clone()));
+                preparing
+            }
+            None => Preparing::start(&self.dir, self.audit_log.clone()),
+        });
     }
 
     /// Answers the event in `dialect`, within the budget.
@@ -133,16 +160,32 @@ impl std::fmt::Debug for Preparing {
 
 impl Preparing {
     fn start(dir: &Path, audit_log: Option<PathBuf>) -> Preparing {
+        let (preparing, tell) = Preparing::spawn();
+        let _ = tell.send((dir.to_path_buf(), audit_log));
+        preparing
+    }
+
+    /// The thread, which builds the engine at once, then the host once it is told the plugin
+    /// directory and the audit log.
+    fn spawn() -> (
+        Preparing,
+        std::sync::mpsc::Sender<(PathBuf, Option<PathBuf>)>,
+    ) {
         let doing = Arc::new(Doing::default());
         let (prepared_here, prepared) = std::sync::mpsc::channel();
         let (ahead, ahead_told) = std::sync::mpsc::channel::<String>();
+        let (tell, told) = std::sync::mpsc::channel::<(PathBuf, Option<PathBuf>)>();
         let hinted = Arc::new(std::sync::OnceLock::<Option<String>>::new());
         let thread = {
-            let (doing, dir, hinted) = (doing.clone(), dir.to_path_buf(), hinted.clone());
+            let (doing, hinted) = (doing.clone(), hinted.clone());
             std::thread::Builder::new()
                 .name("palisade-prepare".into())
                 .spawn(move || {
-                    let prepared = prepare(&doing, &dir, audit_log.as_deref());
+                    let prebuilt = crate::cache::one_event_host_builder().prebuild();
+                    let Ok((dir, audit_log)) = told.recv() else {
+                        return;
+                    };
+                    let prepared = prepare(&doing, &dir, audit_log.as_deref(), prebuilt);
                     let host = match &prepared {
                         Ok(Prepared { host: Ok(host), .. }) => Some(host.clone()),
                         _ => None,
@@ -157,13 +200,14 @@ impl Preparing {
                     }
                 })
         };
-        Preparing {
+        let preparing = Preparing {
             doing,
             prepared,
             thread,
             ahead,
             hinted,
-        }
+        };
+        (preparing, tell)
     }
 }
 
@@ -173,9 +217,14 @@ struct Prepared {
     host: Result<palisade::Host, palisade::Error>,
 }
 
-/// Opens the audit log and builds the host of one bridged event (plugins of `dir`); `Err`:
-/// the audit log cannot be opened (why).
-fn prepare(doing: &Arc<Doing>, dir: &Path, audit_log: Option<&Path>) -> Result<Prepared, String> {
+/// Opens the audit log and builds the host of one bridged event (plugins of `dir`) around
+/// `prebuilt` (its engine, built meanwhile); `Err`: the audit log cannot be opened (why).
+fn prepare(
+    doing: &Arc<Doing>,
+    dir: &Path,
+    audit_log: Option<&Path>,
+    prebuilt: Result<palisade::Prebuilt, palisade::Error>,
+) -> Result<Prepared, String> {
     let audit = match audit_log {
         None => None,
         Some(path) => Some(
@@ -187,11 +236,25 @@ fn prepare(doing: &Arc<Doing>, dir: &Path, audit_log: Option<&Path>) -> Result<P
         doing: doing.clone(),
         inner: crate::telemetry::with(audit.clone().map(|audit| audit as Arc<dyn EventSink>)),
     });
-    let host = crate::cache::one_event_host_builder()
+    let builder = crate::cache::one_event_host_builder()
         .event_sink(watch)
-        .on_compile(compile_observer(doing, dir))
-        .build();
+        .on_compile(compile_observer(doing, dir));
+    let host = prebuilt.and_then(|prebuilt| builder.build_from(prebuilt));
     Ok(Prepared { audit, host })
+}
+
+/// [`prepare`], the engine too, on this thread.
+fn prepare_here(
+    doing: &Arc<Doing>,
+    dir: &Path,
+    audit_log: Option<&Path>,
+) -> Result<Prepared, String> {
+    prepare(
+        doing,
+        dir,
+        audit_log,
+        crate::cache::one_event_host_builder().prebuild(),
+    )
 }
 
 /// Keeps `doing` up to date with the components compiling while the plugins of `dir` load.
@@ -414,11 +477,11 @@ fn start_load(options: &BridgeCommand, preparing: Preparing) -> Starting {
                 // not, here, then).
                 Err(_) => match thread.join() {
                     Err(panic) => std::panic::resume_unwind(panic),
-                    Ok(()) => prepare(&doing, &dir, audit_log.as_deref()),
+                    Ok(()) => prepare_here(&doing, &dir, audit_log.as_deref()),
                 },
             },
             // No thread to be had: here, then.
-            Err(_) => prepare(&doing, &dir, audit_log.as_deref()),
+            Err(_) => prepare_here(&doing, &dir, audit_log.as_deref()),
         };
         // No event (it could not be read): nothing to load, and no one waits for this.
         let Ok(EventToLoad { name, tool, record }) = told.recv() else {
