@@ -88,12 +88,8 @@ impl Cli {
         Cli::hook_command(&args).unwrap_or_else(|| Cli::parse_from(args))
     }
 
-    /// Whether `args` name an agent's hook command (`claude-code`, `codex`, `gemini`).
-    fn is_hook_command(args: &[std::ffi::OsString]) -> bool {
-        Cli::hook_wrap(args).is_some()
-    }
-
-    /// The command `args` name when it is a hook command.
+    /// The command `args` name when it is an agent's hook command (`claude-code`, `codex`,
+    /// `gemini`).
     fn hook_wrap(args: &[std::ffi::OsString]) -> Option<fn(BridgeCommand) -> Command> {
         match args.get(1)?.to_str()? {
             "claude-code" => Some(Command::ClaudeCode),
@@ -168,7 +164,7 @@ fn main() -> ExitCode {
     let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
     // A hook command's engine is built from here, on a thread of its own, while its command
     // line is parsed and the rest of the process is set up.
-    let early = Cli::is_hook_command(&args).then(BridgeCommand::early);
+    let early = Cli::hook_wrap(&args).map(|_| BridgeCommand::early());
     let mut cli = Cli::from_args(args);
     // The commands that serve an agent export their lifecycle when OTEL_* says so; the
     // others (replay, diff, test, …) rehearse, and export nothing.

@@ -181,11 +181,12 @@ impl Preparing {
             std::thread::Builder::new()
                 .name("palisade-prepare".into())
                 .spawn(move || {
-                    let prebuilt = crate::cache::one_event_host_builder().prebuild();
+                    let builder = crate::cache::one_event_host_builder();
+                    let prebuilt = builder.prebuild();
                     let Ok((dir, audit_log)) = told.recv() else {
                         return;
                     };
-                    let prepared = prepare(&doing, &dir, audit_log.as_deref(), prebuilt);
+                    let prepared = prepare(&doing, &dir, audit_log.as_deref(), builder, prebuilt);
                     let host = match &prepared {
                         Ok(Prepared { host: Ok(host), .. }) => Some(host.clone()),
                         _ => None,
@@ -217,12 +218,14 @@ struct Prepared {
     host: Result<palisade::Host, palisade::Error>,
 }
 
-/// Opens the audit log and builds the host of one bridged event (plugins of `dir`) around
-/// `prebuilt` (its engine, built meanwhile); `Err`: the audit log cannot be opened (why).
+/// Opens the audit log and finishes the host of one bridged event (plugins of `dir`): `builder`
+/// around `prebuilt`, the engine it prebuilt meanwhile; `Err`: the audit log cannot be opened
+/// (why).
 fn prepare(
     doing: &Arc<Doing>,
     dir: &Path,
     audit_log: Option<&Path>,
+    builder: palisade::HostBuilder,
     prebuilt: Result<palisade::Prebuilt, palisade::Error>,
 ) -> Result<Prepared, String> {
     let audit = match audit_log {
@@ -236,7 +239,7 @@ fn prepare(
         doing: doing.clone(),
         inner: crate::telemetry::with(audit.clone().map(|audit| audit as Arc<dyn EventSink>)),
     });
-    let builder = crate::cache::one_event_host_builder()
+    let builder = builder
         .event_sink(watch)
         .on_compile(compile_observer(doing, dir));
     let host = prebuilt.and_then(|prebuilt| builder.build_from(prebuilt));
@@ -249,12 +252,9 @@ fn prepare_here(
     dir: &Path,
     audit_log: Option<&Path>,
 ) -> Result<Prepared, String> {
-    prepare(
-        doing,
-        dir,
-        audit_log,
-        crate::cache::one_event_host_builder().prebuild(),
-    )
+    let builder = crate::cache::one_event_host_builder();
+    let prebuilt = builder.prebuild();
+    prepare(doing, dir, audit_log, builder, prebuilt)
 }
 
 /// Keeps `doing` up to date with the components compiling while the plugins of `dir` load.
