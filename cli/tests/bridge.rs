@@ -518,6 +518,132 @@ fn install_merges_into_claude_code_settings_and_reinstalls_in_place() {
     }
 }
 
+/// `palisade install claude-code DIR --settings SETTINGS`, which must succeed.
+fn install_claude_code_into(dir: &Path, settings: &Path) -> Output {
+    let out = palisade(
+        &[
+            "install",
+            "claude-code",
+            dir.to_str().unwrap(),
+            "--settings",
+            settings.to_str().unwrap(),
+        ],
+        "",
+    );
+    assert!(out.status.success(), "{out:?}");
+    out
+}
+
+/// The permission bits of `path`, in octal.
+fn mode_of(path: &Path) -> String {
+    use std::os::unix::fs::PermissionsExt;
+    format!(
+        "{:o}",
+        std::fs::metadata(path).unwrap().permissions().mode() & 0o777
+    )
+}
+
+/// The names in `dir`, sorted.
+fn names_in(dir: &Path) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|entry| entry.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    names
+}
+
+/// Settings can hold an API key: `install --settings` keeps the file's mode (0600 stays 0600,
+/// 0640 stays 0640 whatever the umask), makes a new file 0600, and leaves no temporary file.
+#[test]
+fn install_keeps_the_mode_of_the_settings_file() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = plugins(EVERY_POINT);
+    let home = tempfile::tempdir().unwrap();
+    for mode in [0o600, 0o640] {
+        let settings = home.path().join(format!("settings-{mode:o}.json"));
+        std::fs::write(&settings, r#"{"env": {"ANTHROPIC_API_KEY": "sk-secret"}}"#).unwrap();
+        std::fs::set_permissions(&settings, std::fs::Permissions::from_mode(mode)).unwrap();
+        install_claude_code_into(dir.path(), &settings);
+        assert_eq!(
+            mode_of(&settings),
+            format!("{mode:o}"),
+            "{}",
+            settings.display()
+        );
+        let merged: Value =
+            serde_json::from_str(&std::fs::read_to_string(&settings).unwrap()).unwrap();
+        assert_eq!(merged["env"]["ANTHROPIC_API_KEY"], "sk-secret");
+        assert!(merged["hooks"]["PreToolUse"].is_array(), "{merged}");
+    }
+    let new = home.path().join("new/settings.json");
+    install_claude_code_into(dir.path(), &new);
+    assert_eq!(mode_of(&new), "600");
+    assert_eq!(
+        names_in(home.path()),
+        ["new", "settings-600.json", "settings-640.json"]
+    );
+    assert_eq!(names_in(&home.path().join("new")), ["settings.json"]);
+}
+
+/// A link planted beside the settings file at a name an older install wrote its temporary
+/// file to (say, committed in a cloned repository) is never written through: the file it
+/// points at is untouched, and the settings file is a file of its own.
+#[test]
+fn install_never_writes_through_a_link_planted_beside_the_settings_file() {
+    let dir = plugins(EVERY_POINT);
+    let home = tempfile::tempdir().unwrap();
+    let victim = home.path().join("victim");
+    std::fs::write(&victim, "the user's own file\n").unwrap();
+    let repo = home.path().join("repo/.claude");
+    std::fs::create_dir_all(&repo).unwrap();
+    let settings = repo.join("settings.json");
+    std::fs::write(&settings, "{}").unwrap();
+    std::os::unix::fs::symlink(&victim, repo.join("settings.json.palisade-tmp")).unwrap();
+    install_claude_code_into(dir.path(), &settings);
+    assert_eq!(
+        std::fs::read_to_string(&victim).unwrap(),
+        "the user's own file\n"
+    );
+    assert!(
+        !std::fs::symlink_metadata(&settings)
+            .unwrap()
+            .file_type()
+            .is_symlink()
+    );
+    let merged: Value = serde_json::from_str(&std::fs::read_to_string(&settings).unwrap()).unwrap();
+    assert!(merged["hooks"]["PreToolUse"].is_array(), "{merged}");
+}
+
+/// A settings file that is a symbolic link (a dotfile manager's) is written through on
+/// purpose: the link stays, the file it leads to gets the hooks and keeps its mode, and the
+/// message names both.
+#[test]
+fn install_writes_through_a_settings_file_that_is_a_link() {
+    let dir = plugins(EVERY_POINT);
+    let home = tempfile::tempdir().unwrap();
+    let dotfiles = home.path().join("dotfiles");
+    std::fs::create_dir_all(&dotfiles).unwrap();
+    let real = dotfiles.join("claude-settings.json");
+    std::fs::write(&real, r#"{"model": "opus"}"#).unwrap();
+    std::fs::set_permissions(&real, std::os::unix::fs::PermissionsExt::from_mode(0o600)).unwrap();
+    let claude = home.path().join(".claude");
+    std::fs::create_dir_all(&claude).unwrap();
+    let settings = claude.join("settings.json");
+    let link = Path::new("../dotfiles/claude-settings.json");
+    std::os::unix::fs::symlink(link, &settings).unwrap();
+    let out = install_claude_code_into(dir.path(), &settings);
+    assert_eq!(std::fs::read_link(&settings).unwrap(), link);
+    let merged: Value = serde_json::from_str(&std::fs::read_to_string(&real).unwrap()).unwrap();
+    assert_eq!(merged["model"], "opus");
+    assert!(merged["hooks"]["PreToolUse"].is_array(), "{merged}");
+    assert_eq!(mode_of(&real), "600");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.contains("(a link to "), "{stdout}");
+    assert_eq!(names_in(&dotfiles), ["claude-settings.json"]);
+    assert_eq!(names_in(&claude), ["settings.json"]);
+}
+
 #[test]
 fn forward_answers_what_palisade_serve_answers_and_fails_like_the_bridge() {
     let dir = plugins(

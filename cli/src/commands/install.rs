@@ -320,12 +320,8 @@ fn merge_settings(
         list.extend(entries.as_array().cloned().unwrap_or_default());
         added.push(event);
     }
-    write_settings(path, &settings)?;
-    println!(
-        "{}: Palisade runs on {} ({what})",
-        path.display(),
-        added.join(", ")
-    );
+    let written = write_settings(path, &settings)?;
+    println!("{written}: Palisade runs on {} ({what})", added.join(", "));
     Ok(ExitCode::SUCCESS)
 }
 
@@ -348,16 +344,88 @@ fn read_settings(path: &Path) -> anyhow::Result<Value> {
     Ok(settings)
 }
 
-/// Replaces the settings file: written next to it, then renamed over it, so a crash never
-/// leaves half a file.
-fn write_settings(path: &Path, settings: &Value) -> anyhow::Result<()> {
-    if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
-        std::fs::create_dir_all(parent)?;
+/// Replaces the settings file atomically and returns how to name it in a message.
+///
+/// The new text goes to a temporary file beside it, of a random name, created afresh with
+/// `O_CREAT | O_EXCL | O_NOFOLLOW` (a file or a link someone left in the folder is never
+/// written through) and given the file's own permission mode (0600 for a new file: settings
+/// can hold keys); it is synced, renamed over the file, and the rename is synced. A settings
+/// file that is a symbolic link (a dotfile manager's) is written through on purpose: the file
+/// it leads to is replaced, keeping that file's mode, and the link stays.
+fn write_settings(path: &Path, settings: &Value) -> anyhow::Result<String> {
+    use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+    let target = resolved(path)?;
+    let dir = match target.parent() {
+        Some(parent) if !parent.as_os_str().is_empty() => parent.to_path_buf(),
+        _ => PathBuf::from("."),
+    };
+    std::fs::create_dir_all(&dir)
+        .map_err(|e| anyhow::anyhow!("cannot create the folder {}: {e}", dir.display()))?;
+    let mode = match std::fs::metadata(&target) {
+        Ok(meta) if meta.is_file() => meta.permissions().mode() & 0o777,
+        Ok(_) => anyhow::bail!("{} is not a regular file", target.display()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => 0o600,
+        Err(e) => anyhow::bail!("cannot read {}: {e}", target.display()),
+    };
+    let mut random = [0u8; 8];
+    getrandom::fill(&mut random).map_err(|e| anyhow::anyhow!("no random bytes: {e}"))?;
+    let mut name = std::ffi::OsString::from(".");
+    name.push(target.file_name().unwrap_or_default());
+    name.push(format!(".palisade-{:016x}.tmp", u64::from_le_bytes(random)));
+    let tmp = target.with_file_name(name);
+    let text = serde_json::to_string_pretty(settings)? + "\n";
+    let mut file = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(&tmp)
+        .map_err(|e| anyhow::anyhow!("cannot create {}: {e}", tmp.display()))?;
+    let written = std::io::Write::write_all(&mut file, text.as_bytes())
+        .and_then(|()| file.set_permissions(std::fs::Permissions::from_mode(mode)))
+        .and_then(|()| file.sync_all())
+        .and_then(|()| std::fs::rename(&tmp, &target));
+    drop(file);
+    if let Err(e) = written {
+        let _ = std::fs::remove_file(&tmp);
+        anyhow::bail!("cannot write {}: {e}", target.display());
     }
-    let tmp = path.with_extension("json.palisade-tmp");
-    std::fs::write(&tmp, serde_json::to_string_pretty(settings)? + "\n")?;
-    std::fs::rename(&tmp, path)?;
-    Ok(())
+    std::fs::File::open(&dir)
+        .and_then(|dir| dir.sync_all())
+        .map_err(|e| {
+            anyhow::anyhow!(
+                "{} is written, but its folder could not be synced: {e}",
+                target.display()
+            )
+        })?;
+    Ok(if target == path {
+        path.display().to_string()
+    } else {
+        format!("{} (a link to {})", path.display(), target.display())
+    })
+}
+
+/// `path` with its symbolic links followed (a relative link is read from the link's folder),
+/// so that the file they lead to is the one replaced, even one not created yet.
+fn resolved(path: &Path) -> anyhow::Result<PathBuf> {
+    let mut path = path.to_path_buf();
+    // The kernel's own limit on the links of a path.
+    for _ in 0..40 {
+        match std::fs::symlink_metadata(&path) {
+            Ok(meta) if meta.file_type().is_symlink() => {
+                let link = std::fs::read_link(&path)
+                    .map_err(|e| anyhow::anyhow!("cannot read the link {}: {e}", path.display()))?;
+                path = match path.parent() {
+                    Some(parent) => parent.join(link),
+                    None => link,
+                };
+            }
+            Ok(_) => return Ok(path),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(path),
+            Err(e) => anyhow::bail!("cannot read {}: {e}", path.display()),
+        }
+    }
+    anyhow::bail!("{}: too many levels of symbolic links", path.display())
 }
 
 /// Loading the plugins compiled their components into the cache: say so, since it is why the
@@ -531,10 +599,9 @@ fn register(
     };
     // Re-installing under the same name replaces the entry; the others are kept.
     entries.insert(name.to_string(), entry);
-    write_settings(path, &settings)?;
+    let written = write_settings(path, &settings)?;
     println!(
-        "{}: the {} \"{name}\" runs `{}` behind Palisade",
-        path.display(),
+        "{written}: the {} \"{name}\" runs `{}` behind Palisade",
         registry.child,
         child.join(" ")
     );
