@@ -1,5 +1,7 @@
 //! Plain-text tables for the terminal.
 
+use std::borrow::Cow;
+
 /// Renders rows as columns separated by two spaces, the first row a header. Every cell is
 /// made [`printable`](palisade::events::printable): a cell can hold text a plugin chose.
 pub fn table(rows: &[Vec<String>]) -> String {
@@ -53,6 +55,25 @@ pub fn clip(text: &str, max: usize) -> String {
         Some((i, _)) => format!("{}…", &text[..i]),
         None => text.to_string(),
     }
+}
+
+/// JSON text safe to print to a terminal, the same JSON value: the characters
+/// [`printable`](palisade::events::printable) escapes that JSON leaves raw (DEL, the C1
+/// controls, the bidirectional overrides) are written as `\uXXXX` escapes. Only a string can
+/// hold them (the serializer escapes the other controls), and there the escape stands for the
+/// character.
+pub fn json_printable(json: &str) -> String {
+    let mut out = String::with_capacity(json.len());
+    let mut utf8 = [0u8; 4];
+    for c in json.chars() {
+        let raw = c.encode_utf8(&mut utf8);
+        if c > '\u{7e}' && matches!(palisade::events::printable(raw), Cow::Owned(_)) {
+            out.push_str(&format!("\\u{:04x}", c as u32));
+        } else {
+            out.push(c);
+        }
+    }
+    out
 }
 
 /// Multi-line text for a line-oriented log: each line made

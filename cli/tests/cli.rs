@@ -70,14 +70,7 @@ fn check_lists_every_plugin_hook_and_grant() {
 /// A shadow hook shows as such: MODE `shadow`, its failures recorded.
 #[test]
 fn check_shows_a_shadow_hook() {
-    let dir = examples();
-    let manifest = dir.path().join("shell-guard/plugin.toml");
-    let text_of = std::fs::read_to_string(&manifest).unwrap();
-    std::fs::write(
-        &manifest,
-        text_of.replacen("[[hooks]]\n", "[[hooks]]\nenforce = false\n", 1),
-    )
-    .unwrap();
+    let dir = examples_with_shell_guard_in_shadow();
     let out = palisade(&["check", dir.path().to_str().unwrap()]);
     let stdout = text(&out.stdout);
     assert!(out.status.success(), "{stdout}{}", text(&out.stderr));
@@ -803,6 +796,78 @@ fn run_asks_an_https_service_verified_for_the_granted_name() {
     );
 }
 
+/// The examples, with shell-guard in shadow (its denials recorded, not enforced).
+fn examples_with_shell_guard_in_shadow() -> tempfile::TempDir {
+    let dir = examples();
+    let manifest = dir.path().join("shell-guard/plugin.toml");
+    let text_of = std::fs::read_to_string(&manifest).unwrap();
+    std::fs::write(
+        &manifest,
+        text_of.replacen("[[hooks]]\n", "[[hooks]]\nenforce = false\n", 1),
+    )
+    .unwrap();
+    dir
+}
+
+/// A recorded session is untrusted text: `palisade diff` (text and JSON) and `palisade logs`
+/// print a session id holding terminal controls (a window title, a screen clear, an 8-bit CSI,
+/// a bidirectional override) escaped, never raw; the JSON still holds the id as it was.
+#[test]
+fn diff_and_logs_print_a_recorded_session_id_escaped() {
+    let old = examples();
+    let new = examples_with_shell_guard_in_shadow();
+    let (old_dir, new_dir) = (old.path().to_str().unwrap(), new.path().to_str().unwrap());
+    let work = tempfile::tempdir().unwrap();
+    let log = work.path().join("audit.jsonl");
+    let log_path = log.to_str().unwrap();
+    let hostile = "s\u{1b}]0;pwned\u{7}\u{1b}[2J\u{9b}2J\u{202e}";
+    let recorded: String = ["s1", hostile]
+        .iter()
+        .map(|id| {
+            let input: serde_json::Value =
+                serde_json::from_str(&bash_event(id, "rm -rf /")).unwrap();
+            let line = serde_json::json!({
+                "event": "agent_event", "at_ms": 1, "dialect": "claude-code",
+                "session_id": id, "input": input,
+            });
+            format!("{line}\n")
+        })
+        .collect();
+    std::fs::write(&log, recorded).unwrap();
+    let raw = ['\u{1b}', '\u{7}', '\u{9b}', '\u{202e}'];
+
+    let out = palisade(&["diff", old_dir, new_dir, log_path, "--fail-on", "none"]);
+    let printed = text(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{printed}{}", text(&out.stderr));
+    assert!(
+        printed.contains(r"#s\u{1b}]0;pwned\u{7}\u{1b}[2J\u{9b}2J\u{202e}:1 tool-call"),
+        "{printed}"
+    );
+    assert!(!printed.contains(raw), "{printed:?}");
+
+    let out = palisade(&["diff", old_dir, new_dir, log_path, "--format", "json"]);
+    let printed = text(&out.stdout);
+    assert!(!printed.contains(raw), "{printed:?}");
+    let doc: serde_json::Value = serde_json::from_str(&printed).unwrap();
+    let sessions: Vec<&str> = doc["changes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["session"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        sessions,
+        [format!("{log_path}#s1"), format!("{log_path}#{hostile}")],
+        "{doc:#}"
+    );
+
+    let out = palisade(&["logs", log_path]);
+    let printed = text(&out.stdout);
+    assert!(out.status.success(), "{printed}{}", text(&out.stderr));
+    assert_eq!(printed.lines().count(), 2, "{printed}");
+    assert!(!printed.contains(raw), "{printed:?}");
+}
+
 /// `palisade diff` over the bundled session: the examples against the same set with
 /// shell-guard in shadow lists exactly the events shell-guard denied, now let through
 /// (`loosened`), grouped by reason code, and exits 1; `--fail-on tightened` lets that pass;
@@ -810,14 +875,7 @@ fn run_asks_an_https_service_verified_for_the_granted_name() {
 #[test]
 fn diff_lists_exactly_the_changed_events_and_gates_on_a_class() {
     let old = examples();
-    let new = examples();
-    let manifest = new.path().join("shell-guard/plugin.toml");
-    let text_of = std::fs::read_to_string(&manifest).unwrap();
-    std::fs::write(
-        &manifest,
-        text_of.replacen("[[hooks]]\n", "[[hooks]]\nenforce = false\n", 1),
-    )
-    .unwrap();
+    let new = examples_with_shell_guard_in_shadow();
     let session = Path::new(env!("CARGO_MANIFEST_DIR")).join("src/commands/demo-session.jsonl");
     let session = session.to_str().unwrap();
     let (old_dir, new_dir) = (old.path().to_str().unwrap(), new.path().to_str().unwrap());

@@ -17,6 +17,7 @@
 
 use super::replay::{self, Approve, Step};
 use anyhow::Context as _;
+use palisade::events::printable;
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -112,10 +113,11 @@ impl Side {
         }
     }
 
+    /// The outcome, its hook and its reason as one line, every part made printable.
     fn summary(&self) -> String {
-        let mut text = self.outcome.clone();
+        let mut text = printable(&self.outcome).into_owned();
         if let Some(by) = &self.by {
-            text.push_str(&format!(" by {by}"));
+            text.push_str(&format!(" by {}", printable(by)));
         }
         if let Some(reason) = &self.reason {
             text.push_str(&format!(" ({})", crate::output::clip(reason, 60)));
@@ -194,7 +196,8 @@ impl DiffCommand {
                     "changes": changes,
                     "groups": groups,
                 });
-                println!("{}", serde_json::to_string_pretty(&doc)?);
+                let doc = serde_json::to_string_pretty(&doc)?;
+                println!("{}", crate::output::json_printable(&doc));
             }
             Format::Text => print_text(replayed, events, &changes, &groups),
         }
@@ -264,12 +267,14 @@ fn print_text(sessions: usize, events: usize, changes: &[Change], groups: &[Grou
         return;
     }
     println!();
+    // A recorded session names its file, its session ids and its events: printed escaped, so
+    // that none of them can restyle the terminal or start a line of its own.
     for change in changes {
         println!(
             "{}:{} {} {}: {} -> {} [{}]",
-            change.session,
+            printable(&change.session),
             change.index,
-            change.event,
+            printable(&change.event),
             crate::output::clip(&change.subject, 50),
             change.old.summary(),
             change.new.summary(),

@@ -114,7 +114,7 @@ impl LogsCommand {
                 unreadable += 1;
                 eprintln!(
                     "{}:{number}: not a lifecycle event (skipped)",
-                    self.log.display()
+                    palisade::events::printable(&self.log.display().to_string())
                 );
                 continue;
             };
