@@ -1048,8 +1048,8 @@ fn a_state_grant_is_checked_field_by_field_and_only_a_component_may_have_one() {
     let dir = PluginDir::new();
     dir.scripted(
         "bad-scope",
-        "[state]\nscopes = [\"session\", \"everyone\"]\n[[hooks]]\npoint = \"pre-tool\"\n\
-         capability = \"guard\"\n",
+        "[state]\nscopes = [\"session\", \"everyone\"]\nshared = \"Team Budget\"\n[[hooks]]\n\
+         point = \"pre-tool\"\ncapability = \"guard\"\n",
     );
     dir.scripted(
         "no-scope",
@@ -1070,6 +1070,7 @@ fn a_state_grant_is_checked_field_by_field_and_only_a_component_may_have_one() {
         .collect();
     for (field, message) in [
         ("state.scopes", "unknown state scope `everyone`"),
+        ("state.shared", "invalid state namespace `Team Budget`"),
         ("state.scopes", "`[state]` grants no scope"),
         ("state.max_keys", "a state scope of 0 keys is out of range"),
         (

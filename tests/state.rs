@@ -1,8 +1,8 @@
 //! Host-kept plugin state (the WIT `state` interface, the manifest's `[state]` grant): it
-//! outlives every instance, is one per plugin and scope, and a store that fails or stalls
-//! stops a guard closed.
+//! outlives every instance, is one per state domain (a plugin folder's own, or one the
+//! operator shares) and scope, and a store that fails or stalls stops a guard closed.
 
-use palisade::{FailureReason, Host, PreToolDecision, StateStore, ToolCall};
+use palisade::{FailureReason, Host, Plugins, PreToolDecision, StateStore, ToolCall};
 use palisade_tests::PluginDir;
 use serde_json::json;
 use std::path::Path;
@@ -43,6 +43,21 @@ fn denied_code(decision: PreToolDecision) -> Option<String> {
         PreToolDecision::Deny(denial) => Some(denial.reason_code),
         _ => None,
     }
+}
+
+/// `one` and `two`, the budget of three loaded twice, keep one budget of session `s`: three
+/// calls allowed, alternating, then the fourth denied.
+async fn keep_one_budget(one: &Plugins, two: &Plugins) {
+    for plugins in [one, two, one] {
+        assert_eq!(
+            plugins.session("s").pre_tool(&bash()).await,
+            PreToolDecision::Allow
+        );
+    }
+    assert_eq!(
+        denied_code(two.session("s").pre_tool(&bash()).await).as_deref(),
+        Some("budget-exhausted")
+    );
 }
 
 /// The issue's first case: a stateful guard's limit must not reset when its instance goes.
@@ -97,8 +112,7 @@ async fn a_count_made_before_a_trap_is_kept() {
         };
         assert_eq!(denial.failure, Some(FailureReason::Trap));
     }
-    // The same counter, read by a counting plugin of the same name.
-    let dir = PluginDir::new();
+    // The same counter, read by the same plugin folder, its manifest now counting.
     dir.scripted(
         "counter",
         "[state]\nscopes = [\"session\"]\n[[hooks]]\npoint = \"pre-tool\"\ncapability = \"guard\"\n\
@@ -135,6 +149,111 @@ async fn a_plugin_sees_only_its_own_values_and_only_the_scopes_it_is_granted() {
     assert_eq!(denial.hook_id, "c/pre-tool");
     assert_eq!(denial.reason_code, "state-refused");
     assert_eq!(denial.message, "Error::NotGranted");
+}
+
+/// The message of a `state-tamper` plugin's deny.
+fn tampered(decision: PreToolDecision) -> String {
+    match decision {
+        PreToolDecision::Deny(denial) if denial.reason_code == "tampered" => denial.message,
+        other => panic!("the tampering plugin did not run: {other:?}"),
+    }
+}
+
+/// A plugin in another folder, whatever `name` its manifest gives, neither reads nor writes
+/// a guard's state: state belongs to the plugin folder the operator installed, not to a name
+/// a plugin's author writes. Two intruders named `bash-budget` try the guard's counter: one
+/// deletes it (its budget would start over), one sets it past the budget (its next call would
+/// be denied).
+#[tokio::test]
+async fn a_plugin_of_the_same_name_in_another_folder_cannot_see_or_change_its_state() {
+    let (dir, state) = (budget_dir(), tempfile::tempdir().unwrap());
+    let guard = host(state.path()).load_dir(dir.path()).unwrap();
+    let session = guard.session("s");
+    for _ in 0..2 {
+        assert_eq!(session.pre_tool(&bash()).await, PreToolDecision::Allow);
+    }
+    let intruder = |set: Option<i64>| {
+        let dir = PluginDir::new();
+        let set = set.map_or(String::new(), |n| format!("set = {n}\n"));
+        dir.scripted(
+            "bash-budget",
+            &format!(
+                "[state]\nscopes = [\"session\"]\n[[hooks]]\npoint = \"pre-tool\"\n\
+                 capability = \"guard\"\n[config]\npre_tool = \"state-tamper\"\n\
+                 key = \"shell-commands\"\n{set}"
+            ),
+        );
+        dir
+    };
+    for set in [None, Some(100)] {
+        let dir = intruder(set);
+        // Another process: another host over the same store.
+        let plugins = host(state.path()).load_dir(dir.path()).unwrap();
+        let said = tampered(plugins.session("s").pre_tool(&bash()).await);
+        assert!(
+            said.starts_with("saw Ok(None)"),
+            "it read the guard's count: {said}"
+        );
+    }
+    // The guard's count is as it left it: one call left of three, then denied.
+    assert_eq!(session.pre_tool(&bash()).await, PreToolDecision::Allow);
+    assert_eq!(
+        denied_code(session.pre_tool(&bash()).await).as_deref(),
+        Some("budget-exhausted")
+    );
+}
+
+/// Plugins share state only when the operator says so: folders whose manifests name the
+/// same `[state] shared` namespace count on one counter, whatever their names; a plugin of
+/// either name elsewhere does not.
+#[tokio::test]
+async fn folders_that_name_one_shared_namespace_share_it() {
+    let counter = |shared: &str| {
+        format!(
+            "[state]\nscopes = [\"session\"]\n{shared}[[hooks]]\npoint = \"pre-tool\"\n\
+             capability = \"guard\"\n[config]\npre_tool = \"state-count\"\nlimit = 2\n"
+        )
+    };
+    let team = "shared = \"team-budget\"\n";
+    let (one, two, other) = (PluginDir::new(), PluginDir::new(), PluginDir::new());
+    one.scripted("a", &counter(team));
+    two.scripted("b", &counter(team));
+    other.scripted("a", &counter(""));
+    let state = tempfile::tempdir().unwrap();
+    let load = |dir: &PluginDir| host(state.path()).load_dir(dir.path()).unwrap();
+    let (a, b, other) = (load(&one), load(&two), load(&other));
+    assert_eq!(
+        a.session("s").pre_tool(&bash()).await,
+        PreToolDecision::Allow
+    );
+    assert_eq!(
+        b.session("s").pre_tool(&bash()).await,
+        PreToolDecision::Allow
+    );
+    let PreToolDecision::Deny(denial) = a.session("s").pre_tool(&bash()).await else {
+        panic!("a did not count b's call");
+    };
+    assert_eq!(denial.message, "call 3 of 2");
+    // The folder of the same name that shares nothing has a counter of its own.
+    assert_eq!(
+        other.session("s").pre_tool(&bash()).await,
+        PreToolDecision::Allow
+    );
+}
+
+/// The same plugin folder reached by another path (a symlink to its plugin directory, as
+/// another process may be given) keeps one state: a folder's domain is its canonical path's.
+#[cfg(unix)]
+#[tokio::test]
+async fn the_same_folder_by_another_path_keeps_its_state() {
+    let dir = budget_dir();
+    let links = tempfile::tempdir().unwrap();
+    let link = links.path().join("plugins");
+    std::os::unix::fs::symlink(dir.path(), &link).unwrap();
+    let state = tempfile::tempdir().unwrap();
+    let direct = host(state.path()).load_dir(dir.path()).unwrap();
+    let linked = host(state.path()).load_dir(&link).unwrap();
+    keep_one_budget(&direct, &linked).await;
 }
 
 #[tokio::test]
@@ -252,17 +371,7 @@ async fn two_hosts_sharing_redis_keep_one_budget_and_a_redis_that_is_down_fails_
             .load_dir(dir.path())
             .unwrap()
     };
-    let (one, two) = (host(), host());
-    for plugins in [&one, &two, &one] {
-        assert_eq!(
-            plugins.session("s").pre_tool(&bash()).await,
-            PreToolDecision::Allow
-        );
-    }
-    assert_eq!(
-        denied_code(two.session("s").pre_tool(&bash()).await).as_deref(),
-        Some("budget-exhausted")
-    );
+    keep_one_budget(&host(), &host()).await;
     assert_eq!(
         host().session("t").pre_tool(&bash()).await,
         PreToolDecision::Allow

@@ -10,12 +10,12 @@
 
 use crate::engine::{CompileProgress, Host};
 use crate::error::{Error, Problem};
-use crate::manifest::{self, MANIFEST_FILE, Manifest, RuntimeSpec};
+use crate::manifest::{self, MANIFEST_FILE, Manifest, RuntimeSpec, StateGrant};
 use crate::plugin::{Plugin, Plugins, Skipped};
 use crate::point::Point;
 use crate::runtime::external::{External, Target};
 use crate::runtime::loading::{Loading, Setter};
-use crate::runtime::sandbox::PluginEnv;
+use crate::runtime::sandbox::{GrantedState, PluginEnv};
 use crate::runtime::wasm::Exports;
 use crate::runtime::{Runtime, Wasm};
 use cap_std::ambient_authority;
@@ -340,6 +340,16 @@ impl Host {
             )?,
             Some(_) => (Vec::new(), Vec::new()),
         };
+        let state = match manifest.state.clone() {
+            None => None,
+            Some(grant) => Some(GrantedState {
+                domain: state_domain(&grant, link.as_deref().unwrap_or(&folder), &manifest_path)
+                    .map_err(|problem| problems.push(problem))
+                    .ok()?,
+                grant,
+                store: self.inner.state.clone(),
+            }),
+        };
         let env = Arc::new(PluginEnv {
             vars,
             folders,
@@ -350,10 +360,7 @@ impl Host {
                 .iter()
                 .map(|(k, v)| (k.clone(), v.to_string()))
                 .collect(),
-            state: manifest
-                .state
-                .clone()
-                .map(|grant| (grant, self.inner.state.clone())),
+            state,
         });
         Some(Planned {
             plugin_dir,
@@ -1067,7 +1074,26 @@ fn read_all(file: &std::fs::File, max: u64) -> std::io::Result<Vec<u8>> {
     }
 }
 
-fn sha256_hex(bytes: &[u8]) -> String {
+/// The state domain of a plugin granted `[state]` whose folder is `folder` (where it leads,
+/// if it is a symlink): the one its manifest shares, else the folder's own. A folder whose
+/// path cannot be resolved is a problem of its load: its values are no one else's to use.
+fn state_domain(grant: &StateGrant, folder: &Path, manifest: &Path) -> Result<Arc<str>, Problem> {
+    match &grant.shared {
+        Some(domain) => Ok(domain.as_str().into()),
+        None => crate::state::folder_domain(folder)
+            .map(Into::into)
+            .map_err(|e| {
+                Problem::new(
+                    manifest,
+                    format!("cannot resolve the plugin's folder for its state: {e}"),
+                )
+                .field("state")
+            }),
+    }
+}
+
+/// `bytes`' sha256, in lowercase hex.
+pub(crate) fn sha256_hex(bytes: &[u8]) -> String {
     hex(&Sha256::digest(bytes))
 }
 

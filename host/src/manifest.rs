@@ -50,7 +50,7 @@ use crate::point::{Capability, InstanceLifetime, Mode, OnFailure, Point};
 pub(crate) use checked::Matcher;
 use checked::{
     Checked, EnvName, Fuel, HttpOrigin, HttpUrl, MemoryCap, PayloadBound, PluginName, Sha256,
-    StateBytes, StateKeys, Timeout, ToolMatcher, take,
+    StateBytes, StateDomain, StateKeys, Timeout, ToolMatcher, take,
 };
 use serde::Deserialize;
 use std::path::Path;
@@ -245,6 +245,9 @@ pub struct StateGrant {
     pub max_keys: u64,
     /// Most bytes in one scope, every value together.
     pub max_bytes: u64,
+    /// The state domain the plugin shares with every plugin that names the same (`shared`);
+    /// `None`: its values are its plugin folder's own, seen by no other plugin.
+    pub shared: Option<String>,
 }
 
 /// The wire protocol of a command or HTTP hook (`protocol = "…"`; see `docs/runtimes.md`).
@@ -429,6 +432,7 @@ struct RawState {
     scopes: Vec<String>,
     max_keys: Option<Checked<StateKeys>>,
     max_bytes: Option<Checked<StateBytes>>,
+    shared: Option<Checked<StateDomain>>,
 }
 
 #[derive(Deserialize, Default)]
@@ -932,6 +936,7 @@ fn state_grant(path: &Path, raw: &RawState, problems: &mut Vec<Problem>) -> Opti
         global: false,
         max_keys: DEFAULT_STATE_KEYS,
         max_bytes: DEFAULT_STATE_BYTES,
+        shared: take(&raw.shared, path, "state.shared", problems).map(|d| d.0),
     };
     for scope in &raw.scopes {
         match scope.as_str() {

@@ -1,5 +1,10 @@
 //! Plugin state the host keeps (the WIT `state` interface): bytes under string keys, per
-//! plugin and per scope — one agent session's, or every session's — that outlive any instance.
+//! state domain and per scope — one agent session's, or every session's — that outlive any
+//! instance.
+//!
+//! A domain is whose values they are, decided by the operator, never by a plugin's name: a
+//! plugin folder's own ([`folder_domain`]), or one that the manifests of several plugins name
+//! to share it (`[state] shared`).
 //!
 //! A [`StateStore`] is the backend, chosen by the embedder ([`crate::HostBuilder::state`]):
 //!
@@ -24,12 +29,23 @@ use std::time::Duration;
 /// Longest key, in bytes.
 pub const MAX_KEY_BYTES: usize = 256;
 
-/// Whose values: one plugin's, in one session or in all.
+/// Whose values: one domain's, in one session or in all.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub(crate) struct Namespace {
-    pub plugin: Arc<str>,
-    /// The session's id; `None` for the plugin's global scope.
+    /// The state domain: a `shared` name, or a folder's own ([`folder_domain`]).
+    pub domain: Arc<str>,
+    /// The session's id; `None` for the domain's global scope.
     pub session: Option<Arc<str>>,
+}
+
+/// The state domain of the plugin folder `folder` when its manifest shares none: `@` and the
+/// sha256 of the folder's canonical path. Every process that loads the folder, by whatever
+/// path, meets the same values; a plugin in another folder never does, whatever its name; and
+/// no `shared` name (spelled as a plugin name, without `@`) is ever this.
+pub(crate) fn folder_domain(folder: &Path) -> std::io::Result<String> {
+    let canonical = folder.canonicalize()?;
+    let digest = crate::loader::sha256_hex(canonical.as_os_str().as_encoded_bytes());
+    Ok(format!("@{digest}"))
 }
 
 impl Namespace {
@@ -166,8 +182,8 @@ impl StateStore {
     /// one store for several hosts (`palisade serve` nodes behind a load balancer). Each
     /// operation is a `WATCH`/`MULTI` transaction over the value and its scope's size, so a
     /// compare-and-swap or an increment is atomic across hosts; keys are
-    /// `palisade:<plugin>:g:<key>` and `palisade:<plugin>:s:<length>:<session>:<key>`, so
-    /// plugins and sessions never meet.
+    /// `palisade:<domain>:g:<key>` and `palisade:<domain>:s:<length>:<session>:<key>`, so
+    /// domains and sessions never meet (a domain has no `:`).
     pub fn redis(url: &str) -> StateStore {
         let url = url.to_string();
         StateStore::lazy(redacted(&url), move || {
@@ -396,7 +412,9 @@ struct Sqlite {
     connection: Arc<Mutex<rusqlite::Connection>>,
 }
 
-/// The statements of an operation ([`Sqlite::apply_now`]).
+/// The statements of an operation ([`Sqlite::apply_now`]). The column `plugin` holds the
+/// domain; values that an earlier version kept under a plugin's name are the values of the
+/// domain of that name, which `shared = "<name>"` reads.
 const SELECT_VALUE: &str = "SELECT value FROM state WHERE plugin = ?1 AND scope = ?2 AND key = ?3";
 const SELECT_SCOPE: &str = "SELECT keys, bytes FROM scopes WHERE plugin = ?1 AND scope = ?2";
 const PUT_VALUE: &str =
@@ -418,8 +436,7 @@ const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
 
 impl Sqlite {
     fn open(dir: &Path, path: &Path) -> Result<Sqlite, String> {
-        std::fs::create_dir_all(dir)
-            .map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+        create_private(dir, path)?;
         let connection = rusqlite::Connection::open(path).map_err(|e| e.to_string())?;
         connection
             .busy_timeout(BUSY_TIMEOUT)
@@ -458,15 +475,15 @@ impl Sqlite {
         bounds: Bounds,
     ) -> rusqlite::Result<Result<Done, Refused>> {
         let scope = ns.scope();
-        let plugin: &str = &ns.plugin;
+        let domain: &str = &ns.domain;
         let tx = connection.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
         let current: Option<Vec<u8>> = tx
             .prepare_cached(SELECT_VALUE)?
-            .query_row((plugin, &scope, key), |row| row.get(0))
+            .query_row((domain, &scope, key), |row| row.get(0))
             .optional()?;
         let (keys, bytes): (u64, u64) = tx
             .prepare_cached(SELECT_SCOPE)?
-            .query_row((plugin, &scope), |row| Ok((row.get(0)?, row.get(1)?)))
+            .query_row((domain, &scope), |row| Ok((row.get(0)?, row.get(1)?)))
             .optional()?
             .unwrap_or((0, 0));
         let (write, done) = match effect(current.as_deref(), op, keys, bytes, bounds) {
@@ -478,7 +495,7 @@ impl Sqlite {
             Write::Keep => None,
             Write::Put(value) => {
                 tx.prepare_cached(PUT_VALUE)?
-                    .execute((plugin, &scope, key, value))?;
+                    .execute((domain, &scope, key, value))?;
                 Some((
                     keys + u64::from(current.is_none()),
                     bytes - old + value.len() as u64,
@@ -486,17 +503,67 @@ impl Sqlite {
             }
             Write::Remove => {
                 tx.prepare_cached(REMOVE_VALUE)?
-                    .execute((plugin, &scope, key))?;
+                    .execute((domain, &scope, key))?;
                 Some((keys - u64::from(current.is_some()), bytes - old))
             }
         };
         if let Some((keys, bytes)) = after {
             tx.prepare_cached(PUT_SCOPE)?
-                .execute((plugin, &scope, keys, bytes))?;
+                .execute((domain, &scope, keys, bytes))?;
         }
         tx.commit()?;
         Ok(Ok(done))
     }
+}
+
+/// Creates the store's folder (mode 0700) and its database file (mode 0600) unless they are
+/// there, and makes the database file and its log and shared-memory files 0600 if they are
+/// not (an earlier version made them 0644). The file is made before SQLite opens it, since
+/// SQLite would create it 0644 whatever the umask, and gives the log and shared-memory files
+/// it creates the database file's mode. A folder that is there keeps its mode: it may be the
+/// operator's own (`serve --state .`).
+fn create_private(dir: &Path, path: &Path) -> Result<(), String> {
+    let mut folder = std::fs::DirBuilder::new();
+    folder.recursive(true);
+    #[cfg(unix)]
+    std::os::unix::fs::DirBuilderExt::mode(&mut folder, 0o700);
+    folder
+        .create(dir)
+        .map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+    let mut file = std::fs::OpenOptions::new();
+    file.read(true).write(true).create(true);
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::mode(&mut file, 0o600);
+    let file = file
+        .open(path)
+        .map_err(|e| format!("cannot create {}: {e}", path.display()))?;
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let wide = |meta: std::io::Result<std::fs::Metadata>| {
+            meta.is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o777 != 0o600)
+        };
+        let private = || std::fs::Permissions::from_mode(0o600);
+        let refused =
+            |at: &Path, e: std::io::Error| format!("cannot make {} private: {e}", at.display());
+        // Through the descriptor: the file just opened. The umask may also have narrowed
+        // a new file's mode past the owner's writing.
+        if wide(file.metadata()) {
+            file.set_permissions(private())
+                .map_err(|e| refused(path, e))?;
+        }
+        for suffix in ["-wal", "-shm"] {
+            let mut other = path.as_os_str().to_owned();
+            other.push(suffix);
+            let other = PathBuf::from(other);
+            if wide(std::fs::symlink_metadata(&other)) {
+                std::fs::set_permissions(&other, private()).map_err(|e| refused(&other, e))?;
+            }
+        }
+    }
+    #[cfg(not(unix))]
+    drop(file);
+    Ok(())
 }
 
 /// The size of write-ahead log past which opening the store checkpoints it and truncates it.
@@ -576,8 +643,8 @@ impl Redis {
             Some(id) => format!("s:{}:{id}", id.len()),
         };
         (
-            format!("palisade:{}:{scope}:{key}", ns.plugin),
-            format!("palisade-scope:{}:{scope}", ns.plugin),
+            format!("palisade:{}:{scope}:{key}", ns.domain),
+            format!("palisade-scope:{}:{scope}", ns.domain),
         )
     }
 
@@ -686,9 +753,9 @@ impl Backend for Redis {
 mod tests {
     use super::*;
 
-    fn ns(plugin: &str, session: Option<&str>) -> Namespace {
+    fn ns(domain: &str, session: Option<&str>) -> Namespace {
         Namespace {
-            plugin: plugin.into(),
+            domain: domain.into(),
             session: session.map(Into::into),
         }
     }
@@ -712,7 +779,7 @@ mod tests {
             run(&a, "n", Op::Increment(-5)).await.unwrap(),
             Ok(Done::Count(-3))
         );
-        // Another plugin, another session, the global scope: none sees a's value.
+        // Another domain, another session, the global scope: none sees a's value.
         for other in [ns("b", Some("s1")), ns("a", Some("s2")), ns("a", None)] {
             assert_eq!(
                 run(&other, "n", Op::Get).await.unwrap(),
@@ -776,6 +843,56 @@ mod tests {
             .await
             .unwrap();
         assert_eq!(count, Ok(Done::Count(-3)));
+    }
+
+    /// The embedded store is its owner's alone: the folder it creates is 0700, and its
+    /// database, log and shared-memory files are 0600, whatever the umask; files an earlier
+    /// version left 0644 are made 0600 when it opens them.
+    #[cfg(unix)]
+    #[tokio::test]
+    async fn the_embedded_store_is_readable_by_its_owner_only() {
+        use std::os::unix::fs::PermissionsExt;
+        let mode = |path: &Path| std::fs::metadata(path).unwrap().permissions().mode() & 0o777;
+        let files = |dir: &Path| {
+            ["state.sqlite3", "state.sqlite3-wal", "state.sqlite3-shm"].map(|f| dir.join(f))
+        };
+        let root = tempfile::tempdir().unwrap();
+        let dir = root.path().join("palisade");
+        let store = StateStore::embedded(&dir);
+        let run = |store: &StateStore| {
+            let store = store.clone();
+            async move {
+                store
+                    .apply(ns("a", Some("s")), "n".into(), Op::Increment(1), BOUNDS)
+                    .await
+                    .unwrap()
+            }
+        };
+        assert_eq!(run(&store).await, Ok(Done::Count(1)));
+        assert_eq!(mode(&dir), 0o700, "{}", dir.display());
+        for file in files(&dir) {
+            assert_eq!(mode(&file), 0o600, "{}", file.display());
+        }
+
+        // A store an earlier version made, still open in another process: its files 0644,
+        // in a folder that keeps its mode.
+        let old = root.path().join("old");
+        std::fs::create_dir(&old).unwrap();
+        std::fs::set_permissions(&old, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let earlier = rusqlite::Connection::open(old.join("state.sqlite3")).unwrap();
+        earlier
+            .execute_batch(
+                "PRAGMA journal_mode = WAL; CREATE TABLE t (x); INSERT INTO t VALUES (1);",
+            )
+            .unwrap();
+        for file in files(&old) {
+            assert_eq!(mode(&file), 0o644, "{}", file.display());
+        }
+        assert_eq!(run(&StateStore::embedded(&old)).await, Ok(Done::Count(1)));
+        for file in files(&old) {
+            assert_eq!(mode(&file), 0o600, "{}", file.display());
+        }
+        assert_eq!(mode(&old), 0o755);
     }
 
     #[tokio::test]

@@ -177,8 +177,12 @@ fn grants(manifest: &palisade::Manifest) -> String {
             .into_iter()
             .filter_map(|(name, granted)| granted.then_some(name))
             .collect();
+        let shared = state
+            .shared
+            .as_ref()
+            .map_or(String::new(), |domain| format!(", shared as {domain}"));
         grants.push(format!(
-            "state: {} (≤ {} keys, ≤ {} bytes each scope)",
+            "state: {} (≤ {} keys, ≤ {} bytes each scope{shared})",
             scopes.join(" + "),
             state.max_keys,
             state.max_bytes

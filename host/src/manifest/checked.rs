@@ -79,24 +79,42 @@ pub(super) fn take<T: Clone>(
     field.as_ref()?.take(path, name, problems)
 }
 
+/// `name`, if it is spelled as a plugin name is (lowercase letters, digits, `-` and `_`); or
+/// why not, as the invalid `what` (with `example`, a valid one).
+fn name(name: String, what: &str, example: &str) -> Result<String, Invalid> {
+    let valid = !name.is_empty()
+        && name
+            .chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || c == '_');
+    if !valid {
+        return Err(invalid(
+            format!("invalid {what} `{name}`"),
+            format!("use lowercase letters, digits, `-` and `_` only, e.g. `{example}`"),
+        ));
+    }
+    Ok(name)
+}
+
 /// A plugin name: lowercase letters, digits, `-` and `_`.
 #[derive(Debug, Clone)]
 pub(super) struct PluginName(pub String);
 
 impl Rule for PluginName {
     type Raw = String;
-    fn check(name: String) -> Result<Self, Invalid> {
-        let valid = !name.is_empty()
-            && name
-                .chars()
-                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || c == '_');
-        if !valid {
-            return Err(invalid(
-                format!("invalid plugin name `{name}`"),
-                "use lowercase letters, digits, `-` and `_` only, e.g. `shell-guard`",
-            ));
-        }
-        Ok(PluginName(name))
+    fn check(raw: String) -> Result<Self, Invalid> {
+        name(raw, "plugin name", "shell-guard").map(PluginName)
+    }
+}
+
+/// A shared state domain, `[state] shared`: spelled as a plugin name, so that it never takes
+/// the form of a folder's own domain (`crate::state::folder_domain`).
+#[derive(Debug, Clone)]
+pub(super) struct StateDomain(pub String);
+
+impl Rule for StateDomain {
+    type Raw = String;
+    fn check(raw: String) -> Result<Self, Invalid> {
+        name(raw, "state namespace", "team-budget").map(StateDomain)
     }
 }
 

@@ -80,8 +80,8 @@ pub(crate) struct PluginEnv {
     pub name: String,
     /// `[config]` values, pre-serialized to JSON.
     pub config: std::collections::HashMap<String, String>,
-    /// The host-kept state it was granted (`[state]`), and where it is kept.
-    pub state: Option<(StateGrant, StateStore)>,
+    /// The host-kept state it was granted (`[state]`).
+    pub state: Option<GrantedState>,
     /// The environment it was granted (`env`), as read at load.
     pub vars: Vec<(String, String)>,
     /// The folders it was granted (`files`), read-only: the host folder (resolved at load)
@@ -89,6 +89,16 @@ pub(crate) struct PluginEnv {
     pub folders: Vec<(std::path::PathBuf, String)>,
     /// The origins it may send HTTP requests to (`http`).
     pub http: Arc<[crate::manifest::HttpGrant]>,
+}
+
+/// A plugin's `[state]` grant, where its values are kept, and whose values they are.
+#[derive(Debug)]
+pub(crate) struct GrantedState {
+    pub grant: StateGrant,
+    pub store: StateStore,
+    /// Its state domain: the grant's `shared`, or its folder's own
+    /// ([`crate::state::folder_domain`]), never its name.
+    pub domain: Arc<str>,
 }
 
 /// The invocation the instance is serving right now.
@@ -710,7 +720,12 @@ impl State {
         if self.without_invocation() {
             return Ok(Err(StateError::NotGranted));
         }
-        let Some((grant, store)) = &self.env.state else {
+        let Some(GrantedState {
+            grant,
+            store,
+            domain,
+        }) = &self.env.state
+        else {
             return Ok(Err(StateError::NotGranted));
         };
         let (granted, session) = match scope {
@@ -728,7 +743,7 @@ impl State {
         }
         self.call.state_left -= 1;
         let namespace = Namespace {
-            plugin: self.env.name.as_str().into(),
+            domain: domain.clone(),
             session,
         };
         let bounds = Bounds {
@@ -853,11 +868,16 @@ mod tests {
             global: true,
             max_keys: 10,
             max_bytes: 1024,
+            shared: None,
         };
         Arc::new(PluginEnv {
             name: "p".into(),
             config: [("k".to_string(), "\"v\"".to_string())].into(),
-            state: Some((grant, StateStore::memory())),
+            state: Some(GrantedState {
+                grant,
+                store: StateStore::memory(),
+                domain: "@p".into(),
+            }),
             vars: Vec::new(),
             folders: Vec::new(),
             http: Arc::from([]),

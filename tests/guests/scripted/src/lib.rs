@@ -5,6 +5,7 @@
 //! `[config] pre_tool` is one of: `allow`, `deny`, `ask`, `loop`, `membomb`, `panic`,
 //! `bad-payload`, `probe` (try files, env and network), `http` (see [`http_behaviour`]), `deny-after:N` (deny from the N+1-th call of this instance on),
 //! `huge-payload` / `huge-message` (`size_mb` MiB), `pollables` (hoard WASI resources),
+//! `state-count`, `state-global-count`, `state-count-panic`, `state-tamper` (host-kept state),
 //! `scatter` (write every other page of a 1 MiB block), `seed` (deny with a hash under a new
 //! `RandomState`, as the `direct` guest's `seed` does).
 //! `[config] tool_result` is one of: `ok`, `panic`, `loop`.
@@ -272,6 +273,19 @@ impl PreTool for Scripted {
                     Ok(value) => PreToolDecision::deny("env", value),
                     Err(_) => PreToolDecision::Allow,
                 }
+            }
+            // Another plugin's counter, tried: reads the session value of `[config] key`
+            // (default `n`), then sets it to the counter `[config] set` or, without one,
+            // deletes it; denies with what it read.
+            "state-tamper" => {
+                let key: String = palisade_sdk::config("key").unwrap_or_else(|| "n".into());
+                let store = state::session();
+                let seen = store.get(&key);
+                let written = match palisade_sdk::config::<i64>("set") {
+                    Some(count) => store.set(&key, &count.to_le_bytes()).map(|()| true),
+                    None => store.delete(&key),
+                };
+                PreToolDecision::deny("tampered", format!("saw {seen:?}, wrote {written:?}"))
             }
             "state-count-panic" => {
                 let _ = state::session().increment("n", 1);
