@@ -201,3 +201,49 @@ async fn a_bridged_event_commits_its_facts_with_the_agents_ids() {
     // One lifecycle kept across the events (as `palisade serve` keeps it): one turn, numbered.
     assert_eq!(lifecycle.turn(), 1);
 }
+
+/// The one tool step every door takes (`Lifecycle::authorize`): a `pre-tool` ask never becomes
+/// an allow — it is returned for the agent to ask, denied when no one can be asked, or put to
+/// the session's approver (none here: a denial) — and `tool-guard` still vetoes an asked call.
+/// The points it ran are the lifecycle's record, not the caller's.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_tool_step_answers_an_ask_as_its_policy_says_and_never_allows_it() {
+    use palisade::{AskPolicy, ToolCall, ToolDecision};
+    let asks = PluginDir::new();
+    asks.scripted(
+        "asks",
+        "[[hooks]]\npoint = \"pre-tool\"\ncapability = \"guard\"\n[config]\npre_tool = \"ask\"\n",
+    );
+    let plugins = palisade_tests::load(&asks);
+    let lifecycle = Lifecycle::new(plugins.session("step"));
+    let call = ToolCall::new("t1", "Bash", json!({ "command": "ls" }));
+    let step = lifecycle.authorize(&call, AskPolicy::Agent).await;
+    assert!(matches!(&step.decision, ToolDecision::Ask(ask) if ask.hook_id == "asks/pre-tool"));
+    assert_eq!(
+        step.points,
+        [Point::ToolCallCommitted, Point::PreTool, Point::ToolGuard]
+    );
+    let step = lifecycle.authorize(&call, AskPolicy::Deny).await;
+    assert!(
+        matches!(&step.decision, ToolDecision::Denied(d) if d.reason_code == "approval-unavailable"),
+        "{step:?}"
+    );
+    assert_eq!(step.points, [Point::ToolCallCommitted, Point::PreTool]);
+    let step = lifecycle.authorize(&call, AskPolicy::Approver).await;
+    assert!(
+        matches!(&step.decision, ToolDecision::Denied(d) if d.reason_code == "no-approver"),
+        "{step:?}"
+    );
+
+    asks.scripted(
+        "invariant",
+        "[[hooks]]\npoint = \"tool-guard\"\ncapability = \"guard\"\n[config]\ntool_guard = \"deny\"\n",
+    );
+    let plugins = palisade_tests::load(&asks);
+    let lifecycle = Lifecycle::new(plugins.session("step"));
+    let step = lifecycle.authorize(&call, AskPolicy::Agent).await;
+    assert!(
+        matches!(&step.decision, ToolDecision::Denied(d) if d.hook_id == "invariant/tool-guard"),
+        "{step:?}"
+    );
+}

@@ -24,12 +24,12 @@
 
 use crate::claude_code::{HookAnswer, HookEvent, Permission};
 use crate::gemini::{self, GeminiAnswer};
-use crate::lifecycle::Lifecycle;
+use crate::lifecycle::{AskPolicy, Lifecycle, ToolDecision};
 use crate::plugin::Plugins;
 use crate::point::Point;
 use crate::types::{
-    ContentBlock, Message, PreStepDecision, PreToolDecision, Provenance, SessionSource, StopEvent,
-    ToolCall, ToolOutcome, TurnOutcome,
+    ContentBlock, Message, PreStepDecision, Provenance, SessionSource, StopEvent, ToolCall,
+    ToolOutcome, TurnOutcome,
 };
 use serde::Deserialize;
 use serde_json::{Value, json};
@@ -472,39 +472,25 @@ fn deny(reason: String) -> Reply {
     Reply::answer(HookAnswer::permission(Permission::Deny, reason))
 }
 
+/// The tool step ([`Lifecycle::authorize`]): the agent asks its user itself after the hook
+/// answers, so an ask goes back to it once tool-guard abstained (a tool guard's deny wins over
+/// the ask); Codex cannot ask from a hook, so there an ask is a denial.
 async fn pre_tool(lifecycle: &Lifecycle, dialect: Dialect, call: &ToolCall) -> Reply {
-    let session = lifecycle.session();
-    // The call as recorded, before any policy runs on it.
-    lifecycle.tool_call(call);
-    let mut points = Vec::with_capacity(3);
-    points.extend(["tool-call-committed", "pre-tool"]);
-    // The agent resolves an ask itself, after the hook: tool-guard runs now, and its deny
-    // wins over the ask.
-    let ask = match session.pre_tool(call).await {
-        PreToolDecision::Deny(denial) => {
-            let mut reply = deny(denial.message);
-            reply.points = points;
-            return reply;
-        }
-        PreToolDecision::Ask(ask) => Some(ask),
-        PreToolDecision::Allow => None,
-    };
-    points.push("tool-guard");
-    let mut reply = match (session.tool_guard(call).await, ask) {
-        (crate::GuardDecision::Deny(denial), _) => deny(denial.message),
-        (crate::GuardDecision::Abstain, None) => Reply::nothing(),
-        (crate::GuardDecision::Abstain, Some(ask)) => match dialect {
+    let step = lifecycle.authorize(call, AskPolicy::Agent).await;
+    let mut reply = match step.decision {
+        ToolDecision::Denied(denial) => deny(denial.message),
+        ToolDecision::Allowed { .. } => Reply::nothing(),
+        ToolDecision::Ask(ask) => match dialect {
             Dialect::ClaudeCode | Dialect::Gemini => {
                 Reply::answer(HookAnswer::permission(Permission::Ask, ask.reason))
             }
-            // Codex cannot ask from a hook: an ask unanswered is a denial.
             Dialect::Codex => deny(format!(
                 "{} (`{}` asks for approval, which a Codex hook cannot request, so the call is denied)",
                 ask.reason, ask.hook_id
             )),
         },
     };
-    reply.points = points;
+    reply.points = step.points.iter().map(|p| p.as_str()).collect();
     reply
 }
 

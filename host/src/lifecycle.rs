@@ -5,10 +5,10 @@
 //! (and `palisade serve`, which keeps one per agent session), `palisade replay`, and
 //! [`crate::agent::Agent`]. A new agent dialect maps its events onto these calls and nothing
 //! else, so the order of points, the facts committed and their ids are the same whatever the
-//! agent: an agent that reports its events (a bridge) uses [`Lifecycle::prompt`],
-//! [`Lifecycle::tool_call`] and [`Lifecycle::tool_finished`], [`Lifecycle::stopping`]; a loop
-//! that runs its steps and tools through Palisade uses [`Lifecycle::pre_step`] and
-//! [`Lifecycle::execute`] instead.
+//! agent: an agent that reports its events (a bridge, a proxy) uses [`Lifecycle::prompt`],
+//! [`Lifecycle::authorize`] and [`Lifecycle::tool_finished`] — the one tool step, whatever
+//! the door — and [`Lifecycle::stopping`]; a loop that runs its steps and tools through
+//! Palisade uses [`Lifecycle::pre_step`] and [`Lifecycle::execute`] instead.
 //!
 //! **Interaction ids** (seed 2: "interaction_id as the idempotency key for completion side
 //! effects") are derived from the session id and the fact's own identity, never from a counter
@@ -31,12 +31,13 @@
 //! id); `palisade serve` numbers the turns of a session.
 
 use crate::pipeline::{ToolExecution, ToolRegistry, ToolRequest};
+use crate::point::Point;
 use crate::session::Session;
 use crate::signal::Signal;
 use crate::types::{
-    CommittedFact, Context, LlmResponse, Message, Observation, PostToolResult, PreStep,
-    PreStepDecision, SessionSource, Steering, StopEvent, ToolCall, ToolOutcome, ToolResult,
-    TurnOutcome,
+    AskRequest, CommittedFact, Context, Denial, GuardDecision, LlmResponse, Message, Observation,
+    PostToolResult, PreStep, PreStepDecision, PreToolDecision, SessionSource, Steering, StopEvent,
+    ToolCall, ToolOutcome, ToolResult, TurnOutcome,
 };
 use std::sync::Mutex;
 
@@ -224,6 +225,38 @@ impl Lifecycle {
         execution
     }
 
+    /// Before a tool call the agent runs itself: the call committed as recorded, `pre-tool`,
+    /// an ask answered as `asks` says, then `tool-guard`, which can still veto an allowed,
+    /// approved or asked call. An ask never becomes an allow: it is approved once by the
+    /// session's approver, returned for the agent to ask its user, or denied.
+    pub async fn authorize(&self, call: &ToolCall, asks: AskPolicy) -> ToolStep {
+        self.tool_call(call);
+        let mut points = vec![Point::ToolCallCommitted, Point::PreTool];
+        let step = |decision, points| ToolStep { decision, points };
+        let (ask, approved_by) = match self.session.pre_tool(call).await {
+            PreToolDecision::Allow => (None, None),
+            PreToolDecision::Deny(denial) => return step(ToolDecision::Denied(denial), points),
+            PreToolDecision::Ask(ask) => match asks {
+                AskPolicy::Approver => match self.session.resolve_ask(call, &ask).await {
+                    Ok(()) => (None, Some(ask.hook_id)),
+                    Err(denial) => return step(ToolDecision::Denied(denial), points),
+                },
+                AskPolicy::Agent => (Some(ask), None),
+                AskPolicy::Deny => {
+                    let denial = unanswerable(call, &ask);
+                    return step(ToolDecision::Denied(denial), points);
+                }
+            },
+        };
+        points.push(Point::ToolGuard);
+        let decision = match (self.session.tool_guard(call).await, ask) {
+            (GuardDecision::Deny(denial), _) => ToolDecision::Denied(denial),
+            (GuardDecision::Abstain, Some(ask)) => ToolDecision::Ask(ask),
+            (GuardDecision::Abstain, None) => ToolDecision::Allowed { approved_by },
+        };
+        step(decision, points)
+    }
+
     /// After a tool call ran (or was refused) outside Palisade's pipeline — an agent's own
     /// tool: `post-tool` over `outcome`, then `tool-result` with the final outcome (its
     /// observers run detached), then the result committed. Returns what `post-tool` decided.
@@ -367,5 +400,58 @@ mod tests {
             "s-1:tool-result:toolu_01"
         );
         assert!(lifecycle.call_id("tool-call", "").starts_with("s-1:"));
+    }
+}
+
+/// Who answers a `pre-tool` hook's ask, in [`Lifecycle::authorize`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum AskPolicy {
+    /// The session's [`Approver`](crate::Approver): only "allowed once" lets the call run;
+    /// no approver, or any other answer, is a denial.
+    Approver,
+    /// The agent, which asks its user itself: [`ToolDecision::Ask`] once `tool-guard`
+    /// abstained.
+    Agent,
+    /// No one can be asked: a denial.
+    Deny,
+}
+
+/// What [`Lifecycle::authorize`] decided before a call runs.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub enum ToolDecision {
+    /// The call may run; `approved_by` names the hook whose ask was approved, if any.
+    Allowed {
+        /// The hook whose ask the approver allowed once.
+        approved_by: Option<String>,
+    },
+    /// The agent must ask its user before the call runs.
+    Ask(AskRequest),
+    /// The call must not run.
+    Denied(Denial),
+}
+
+/// The tool step's decision, and the points it ran, in order.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ToolStep {
+    /// What was decided.
+    pub decision: ToolDecision,
+    /// The points that ran (the committed tool call first).
+    pub points: Vec<Point>,
+}
+
+/// The denial of an ask that no one can answer.
+fn unanswerable(call: &ToolCall, ask: &AskRequest) -> Denial {
+    Denial {
+        hook_id: ask.hook_id.clone(),
+        reason_code: "approval-unavailable".into(),
+        message: format!(
+            "{} (`{}` asks for approval before {} runs, and no one can be asked here, so the \
+             call is denied)",
+            ask.reason, ask.hook_id, call.name
+        ),
+        payload: None,
+        failure: None,
     }
 }

@@ -18,8 +18,8 @@ use crate::output::{clip, table};
 use anyhow::Context as _;
 use palisade::agent::text_of;
 use palisade::{
-    Approval, Approver, AskRequest, Authorization, BoxFuture, Event, EventKind, EventSink,
-    Lifecycle, PreStepDecision, Session, SessionSource, StopEvent, ToolCall, ToolOutcome,
+    Approval, Approver, AskPolicy, AskRequest, BoxFuture, Event, EventKind, EventSink, Lifecycle,
+    PreStepDecision, SessionSource, StopEvent, ToolCall, ToolDecision, ToolOutcome,
 };
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -238,9 +238,7 @@ pub(crate) async fn steps(
             .session(session_id)
             .with_approver(Arc::new(Fixed(approval))),
     );
-    let session = lifecycle.session();
     let mut replayer = Replayer {
-        session,
         lifecycle: &lifecycle,
         detail: String::new(),
     };
@@ -251,7 +249,7 @@ pub(crate) async fn steps(
         let (event, subject, outcome, by, reason) = replayer.dispatch(event).await;
         let detail = std::mem::take(&mut replayer.detail);
         let micros = started.elapsed().as_micros();
-        session.drain_background().await;
+        lifecycle.session().drain_background().await;
         let events = sink.take();
         let hooks = hook_runs(&events);
         steps.push(Step {
@@ -501,7 +499,6 @@ fn print_text(name: &str, steps: &[Step], tallies: &BTreeMap<String, crate::outp
 }
 
 struct Replayer<'a> {
-    session: &'a Session,
     lifecycle: &'a Lifecycle,
     /// What the last event's outcome carried (see [`Step::detail`]).
     detail: String,
@@ -577,15 +574,28 @@ impl Replayer<'_> {
     /// A tool call: authorized, then post-tool over the recorded result (or the denial).
     async fn tool_call(&mut self, call: ToolCall, result: ToolOutcome) -> Line {
         let subject = format!("{} {}", call.name, subject_of(&call));
-        self.lifecycle.tool_call(&call);
-        // Every resolved decision reaches post-tool (seed 1), a denial as its error
-        // outcome; the recorded result stands for what the tool returned.
-        let (denied, ran) = match self.session.authorize(&call).await {
-            Authorization::Denied(denial) => {
+        // Every resolved decision reaches post-tool (docs/semantics.md), a denial as its error
+        // outcome; the recorded result stands for what the tool returned. An ask goes to the
+        // replay's approver (`--approve`).
+        let step = self.lifecycle.authorize(&call, AskPolicy::Approver).await;
+        let (denied, ran) = match step.decision {
+            ToolDecision::Denied(denial) => {
                 let outcome = ToolOutcome::error(denial.message.clone());
                 (Err(denial), outcome)
             }
-            Authorization::Allowed { approved_by } => (Ok(approved_by), result),
+            ToolDecision::Allowed { approved_by } => (Ok(approved_by), result),
+            // None comes back with this policy: whatever else it is, it is not an allow.
+            other => {
+                let message = format!("the tool step decided {other:?}, which is not an allow");
+                let denial = palisade::Denial {
+                    hook_id: "palisade".into(),
+                    reason_code: "approval-unavailable".into(),
+                    message: message.clone(),
+                    payload: None,
+                    failure: None,
+                };
+                (Err(denial), ToolOutcome::error(message))
+            }
         };
         let post = self.lifecycle.tool_finished(&call, &ran).await;
         self.detail = format!(

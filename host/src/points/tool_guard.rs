@@ -65,7 +65,11 @@ impl Session {
         }
     }
 
-    async fn resolve_ask(&self, call: &ToolCall, ask: &AskRequest) -> Result<(), Denial> {
+    pub(crate) async fn resolve_ask(
+        &self,
+        call: &ToolCall,
+        ask: &AskRequest,
+    ) -> Result<(), Denial> {
         let approval = match self.approver() {
             Some(approver) => Some(approver.approve(call, ask).await),
             None => None,
