@@ -1067,3 +1067,44 @@ fn a_recorded_serve_log_is_diffed_per_session() {
     );
     assert_eq!(changes[0]["kind"], "loosened", "{diff:#}");
 }
+
+/// `palisade forward` with `serve` unreachable: at `PostToolUse` the model reads that the
+/// result's checks could not run (exit 2, the agent's blocking error), never a silent skip; at
+/// `Stop` it must not block (that would loop the agent while the server is down), but says so
+/// on stderr with a non-zero status the agent logs.
+#[test]
+fn forward_never_skips_a_post_tool_guard_silently() {
+    let dir = tempfile::tempdir().unwrap();
+    let token = dir.path().join("token");
+    std::fs::write(&token, "t0ken-of-the-unreachable-server-0123456789").unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&token, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}/claude-code", closed.local_addr().unwrap());
+    drop(closed);
+    let run = |event: Value| {
+        let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_palisade"))
+            .args(["forward", &url, "--token-file"])
+            .arg(&token)
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        std::io::Write::write_all(
+            &mut child.stdin.take().unwrap(),
+            event.to_string().as_bytes(),
+        )
+        .unwrap();
+        child.wait_with_output().unwrap()
+    };
+    let post = run(json!({ "hook_event_name": "PostToolUse", "session_id": "s",
+        "tool_name": "Bash", "tool_input": { "command": "ls" }, "tool_response": "a" }));
+    let stderr = String::from_utf8_lossy(&post.stderr);
+    assert_eq!(post.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("could not run"), "{stderr}");
+    let stop = run(json!({ "hook_event_name": "Stop", "session_id": "s" }));
+    let stderr = String::from_utf8_lossy(&stop.stderr);
+    assert_eq!(stop.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("did not answer"), "{stderr}");
+}

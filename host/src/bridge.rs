@@ -132,12 +132,26 @@ fn canonical(event: &str) -> &str {
 }
 
 /// The reply when the bridge cannot do its work at all (`why`): a blocking error for the
-/// events that guard, a non-blocking one elsewhere.
+/// events that guard; at `PostToolUse` too, whose tool has run, so that the model reads that
+/// the result's checks could not run (a post-tool guard is never skipped silently); a
+/// non-blocking error elsewhere (a blocked `Stop` would loop the agent while Palisade is
+/// down), which the agent logs with its exit status.
 pub fn failure(event: &str, why: &str) -> Reply {
+    let (exit_code, stderr) = if fails_closed(event) {
+        (2, format!("palisade: {why}"))
+    } else if canonical(event) == "PostToolUse" {
+        let said = format!(
+            "palisade: the checks of this tool's result could not run, so the result is \
+             unchecked: {why}"
+        );
+        (2, said)
+    } else {
+        (1, format!("palisade: {why}"))
+    };
     Reply {
         stdout: None,
-        stderr: Some(format!("palisade: {why}")),
-        exit_code: if fails_closed(event) { 2 } else { 1 },
+        stderr: Some(stderr),
+        exit_code,
         points: Vec::new(),
     }
 }
