@@ -1011,14 +1011,7 @@ fn a_plugin_whose_matcher_does_not_take_the_tool_is_not_loaded_for_it() {
 /// two of Cranelift): the same path as an interpreter's, at a tenth of its CPU.
 #[test]
 fn an_event_that_runs_out_while_compiling_leaves_the_compile_to_finish_for_the_next() {
-    let plugins = tempfile::tempdir().unwrap();
-    let guard = palisade_examples::get("shell-guard").unwrap();
-    palisade_examples::install_one(guard, plugins.path()).unwrap();
-    std::fs::write(
-        plugins.path().join("shell-guard").join(guard.wasm_file),
-        slow_to_compile(guard.wasm),
-    )
-    .unwrap();
+    let plugins = slow_shell_guard();
     let cache = tempfile::tempdir().unwrap();
     let event = sample("claude", "PreToolUse");
     let dir = plugins.path().to_str().unwrap();
@@ -1054,6 +1047,70 @@ fn an_event_that_runs_out_while_compiling_leaves_the_compile_to_finish_for_the_n
         "the event after the compile: {}",
         String::from_utf8_lossy(&next.stderr)
     );
+}
+
+/// A cold cache and events back to back, each with a budget shorter than the compile: the
+/// events after the first wait for the one compile under way (the background `palisade
+/// check`'s) instead of each starting its own on the same cores, say that the cache is warming
+/// and how to warm it ahead, and the first event that starts once it is done is answered.
+#[test]
+fn back_to_back_events_wait_for_the_compile_under_way_instead_of_starting_their_own() {
+    let plugins = slow_shell_guard();
+    let cache = tempfile::tempdir().unwrap();
+    let event = sample("claude", "PreToolUse");
+    let dir = plugins.path().to_str().unwrap();
+    let args = ["claude-code", dir, "--budget-ms", "300"];
+
+    let first = palisade_caching_in(cache.path(), &args, &event);
+    let stderr = String::from_utf8_lossy(&first.stderr).to_string();
+    assert_eq!(first.status.code(), Some(2), "{stderr}");
+    let pid = stderr
+        .split_once("in the background (pid ")
+        .and_then(|(_, rest)| rest.split_once(')'))
+        .map(|(pid, _)| pid.to_string())
+        .unwrap_or_else(|| panic!("no compile was left running: {stderr}"));
+    let compiling = || Path::new("/proc").join(&pid).exists();
+    let (mut warming, mut refusals) = (0, Vec::new());
+    let started = std::time::Instant::now();
+    loop {
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(300),
+            "no event was answered: {refusals:#?}"
+        );
+        let compile_done = !compiling();
+        let next = palisade_caching_in(cache.path(), &args, &event);
+        if next.status.success() {
+            break;
+        }
+        let stderr = String::from_utf8_lossy(&next.stderr).to_string();
+        assert!(
+            !compile_done,
+            "an event started after the compile was done was refused: {stderr}"
+        );
+        if stderr.contains("the component cache is warming")
+            && stderr.contains(&format!("`palisade check {dir}` warms it ahead"))
+        {
+            warming += 1;
+        }
+        refusals.push(stderr);
+    }
+    assert!(
+        warming > 0 && warming + 1 >= refusals.len(),
+        "the refused events compiled for themselves: {refusals:#?}"
+    );
+}
+
+/// A plugin folder with `shell-guard` slow to compile (see [`slow_to_compile`]).
+fn slow_shell_guard() -> tempfile::TempDir {
+    let plugins = tempfile::tempdir().unwrap();
+    let guard = palisade_examples::get("shell-guard").unwrap();
+    palisade_examples::install_one(guard, plugins.path()).unwrap();
+    std::fs::write(
+        plugins.path().join("shell-guard").join(guard.wasm_file),
+        slow_to_compile(guard.wasm),
+    )
+    .unwrap();
+    plugins
 }
 
 /// `component` with one more core module, never instantiated but compiled with the rest:

@@ -398,6 +398,13 @@ pub enum CompileProgress {
         /// The component's size.
         bytes: u64,
     },
+    /// Another load (another process's: an event's, a background `palisade check`) is
+    /// compiling `plugin`'s component: this one waits for that compile instead of starting
+    /// its own, and maps its result.
+    Waiting {
+        /// The plugin's name.
+        plugin: String,
+    },
     /// It has ended.
     Finished {
         /// The plugin's name.

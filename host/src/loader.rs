@@ -592,7 +592,13 @@ impl Host {
             return Ok(component);
         }
         let compiled = match &self.inner.cache {
-            Some(cache) => cache.load(engine, sha256, read),
+            Some(cache) => cache.load(engine, sha256, read, || {
+                if let Some(observer) = &self.inner.on_compile {
+                    observer(&CompileProgress::Waiting {
+                        plugin: plugin.to_string(),
+                    });
+                }
+            }),
             None => read()
                 .map_err(wasmtime::Error::from)
                 .and_then(|bytes| Component::from_binary(engine, &bytes)),

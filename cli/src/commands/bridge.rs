@@ -47,6 +47,8 @@ struct Doing {
     what: Mutex<String>,
     /// How many components are compiling (they were not in the cache).
     compiling: AtomicUsize,
+    /// Whether a load waits for another process's compile of a component.
+    warming: std::sync::atomic::AtomicBool,
 }
 
 impl Doing {
@@ -263,6 +265,7 @@ fn compile_observer(doing: &Arc<Doing>, dir: &Path) -> palisade::CompileObserver
         doing.clone(),
         format!("loading the plugins of {}", dir.display()),
     );
+    let dir = dir.display().to_string();
     Arc::new(move |progress| match progress {
         palisade::CompileProgress::Started { plugin, .. } => {
             doing.compiling.fetch_add(1, Ordering::Relaxed);
@@ -275,6 +278,13 @@ fn compile_observer(doing: &Arc<Doing>, dir: &Path) -> palisade::CompileObserver
             if before == 1 {
                 doing.set(loading.clone());
             }
+        }
+        palisade::CompileProgress::Waiting { plugin } => {
+            doing.warming.store(true, Ordering::Relaxed);
+            doing.set(format!(
+                "waiting for the compile of the component of `{plugin}` already under way \
+                 (the component cache is warming; `palisade check {dir}` warms it ahead)"
+            ));
         }
         _ => {}
     })
@@ -329,7 +339,15 @@ async fn bridge_event(dialect: Dialect, mut options: BridgeCommand) -> anyhow::R
                 budget.as_millis(),
                 doing.get()
             );
-            if doing.compiling.load(Ordering::Relaxed) > 0 {
+            let warming = doing.warming.load(Ordering::Relaxed);
+            if warming && !message.contains("cache is warming") {
+                message.push_str(&format!(
+                    "; a component it needs was being compiled by another process (the \
+                     component cache is warming; `palisade check {}` warms it ahead)",
+                    options.dir.display()
+                ));
+            }
+            if doing.compiling.load(Ordering::Relaxed) > 0 || warming {
                 message.push_str(&compile_in_background(&options.dir));
             }
             answer(bridge::failure(&event, &message), flush_within(deadline))

@@ -86,14 +86,30 @@ impl Cache {
 
     /// The component with digest `sha256`: from the cache, or compiled from `bytes()` and
     /// stored. `bytes` is only read on a miss.
+    ///
+    /// One compile of a component at a time, across processes: a load that finds another
+    /// (another event's, a background `palisade check`) compiling it calls `waiting`, waits for
+    /// that compile and maps its result, instead of competing with it for the same cores.
     pub fn load(
         &self,
         engine: &Engine,
         sha256: &str,
         bytes: impl FnOnce() -> std::io::Result<Vec<u8>>,
+        waiting: impl FnOnce(),
     ) -> wasmtime::Result<Component> {
         if let Some(component) = self.cached(engine, sha256) {
             return Ok(component);
+        }
+        // Without a lock file (a read-only cache) every load compiles, as before.
+        let lock = self.compile_lock(sha256);
+        if let Some(lock) = &lock
+            && lock.try_lock().is_err()
+        {
+            waiting();
+            let _ = lock.lock();
+            if let Some(component) = self.cached(engine, sha256) {
+                return Ok(component);
+            }
         }
         let code_path = self.dir.join(format!("{sha256}.cwasm"));
         let seal_path = self.dir.join(format!("{sha256}.seal"));
@@ -106,6 +122,19 @@ impl Cache {
             let _ = self.store(&code_path, &seal_path, &code);
         }
         Ok(component)
+    }
+
+    /// The lock file of the compile of `sha256` (held while it compiles; see [`Cache::load`]),
+    /// never opened through a link planted in its place.
+    fn compile_lock(&self, sha256: &str) -> Option<std::fs::File> {
+        let mut options = std::fs::OpenOptions::new();
+        options.read(true).write(true).create(true).truncate(false);
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::OpenOptionsExt;
+            options.mode(0o600).custom_flags(libc::O_NOFOLLOW);
+        }
+        options.open(self.dir.join(format!("{sha256}.lock"))).ok()
     }
 
     /// The component with digest `sha256` if the cache holds it (verified, mapped), else
