@@ -16,6 +16,7 @@ mod agents;
 mod bridge;
 mod cli;
 mod docs;
+mod front_doors;
 mod languages;
 mod mcp;
 mod serve;

@@ -889,15 +889,27 @@ fn a_tools_call_without_an_id_never_reaches_the_server() {
     );
 }
 
-/// A server that writes a line longer than the proxy takes (64 MiB) ends the proxy at once,
-/// saying why, instead of holding it all.
+/// A server that writes a line longer than the proxy takes (64 MiB) has it refused, saying
+/// why: the proxy reads past it in bounded pieces instead of holding it all, and never takes a
+/// piece of it for a message of its own.
 #[test]
-fn a_line_over_the_bound_ends_the_proxy() {
+fn a_line_over_the_bound_is_refused_whole() {
     let project = Project::new(&[]);
-    let script = "head -c 70000000 /dev/zero | tr '\\0' a; sleep 20";
+    let script = "head -c 70000000 /dev/zero | tr '\\0' '{'; echo; sleep 1";
     let (status, stderr, took) = raw_proxy(&project, &PluginDir::new(), script, "", true);
     assert_eq!(status.code(), Some(1), "{stderr}");
-    assert!(stderr.contains("a line over 67108864 bytes"), "{stderr}");
+    assert_eq!(
+        stderr
+            .matches("refused a message from the server: a line over 67108864 bytes")
+            .count(),
+        1,
+        "{stderr}"
+    );
+    assert_eq!(
+        stderr.matches("refused a message from the server").count(),
+        1,
+        "{stderr}"
+    );
     assert!(took < Duration::from_secs(15), "{took:?}");
 }
 

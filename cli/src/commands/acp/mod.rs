@@ -23,23 +23,27 @@
 //! - `session/cancel` passes through and cuts the session's hooks in flight.
 //!
 //! Protocol: ACP version 1 (JSON-RPC 2.0, one message per line on stdio), with the types of
-//! the `agent-client-protocol-schema` crate, pinned at 1.20.0. The agent's exit, or a line from
-//! it that is not JSON-RPC, ends the proxy: every request still open is answered with an error
-//! first. A message Palisade must judge whose parameters do not match the schema is refused
-//! (fail closed), never passed on unjudged.
+//! the `agent-client-protocol-schema` crate, pinned at 1.20.0. Every message is read strictly
+//! and forwarded as it was read, re-encoded: a line that parsers could read two ways is refused
+//! ([`crate::jsonrpc::strict`]). Every request either side sends goes on under an id of the
+//! proxy's ([`crate::jsonrpc::relay`]): a reused id in flight is refused, and an answer to no
+//! request in flight is dropped, never passed on unjudged. A client-side tool call without an id
+//! is dropped. The agent's exit ends the proxy: every request still open is answered with an
+//! error first. A message Palisade must judge whose parameters do not match the schema is
+//! refused (fail closed), never passed on unjudged.
 
 mod tools;
 mod turns;
 
-use crate::jsonrpc::{
-    Lines, Writer, load_plugins, next_message, reap, spawn_child, truncate, until_exit,
-};
+use crate::jsonrpc::relay::{self, Relay};
+use crate::jsonrpc::strict::Kind;
+use crate::jsonrpc::{Lines, Writer, load_plugins, reap, spawn_child, until_exit};
 use agent_client_protocol_schema::v1 as schema;
 use palisade::{Lifecycle, Plugins, Signal};
 use serde_json::Value;
 use std::collections::HashMap;
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard, Weak};
 
 /// Guard an ACP agent: `palisade acp --plugins DIR -- AGENT [ARGS…]`, registered in the
 /// editor as the agent's command.
@@ -63,16 +67,19 @@ impl AcpCommand {
     pub async fn execute(self) -> anyhow::Result<std::process::ExitCode> {
         let plugins = load_plugins(&self.plugins, self.audit_log.as_deref()).await?;
         let mut child = spawn_child(&self.agent, "the agent")?;
-        let proxy = Arc::new(Proxy {
+        let agent = Writer::new(child.stdin.take().expect("piped"));
+        let proxy = Arc::new_cyclic(|me| Proxy {
+            me: me.clone(),
             plugins,
             sessions: Mutex::default(),
             editor: Writer::new(tokio::io::stdout()),
-            agent: Writer::new(child.stdin.take().expect("piped")),
-            open: Mutex::default(),
+            agent,
+            to_agent: Relay::default(),
+            to_editor: Relay::default(),
+            asks: Mutex::default(),
             pending: Mutex::default(),
             turns: Mutex::default(),
             terminals: Mutex::default(),
-            steered: Default::default(),
         });
         let from_agent = child.stdout.take().expect("piped");
         tokio::spawn(proxy.clone().from_editor());
@@ -106,20 +113,24 @@ struct AcpSession {
 }
 
 struct Proxy {
+    /// Itself, for the sessions' approvers.
+    me: Weak<Proxy>,
     plugins: Plugins,
     sessions: Mutex<HashMap<String, AcpSession>>,
     editor: Writer,
     agent: Writer,
-    /// Editor requests the agent has not answered yet (to fail them if it goes), by id.
-    open: Mutex<HashMap<String, Value>>,
-    /// Agent requests whose editor answer passes hooks, by id.
+    /// Editor requests passed to the agent and not answered yet (failed if it goes).
+    to_agent: Relay,
+    /// Agent requests passed to the editor and not answered yet.
+    to_editor: Relay,
+    /// Palisade's own permission requests to the editor (a hook's ask), by id.
+    asks: Mutex<HashMap<String, tokio::sync::oneshot::Sender<Value>>>,
+    /// Agent requests whose editor answer passes hooks, by the proxy's id.
     pending: Mutex<HashMap<String, tools::Pending>>,
     /// Prompts the agent is working on, by the id Palisade sent them with.
     turns: Mutex<HashMap<String, turns::Turn>>,
     /// Terminals the editor created for a guarded `terminal/create`, by terminal id.
     terminals: Mutex<HashMap<String, tools::TerminalCall>>,
-    /// Numbers the follow-up prompts steering sends.
-    steered: std::sync::atomic::AtomicU64,
 }
 
 fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -127,7 +138,7 @@ fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
 }
 
 fn id_key(id: &Value) -> String {
-    id.to_string()
+    relay::key(id)
 }
 
 impl Proxy {
@@ -141,7 +152,12 @@ impl Proxy {
         let session = sessions
             .entry(id.to_string())
             .or_insert_with(|| AcpSession {
-                lifecycle: Arc::new(Lifecycle::new(self.plugins.session(id))),
+                lifecycle: Arc::new(Lifecycle::new(self.plugins.session(id).with_approver(
+                    Arc::new(tools::AskEditor {
+                        proxy: self.me.clone(),
+                        session_id: id.to_string(),
+                    }),
+                ))),
                 started: false,
                 cancel: Signal::new(),
                 said: String::new(),
@@ -163,53 +179,62 @@ impl Proxy {
 
     /// Answers every editor request the agent left open with `why`.
     fn fail_open_requests(&self, why: &str) {
-        let open: Vec<Value> = lock(&self.open).drain().map(|(_, id)| id).collect();
-        for id in open {
-            self.editor.error(&id, -32603, why.to_string(), None);
+        for open in self.to_agent.drain() {
+            self.editor
+                .error(&open.peer_id, -32603, why.to_string(), None);
         }
     }
 
     async fn from_editor(self: Arc<Self>) {
         let mut lines = Lines::new(tokio::io::stdin());
         loop {
-            let line = match lines.next().await {
-                Ok(Some(line)) => line,
-                Ok(None) => break,
-                Err(e) => {
-                    eprintln!("palisade acp: the editor's input ends: {e}");
+            // What Palisade cannot read, or could read two ways, is not passed on: the agent
+            // might read a prompt in it.
+            let mut message = match lines.next_judgeable("acp", "editor", &self.editor).await {
+                Ok(message) => message,
+                Err(why) => {
+                    eprintln!("palisade acp: the editor's input ends: {why}");
                     break;
                 }
             };
-            let Ok(message) = crate::jsonrpc::parse(&line) else {
-                // What Palisade cannot read is not passed on: the agent might read a prompt
-                // in it.
-                let why = format!("not a JSON-RPC message: {}", truncate(&line));
-                self.editor.error(&Value::Null, -32700, why, None);
-                continue;
-            };
-            let method = message["method"].as_str().unwrap_or_default().to_string();
-            let id = message.get("id").cloned();
-            match id {
-                Some(id) if method == schema::AGENT_METHOD_NAMES.session_prompt => {
-                    let proxy = self.clone();
-                    tokio::spawn(async move { proxy.prompt(id, message).await });
+            let method = message.method().to_string();
+            let id = message.id().clone();
+            match message.kind {
+                Kind::Request => {
+                    let Some(own) = self.to_agent.relay_or_refuse(&id, &self.editor) else {
+                        continue;
+                    };
+                    if method == schema::AGENT_METHOD_NAMES.session_prompt {
+                        let proxy = self.clone();
+                        tokio::spawn(async move { proxy.prompt(id, own, message.value).await });
+                        continue;
+                    }
+                    message.value["id"] = own;
+                    self.agent.send(&message.value);
                 }
-                None if method == schema::AGENT_METHOD_NAMES.session_cancel => {
-                    if let Some(session) = message["params"]["sessionId"].as_str() {
+                Kind::Response => {
+                    // An editor's answer: to a question of Palisade's, or to an agent request.
+                    if let Some(waiting) = lock(&self.asks).remove(&id_key(&id)) {
+                        let _ = waiting.send(message.value);
+                        continue;
+                    }
+                    let proxy = self.clone();
+                    tokio::spawn(async move { proxy.answer_to_agent(message.value).await });
+                }
+                Kind::Notification => {
+                    if method == schema::AGENT_METHOD_NAMES.session_cancel
+                        && let Some(session) = message.value["params"]["sessionId"].as_str()
+                    {
                         self.with_session(session, |s| s.cancel.cancel());
                     }
-                    self.agent.line(line);
-                }
-                Some(_) if method.is_empty() => {
-                    // An editor's answer to an agent request.
-                    let proxy = self.clone();
-                    tokio::spawn(async move { proxy.answer_to_agent(message, line).await });
-                }
-                id => {
-                    if let Some(id) = id {
-                        lock(&self.open).insert(id_key(&id), id);
+                    if method == "$/cancel_request" {
+                        let params = &mut message.value["params"];
+                        let Some(own) = self.to_agent.own_of(&params["requestId"]) else {
+                            continue;
+                        };
+                        params["requestId"] = own;
                     }
-                    self.agent.line(line);
+                    self.agent.send(&message.value);
                 }
             }
         }
@@ -222,39 +247,58 @@ impl Proxy {
     async fn from_agent(self: Arc<Self>, stdout: tokio::process::ChildStdout) -> String {
         let mut lines = Lines::new(stdout);
         loop {
-            let (line, message) = match next_message(&mut lines).await {
-                Ok(next) => next,
+            let mut message = match lines.next_judgeable("acp", "agent", &self.agent).await {
+                Ok(message) => message,
                 Err(why) => return why,
             };
-            let method = message["method"].as_str().unwrap_or_default().to_string();
+            let method = message.method().to_string();
+            let id = message.id().clone();
             let names = schema::CLIENT_METHOD_NAMES;
-            match message.get("id").cloned() {
-                Some(id) if method.is_empty() => self.answer_to_editor(id, message, line),
-                Some(id) if method == names.session_request_permission => {
+            match message.kind {
+                Kind::Response => self.answer_to_editor(id, message.value),
+                Kind::Request => {
+                    let Some(own) = self.to_editor.relay_or_refuse(&id, &self.agent) else {
+                        continue;
+                    };
                     let proxy = self.clone();
-                    tokio::spawn(async move { proxy.permission(id, message, line).await });
+                    if method == names.session_request_permission {
+                        tokio::spawn(async move { proxy.permission(id, own, message.value).await });
+                    } else if tools::is_client_tool(&method) {
+                        tokio::spawn(
+                            async move { proxy.client_tool(id, own, message.value).await },
+                        );
+                    } else {
+                        message.value["id"] = own;
+                        self.editor.send(&message.value);
+                    }
                 }
-                Some(id) if tools::is_client_tool(&method) => {
-                    let proxy = self.clone();
-                    tokio::spawn(async move { proxy.client_tool(id, message, line).await });
+                Kind::Notification if tools::is_client_tool(&method) => {
+                    // Without an id its answer could not be judged: it goes nowhere.
+                    eprintln!(
+                        "palisade acp: dropped a {method} without an id (not judged, not sent)"
+                    );
                 }
-                None if method == names.session_update => {
-                    self.session_update(&message);
-                    self.editor.line(line);
+                Kind::Notification => {
+                    if method == names.session_update {
+                        self.session_update(&message.value);
+                    }
+                    self.editor.send(&message.value);
                 }
-                _ => self.editor.line(line),
             }
         }
     }
 
-    /// The agent's answer to an editor request: a prompt's ends the turn (which may go on).
-    fn answer_to_editor(self: &Arc<Self>, id: Value, message: Value, line: String) {
-        if let Some(turn) = lock(&self.turns).remove(&id_key(&id)) {
+    /// The agent's answer to an editor request (`own`, the proxy's id): a prompt's ends the
+    /// turn (which may go on); an answer to no request in flight is dropped.
+    fn answer_to_editor(self: &Arc<Self>, own: Value, mut message: Value) {
+        if let Some(turn) = lock(&self.turns).remove(&id_key(&own)) {
             let proxy = self.clone();
             tokio::spawn(async move { proxy.turn_answered(turn, message).await });
             return;
         }
-        lock(&self.open).remove(&id_key(&id));
-        self.editor.line(line);
+        if let Some(request) = self.to_agent.answered_or_drop(&own, "acp", "agent") {
+            message["id"] = request.peer_id;
+            self.editor.send(&message);
+        }
     }
 }

@@ -4,11 +4,11 @@
 
 use super::{INVALID_PARAMS, Proxy, REFUSED, id_key, lock, schema};
 use palisade::{
-    ContentBlock, Denial, GuardDecision, Lifecycle, PreToolDecision, ToolCall, ToolOutcome,
-    ToolResult,
+    Approval, Approver, AskPolicy, AskRequest, ContentBlock, Denial, Lifecycle, ToolCall,
+    ToolDecision, ToolOutcome, ToolResult,
 };
 use serde_json::{Value, json};
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
 
 /// What Palisade knows of one of the agent's tool calls, merged from its updates.
 #[derive(Default)]
@@ -157,18 +157,85 @@ async fn observe(lifecycle: &Lifecycle, call: &ToolCall, outcome: &ToolOutcome) 
     });
 }
 
+/// A session's approver: a hook's ask about a client-side tool becomes a
+/// `session/request_permission` of Palisade's own to the editor, which asks its user; only
+/// the allow option lets the call run.
+pub(super) struct AskEditor {
+    pub(super) proxy: Weak<Proxy>,
+    pub(super) session_id: String,
+}
+
+/// The options of Palisade's own permission requests.
+const ALLOW: &str = "palisade-allow-once";
+const REJECT: &str = "palisade-reject-once";
+
+impl Approver for AskEditor {
+    fn approve<'a>(
+        &'a self,
+        call: &'a ToolCall,
+        ask: &'a AskRequest,
+    ) -> palisade::BoxFuture<'a, Approval> {
+        Box::pin(async move {
+            let Some(proxy) = self.proxy.upgrade() else {
+                return Approval::Unavailable;
+            };
+            let id = crate::jsonrpc::relay::own_id();
+            let (answered, answer) = tokio::sync::oneshot::channel();
+            lock(&proxy.asks).insert(id_key(&id), answered);
+            let title = format!("Palisade: `{}` asks: {}", ask.hook_id, ask.reason);
+            proxy.editor.send(&json!({
+                "jsonrpc": "2.0",
+                "id": id,
+                "method": schema::CLIENT_METHOD_NAMES.session_request_permission,
+                "params": {
+                    "sessionId": self.session_id,
+                    "toolCall": {
+                        "toolCallId": call.tool_use_id,
+                        "title": title,
+                        "rawInput": call.arguments,
+                        "status": "pending",
+                    },
+                    "options": [
+                        { "optionId": ALLOW, "name": "Allow once", "kind": "allow_once" },
+                        { "optionId": REJECT, "name": "Reject", "kind": "reject_once" },
+                    ],
+                },
+            }));
+            let answer = match answer.await {
+                Ok(answer) => answer,
+                Err(_) => return Approval::Cancelled,
+            };
+            match serde_json::from_value::<schema::RequestPermissionResponse>(
+                answer["result"].clone(),
+            ) {
+                Ok(response) => match response.outcome {
+                    schema::RequestPermissionOutcome::Selected(selected)
+                        if &*selected.option_id.0 == ALLOW =>
+                    {
+                        Approval::AllowedOnce
+                    }
+                    schema::RequestPermissionOutcome::Cancelled => Approval::Cancelled,
+                    _ => Approval::Rejected,
+                },
+                Err(_) => Approval::Unavailable,
+            }
+        })
+    }
+}
+
 impl Proxy {
-    /// `pre-tool`, then `tool-guard`: the denial, if any. The call is committed as recorded
-    /// first (once).
-    async fn authorize(&self, lifecycle: &Lifecycle, call: &ToolCall) -> Option<Denial> {
-        lifecycle.tool_call(call);
-        let session = lifecycle.session();
-        if let PreToolDecision::Deny(denial) = session.pre_tool(call).await {
-            return Some(denial);
-        }
-        match session.tool_guard(call).await {
-            GuardDecision::Deny(denial) => Some(denial),
-            GuardDecision::Abstain => None,
+    /// The tool step ([`Lifecycle::authorize`]): the denial, if any.
+    async fn authorize(
+        &self,
+        lifecycle: &Lifecycle,
+        call: &ToolCall,
+        asks: AskPolicy,
+    ) -> Option<Denial> {
+        match lifecycle.authorize(call, asks).await.decision {
+            ToolDecision::Denied(denial) => Some(denial),
+            // The user is asked either way: by Palisade (through the editor) before it
+            // reaches here, or by the editor the request goes to.
+            _ => None,
         }
     }
 
@@ -226,7 +293,8 @@ impl Proxy {
     }
 
     /// `session/request_permission`: a deny picks the request's reject option for the agent.
-    pub(super) async fn permission(self: Arc<Self>, id: Value, message: Value, line: String) {
+    /// A request the editor's cancel overtook is answered as cancelled, never passed on late.
+    pub(super) async fn permission(self: Arc<Self>, id: Value, own: Value, mut message: Value) {
         let request: schema::RequestPermissionRequest =
             match serde_json::from_value(message["params"].clone()) {
                 Ok(request) => request,
@@ -239,6 +307,7 @@ impl Proxy {
                             "Palisade: a permission request that is not ACP v1 was refused: {e}"
                         ),
                     );
+                    self.to_editor.answered(&own);
                     let cancelled = schema::RequestPermissionOutcome::Cancelled;
                     return self
                         .agent
@@ -247,16 +316,27 @@ impl Proxy {
             };
         let session_id = request.session_id.0.to_string();
         let tool_id = request.tool_call.tool_call_id.0.to_string();
-        let (lifecycle, call) = self.with_session(&session_id, |s| {
+        let (lifecycle, call, cancel) = self.with_session(&session_id, |s| {
             let state = s.tools.entry(tool_id.clone()).or_default();
             state.merge(&request.tool_call.fields, request.tool_call.meta.as_ref());
             state.recorded = true;
-            (s.lifecycle.clone(), state.call(&tool_id))
+            (s.lifecycle.clone(), state.call(&tool_id), s.cancel.clone())
         });
-        let Some(denial) = self.authorize(&lifecycle, &call).await else {
+        // The editor asks its user about the request: a hook's ask is that same question.
+        let denial = self.authorize(&lifecycle, &call, AskPolicy::Agent).await;
+        if cancel.is_cancelled() {
+            self.to_editor.answered(&own);
+            let cancelled = schema::RequestPermissionOutcome::Cancelled;
+            return self
+                .agent
+                .result(&id, schema::RequestPermissionResponse::new(cancelled));
+        }
+        let Some(denial) = denial else {
             // The user still decides: Palisade never grants what the editor would not.
-            return self.editor.line(line);
+            message["id"] = own;
+            return self.editor.send(&message);
         };
+        self.to_editor.answered(&own);
         let reject = [
             schema::PermissionOptionKind::RejectOnce,
             schema::PermissionOptionKind::RejectAlways,
@@ -287,7 +367,8 @@ impl Proxy {
     }
 
     /// A tool the agent asks the editor to run: guarded before, its answer judged after.
-    pub(super) async fn client_tool(self: Arc<Self>, id: Value, message: Value, line: String) {
+    /// `own` is the proxy's id for the agent's request `id`.
+    pub(super) async fn client_tool(self: Arc<Self>, id: Value, own: Value, message: Value) {
         let method = message["method"].as_str().unwrap_or_default().to_string();
         let params = &message["params"];
         let names = schema::CLIENT_METHOD_NAMES;
@@ -302,6 +383,7 @@ impl Proxy {
             serde_json::from_value::<schema::TerminalOutputRequest>(params.clone()).map(|_| ())
         };
         if let Err(e) = checked {
+            self.to_editor.answered(&own);
             let why = format!("{method}: the parameters do not match ACP v1: {e}");
             return self.agent.error(&id, INVALID_PARAMS, why, None);
         }
@@ -310,29 +392,34 @@ impl Proxy {
         if method == names.terminal_output || method == names.terminal_wait_for_exit {
             let terminal = params["terminalId"].as_str().map(str::to_string);
             let call = ToolCall::new("", &method, Value::Null);
-            return self.forward_pending(id, line, (lifecycle, call, terminal), method);
+            return self.forward_pending(own, message, (lifecycle, call, terminal), method);
         }
-        let call = ToolCall::new(format!("acp-{}", id_key(&id)), &method, params.clone());
-        if let Some(denial) = self.authorize(&lifecycle, &call).await {
+        let call = ToolCall::new(
+            format!("acp-{}", id_key(&own).trim_matches('"')),
+            &method,
+            client_tool_arguments(&method, params),
+        );
+        if let Some(denial) = self.authorize(&lifecycle, &call, AskPolicy::Approver).await {
+            self.to_editor.answered(&own);
             let (why, data) = refusal("Refused", &denial);
             // The user hears it too: an agent may not pass an editor's error on to its model
             // (Gemini CLI 0.61 shows it "[object Object]").
             self.notice(&session_id, format!("Palisade: {method}: {why}"));
             return self.agent.error(&id, REFUSED, why, data);
         }
-        self.forward_pending(id, line, (lifecycle, call, None), method);
+        self.forward_pending(own, message, (lifecycle, call, None), method);
     }
 
-    /// Passes the request to the editor, its answer to be judged.
+    /// Passes the request to the editor under the proxy's id `own`, its answer to be judged.
     fn forward_pending(
         &self,
-        id: Value,
-        line: String,
+        own: Value,
+        mut message: Value,
         (lifecycle, call, terminal): (Arc<Lifecycle>, ToolCall, Option<String>),
         method: String,
     ) {
         lock(&self.pending).insert(
-            id_key(&id),
+            id_key(&own),
             Pending {
                 lifecycle,
                 call,
@@ -340,17 +427,22 @@ impl Proxy {
                 terminal,
             },
         );
-        self.editor.line(line);
+        message["id"] = own;
+        self.editor.send(&message);
     }
 
     /// The editor's answer to an agent request: through `post-tool` and `tool-result` when
     /// it is a guarded tool's, as it is otherwise.
-    pub(super) async fn answer_to_agent(self: Arc<Self>, mut message: Value, line: String) {
-        let pending = message
-            .get("id")
-            .and_then(|id| lock(&self.pending).remove(&id_key(id)));
+    /// An answer to no request in flight is dropped, never passed on unjudged.
+    pub(super) async fn answer_to_agent(self: Arc<Self>, mut message: Value) {
+        let own = message["id"].clone();
+        let Some(request) = self.to_editor.answered_or_drop(&own, "acp", "editor") else {
+            return;
+        };
+        message["id"] = request.peer_id;
+        let pending = lock(&self.pending).remove(&id_key(&own));
         let Some(pending) = pending else {
-            return self.agent.line(line);
+            return self.agent.send(&message);
         };
         let names = schema::CLIENT_METHOD_NAMES;
         if pending.method == names.terminal_create {
@@ -365,7 +457,7 @@ impl Proxy {
                     },
                 );
             }
-            return self.agent.line(line);
+            return self.agent.send(&message);
         }
         if let Some(terminal) = &pending.terminal {
             self.terminal_answer(terminal, &pending.method, &mut message)
@@ -492,4 +584,23 @@ fn update_outcome(
         is_error: status == Some(schema::ToolCallStatus::Failed),
         value: raw_output.cloned(),
     }
+}
+
+/// A client-side tool's arguments as hooks see them: its parameters; for `terminal/create`,
+/// `command` is the whole command line (the program and its arguments, as a shell guard
+/// reads a command) and `program` the program alone.
+fn client_tool_arguments(method: &str, params: &Value) -> Value {
+    let mut arguments = params.clone();
+    if method == schema::CLIENT_METHOD_NAMES.terminal_create
+        && let Some(program) = params["command"].as_str()
+    {
+        let mut line = program.to_string();
+        for arg in params["args"].as_array().into_iter().flatten() {
+            line.push(' ');
+            line.push_str(arg.as_str().unwrap_or_default());
+        }
+        arguments["program"] = Value::String(program.to_string());
+        arguments["command"] = Value::String(line);
+    }
+    arguments
 }

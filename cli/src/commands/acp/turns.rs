@@ -6,12 +6,13 @@ use palisade::agent::MAX_CONTINUATIONS;
 use palisade::{Context, Message, PreStepDecision, SessionSource, StopEvent, TurnOutcome};
 use serde_json::{Value, json};
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
 
 /// A prompt the agent is working on for the editor.
 pub(super) struct Turn {
     /// The editor's request, which the last of the agent's answers settles.
     editor_id: Value,
+    /// The id of the proxy's that the editor's request is in flight under.
+    editor_own: Value,
     session_id: String,
     /// How many times steering continued it.
     continuations: u32,
@@ -44,11 +45,13 @@ fn stop(reason: schema::StopReason) -> schema::PromptResponse {
 
 impl Proxy {
     /// `session/prompt`: `prompt-submit` decides whether it reaches the agent.
-    pub(super) async fn prompt(self: Arc<Self>, id: Value, mut message: Value) {
+    /// `own` is the proxy's id for the editor's request `id`.
+    pub(super) async fn prompt(self: Arc<Self>, id: Value, own: Value, mut message: Value) {
         let request: schema::PromptRequest = match serde_json::from_value(message["params"].clone())
         {
             Ok(request) => request,
             Err(e) => {
+                self.to_agent.answered(&own);
                 let why = format!("session/prompt: the parameters do not match ACP v1: {e}");
                 return self.editor.error(&id, INVALID_PARAMS, why, None);
             }
@@ -78,8 +81,12 @@ impl Proxy {
         lifecycle.open_turn(None);
         let decision = lifecycle.pre_step_until(1, claimed.clone(), &cancel).await;
         let (messages, more) = match decision {
-            None => return self.editor.result(&id, stop(schema::StopReason::Cancelled)),
+            None => {
+                self.to_agent.answered(&own);
+                return self.editor.result(&id, stop(schema::StopReason::Cancelled));
+            }
             Some(PreStepDecision::Reject(denial)) => {
+                self.to_agent.answered(&own);
                 self.notice(
                     &session_id,
                     format!(
@@ -102,11 +109,12 @@ impl Proxy {
         }
         prompt.extend(text_blocks(contexts.iter().map(|c| c.text.as_str())));
         message["params"]["prompt"] = Value::Array(prompt);
-        lock(&self.open).insert(id_key(&id), id.clone());
+        message["id"] = own.clone();
         lock(&self.turns).insert(
-            id_key(&id),
+            id_key(&own),
             Turn {
                 editor_id: id,
+                editor_own: own,
                 session_id,
                 continuations: 0,
             },
@@ -137,7 +145,7 @@ impl Proxy {
         if let Some(outcome) = outcome {
             lifecycle.turn_completed(outcome);
         }
-        lock(&self.open).remove(&id_key(&turn.editor_id));
+        self.to_agent.answered(&turn.editor_own);
         message["id"] = turn.editor_id;
         self.editor.send(&message);
     }
@@ -195,12 +203,12 @@ impl Proxy {
         }
         let mut prompt = text_blocks(messages.iter().map(|m| m.text.as_str()));
         prompt.extend(text_blocks(contexts.iter().map(|c| c.text.as_str())));
-        let n = self.steered.fetch_add(1, Ordering::Relaxed);
-        let id = json!(format!("palisade-steering-{n}"));
+        let id = crate::jsonrpc::relay::own_id();
         lock(&self.turns).insert(
             id_key(&id),
             Turn {
                 editor_id: turn.editor_id.clone(),
+                editor_own: turn.editor_own.clone(),
                 session_id: turn.session_id.clone(),
                 continuations: turn.continuations + 1,
             },

@@ -16,6 +16,7 @@
 //!   answered (the protocol's rule for a cancelled request).
 
 use super::{INVALID_PARAMS, Proxy, id_key, lock, request};
+use crate::jsonrpc::relay::own_id;
 use base64::Engine as _;
 use palisade::pipeline::{Tool, ToolRegistry, ToolRequest};
 use palisade::{Approval, Approver, AskRequest, ContentBlock, Provenance, ToolCall, ToolOutcome};
@@ -109,10 +110,13 @@ fn answered(answer: &Value) -> Result<(ToolOutcome, Value), String> {
 
 impl Proxy {
     /// A client's `tools/call` on stdio: through the pipeline, answered on stdout.
-    pub(super) async fn call_tool(self: Arc<Self>, id: Value, message: Value) {
+    pub(super) async fn call_tool(
+        self: Arc<Self>,
+        id: Value,
+        message: Value,
+        cancel: palisade::Signal,
+    ) {
         let key = id_key(&id);
-        let cancel = palisade::Signal::new();
-        lock(&self.in_flight).insert(key.clone(), cancel.clone());
         let upstream: Arc<dyn Upstream> = Arc::new(Stdio(Arc::downgrade(&self)));
         let params = message["params"].clone();
         let decided = call_tool(
@@ -134,8 +138,8 @@ impl Proxy {
 
     /// One `tools/call` to the server on stdio: its answer, or why there is none.
     async fn upstream(&self, params: Value) -> Result<Value, String> {
-        let id = self.own_id("call");
-        let key = id_key(&Value::String(id.clone()));
+        let id = own_id();
+        let key = id_key(&id);
         let (answered, answer) = oneshot::channel();
         match lock(&self.calls).as_mut() {
             Some(calls) => calls.insert(key.clone(), answered),
@@ -170,7 +174,7 @@ impl Upstream for Stdio {
 /// client's cancel), it tells the server so.
 struct Pending<'a> {
     proxy: &'a Proxy,
-    id: &'a str,
+    id: &'a Value,
     key: &'a str,
     done: bool,
 }
@@ -281,9 +285,9 @@ impl Proxy {
     /// Asks the client's user whether `call` may run. Only an accepted `approve: true` lets
     /// it; the question lasts as long as the hook's caller waits (its `tools/call`).
     async fn elicit(&self, call: &ToolCall, ask: &AskRequest) -> Approval {
-        let id = self.own_id("ask");
+        let id = own_id();
         let (answered, answer) = oneshot::channel();
-        lock(&self.asks).insert(id_key(&Value::String(id.clone())), answered);
+        lock(&self.asks).insert(id_key(&id), answered);
         self.client.send(&elicitation(&id, call, ask));
         match answer.await {
             Ok(answer) => approval(&answer),
@@ -293,7 +297,7 @@ impl Proxy {
 }
 
 /// The `elicitation/create` request `id` that asks the client's user whether `call` may run.
-pub(super) fn elicitation(id: &str, call: &ToolCall, ask: &AskRequest) -> Value {
+pub(super) fn elicitation(id: &Value, call: &ToolCall, ask: &AskRequest) -> Value {
     let params = json!({
         "message": format!(
             "Palisade: `{}` asks before {} runs: {}",

@@ -9,25 +9,34 @@
 //! A POSTed `tools/call` is the exception: it runs the pipeline, whose tool is that same POST to
 //! the server, and is answered as one JSON response.
 //!
+//! A POSTed message is read strictly and forwarded as it was read, re-encoded, never as the
+//! client's bytes (see [`crate::jsonrpc::strict`]); a `GET` or `DELETE` is forwarded without a
+//! body, and any other method is refused (405): the transport defines only those three.
+//!
 //! One Palisade session per MCP session (its `Mcp-Session-Id`; requests without one share
-//! one), at most [`MAX_SESSIONS`]; a `DELETE` of the session ends it. An `ask` becomes an
-//! `elicitation/create` to a client that declared it takes them, on the event stream that
-//! answers its `tools/call` (when it accepts one); the client POSTs its answer, as MCP's
-//! transport has it. Any other client's ask is a denial.
+//! one), at most [`MAX_SESSIONS`]: past it, the least recently opened session that holds no
+//! plugin state and has no call in flight goes, and when there is none the request is refused
+//! (503) — a flood of sessions never ends a stateful guard's session. A `DELETE` of the session
+//! ends it. An `ask` becomes an `elicitation/create` to a client that declared it takes them,
+//! on the event stream that answers its `tools/call` (when it accepts one), under a random id of
+//! the proxy's; the client POSTs its answer, as MCP's transport has it, and only an answer in
+//! the same session counts. Any other client's ask is a denial.
 
 use super::call::{Upstream, approval, call_tool, elicitation, tool_use_id};
-use super::{INVALID_REQUEST, id_key, lock, random_hex};
+use super::{id_key, lock};
 use crate::commands::serve::{AllowedHost, bearer_matches, problem, serve_connections};
+use crate::jsonrpc::relay::own_id;
+use crate::jsonrpc::strict::{self, Kind};
 use axum::body::{Body, Bytes};
 use axum::extract::State;
-use axum::http::{HeaderMap, HeaderName, Method, StatusCode, Uri, header};
+use axum::http::{HeaderMap, HeaderName, HeaderValue, Method, StatusCode, Uri, header};
 use axum::response::{IntoResponse, Response};
 use palisade::{Approval, Approver, AskRequest, Lifecycle, Plugins, Signal, ToolCall};
 use serde_json::{Value, json};
 use std::collections::{HashMap, VecDeque};
 use std::net::SocketAddr;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 use tokio::sync::{mpsc, oneshot};
@@ -72,12 +81,6 @@ struct Gateway {
     token_file: PathBuf,
     hosts: Vec<AllowedHost>,
     sessions: Mutex<Sessions>,
-    /// Elicitations Palisade sent (on a `tools/call`'s stream), by id: the client POSTs the
-    /// answers.
-    asks: Mutex<HashMap<String, oneshot::Sender<Value>>>,
-    /// What makes the ids Palisade sends unlike any the client chose.
-    prefix: String,
-    next: AtomicU64,
 }
 
 #[derive(Default)]
@@ -97,6 +100,9 @@ struct McpSession {
     elicits: AtomicBool,
     /// The event streams of the calls answered on one, by the id hooks see: where an ask goes.
     streams: Mutex<HashMap<String, mpsc::UnboundedSender<Value>>>,
+    /// Elicitations Palisade sent in this session (on a `tools/call`'s stream), by id: the
+    /// client POSTs the answers, in this session.
+    asks: Mutex<HashMap<String, oneshot::Sender<Value>>>,
 }
 
 /// Serves until SIGINT or SIGTERM.
@@ -124,9 +130,6 @@ pub(super) async fn serve(plugins: Plugins, listen: Listen) -> anyhow::Result<()
         token_file: token_file.clone(),
         hosts: AllowedHost::of(listen.address),
         sessions: Mutex::default(),
-        asks: Mutex::default(),
-        prefix: format!("palisade-{}", random_hex()),
-        next: AtomicU64::new(1),
     });
     lock(&gateway.sessions).me = Arc::downgrade(&gateway);
     let listener = tokio::net::TcpListener::bind(listen.address)
@@ -166,6 +169,17 @@ async fn handle(
     if let Err(refused) = gateway.admitted(&headers) {
         return *refused;
     }
+    if ![Method::POST, Method::GET, Method::DELETE].contains(&method) {
+        // Another method's body would reach the server unjudged.
+        let mut refused = problem(
+            StatusCode::METHOD_NOT_ALLOWED,
+            format!("MCP's transport takes POST, GET and DELETE, not {method}"),
+        );
+        refused
+            .headers_mut()
+            .insert(header::ALLOW, HeaderValue::from_static("POST, GET, DELETE"));
+        return refused;
+    }
     let body = match tokio::time::timeout(READ_TIMEOUT, axum::body::to_bytes(body, MAX_BODY_BYTES))
         .await
     {
@@ -181,56 +195,60 @@ async fn handle(
         }
     };
     let session_id = header_text(&headers, "mcp-session-id");
-    if method == Method::POST {
-        let text = String::from_utf8_lossy(&body);
-        match crate::jsonrpc::parse(&text) {
-            Ok(Value::Array(_)) => {
-                // A batch could hide a tools/call from the pipeline: refused whole.
-                return jsonrpc_error(
-                    &Value::Null,
-                    INVALID_REQUEST,
-                    "palisade mcp takes one JSON-RPC message per request, not a batch",
-                );
-            }
-            Ok(message) if message["method"] == "tools/call" => {
-                if message.get("id").is_none() {
-                    // A call without an id would run at the server unjudged.
-                    return problem(
-                        StatusCode::BAD_REQUEST,
-                        "a tools/call must be a request, with an id: Palisade judges every call",
-                    );
-                }
-                return gateway.tools_call(&headers, &session_id, message).await;
-            }
-            Ok(message) if message["method"] == "notifications/cancelled" => {
-                gateway.cancelled(&session_id, &message["params"]["requestId"]);
-            }
-            Ok(message) if message["method"] == "initialize" => {
-                let elicits = !message["params"]["capabilities"]["elicitation"].is_null();
-                return gateway.initialize(&headers, body, elicits).await;
-            }
-            Ok(message) if message.get("method").is_none() && message.get("id").is_some() => {
-                // An answer: to one of Palisade's questions, or to the server's request.
-                let waiting = lock(&gateway.asks).remove(&id_key(&message["id"]));
-                if let Some(waiting) = waiting {
-                    let _ = waiting.send(message);
-                    return StatusCode::ACCEPTED.into_response();
-                }
-            }
-            Ok(_) => {}
-            // What Palisade cannot read is not passed on: the server might read a call in it.
-            Err(_) => {
-                return problem(
-                    StatusCode::BAD_REQUEST,
-                    "the body is not a JSON-RPC message",
-                );
+    if method == Method::GET || method == Method::DELETE {
+        if method == Method::DELETE {
+            gateway.end(&session_id);
+        }
+        return gateway.forward(method, &headers, Bytes::new()).await;
+    }
+    let message = match std::str::from_utf8(&body) {
+        Ok(text) => strict::read_body(text),
+        Err(_) => Err(strict::Refusal {
+            code: strict::PARSE_ERROR,
+            why: "the body is not UTF-8".into(),
+        }),
+    };
+    // What Palisade cannot read, or could read two ways, is not passed on: the server might
+    // read a call in it.
+    let message = match message {
+        Ok(message) => message,
+        Err(refusal) => return jsonrpc_error(&Value::Null, refusal.code, &refusal.why),
+    };
+    match (message.kind, message.method()) {
+        (Kind::Request, "tools/call") => {
+            return gateway
+                .tools_call(&headers, &session_id, message.value)
+                .await;
+        }
+        (Kind::Notification, "tools/call") => {
+            // A call without an id would run at the server unjudged.
+            return problem(
+                StatusCode::BAD_REQUEST,
+                "a tools/call must be a request, with an id: Palisade judges every call",
+            );
+        }
+        (Kind::Notification, "notifications/cancelled") => {
+            gateway.cancelled(&session_id, &message.value["params"]["requestId"]);
+        }
+        (Kind::Request, "initialize") => {
+            let elicits = !message.value["params"]["capabilities"]["elicitation"].is_null();
+            let body = Bytes::from(strict::encode(&message.value));
+            return gateway.initialize(&headers, body, elicits).await;
+        }
+        (Kind::Response, _) => {
+            // An answer: to one of Palisade's questions in this session, or to the server's
+            // request.
+            let session = lock(&gateway.sessions).live.get(&session_id).cloned();
+            let waiting = session.and_then(|s| lock(&s.asks).remove(&id_key(message.id())));
+            if let Some(waiting) = waiting {
+                let _ = waiting.send(message.value);
+                return StatusCode::ACCEPTED.into_response();
             }
         }
+        _ => {}
     }
-    if method == Method::DELETE {
-        gateway.end(&session_id);
-    }
-    gateway.forward(method, &headers, body).await
+    let body = Bytes::from(strict::encode(&message.value));
+    gateway.forward(Method::POST, &headers, body).await
 }
 
 fn header_text(headers: &HeaderMap, name: &str) -> String {
@@ -239,6 +257,16 @@ fn header_text(headers: &HeaderMap, name: &str) -> String {
         .and_then(|v| v.to_str().ok())
         .unwrap_or_default()
         .to_string()
+}
+
+fn too_many_sessions() -> Response {
+    problem(
+        StatusCode::SERVICE_UNAVAILABLE,
+        format!(
+            "{MAX_SESSIONS} MCP sessions are live and each holds plugin state or a call in \
+             flight: end one (DELETE), or try again later"
+        ),
+    )
 }
 
 fn jsonrpc_error(id: &Value, code: i64, message: &str) -> Response {
@@ -280,17 +308,28 @@ impl Gateway {
         Ok(())
     }
 
-    /// The MCP session's Palisade session (made on first sight; the oldest goes past
-    /// [`MAX_SESSIONS`]).
-    fn session(&self, id: &str) -> Arc<McpSession> {
+    /// The MCP session's Palisade session, made on first sight. Past [`MAX_SESSIONS`], the
+    /// oldest session that holds no plugin state and has no call in flight goes; `None` when
+    /// every one does (the request is refused, never a stateful session ended).
+    fn session(&self, id: &str) -> Option<Arc<McpSession>> {
         let mut sessions = lock(&self.sessions);
         if let Some(session) = sessions.live.get(id) {
-            return session.clone();
+            return Some(session.clone());
         }
-        if sessions.live.len() >= MAX_SESSIONS
-            && let Some(oldest) = sessions.order.pop_front()
-        {
-            sessions.live.remove(&oldest);
+        if sessions.live.len() >= MAX_SESSIONS {
+            let live = &sessions.live;
+            let idle = |id: &String| {
+                live.get(id).is_some_and(|s| {
+                    lock(&s.in_flight).is_empty() && !s.lifecycle.session().holds_state()
+                })
+            };
+            let at = sessions.order.iter().position(idle)?;
+            let oldest = sessions.order.remove(at).expect("found above");
+            if let Some(session) = sessions.live.remove(&oldest) {
+                session
+                    .lifecycle
+                    .session_ended("evicted: the proxy's session table is full");
+            }
         }
         let name = if id.is_empty() { "none" } else { id };
         let approver = Arc::new(Elicit {
@@ -306,10 +345,11 @@ impl Gateway {
             in_flight: Mutex::default(),
             elicits: AtomicBool::new(false),
             streams: Mutex::default(),
+            asks: Mutex::default(),
         });
         sessions.live.insert(id.to_string(), session.clone());
         sessions.order.push_back(id.to_string());
-        session
+        Some(session)
     }
 
     /// The client's `initialize`, passed on; whether it takes elicitations is remembered for
@@ -317,9 +357,10 @@ impl Gateway {
     async fn initialize(&self, headers: &HeaderMap, body: Bytes, elicits: bool) -> Response {
         let response = self.forward(Method::POST, headers, body).await;
         let session_id = header_text(response.headers(), "mcp-session-id");
-        self.session(&session_id)
-            .elicits
-            .store(elicits, Ordering::Relaxed);
+        match self.session(&session_id) {
+            Some(session) => session.elicits.store(elicits, Ordering::Relaxed),
+            None => return too_many_sessions(),
+        }
         response
     }
 
@@ -350,7 +391,9 @@ impl Gateway {
         session_id: &str,
         message: Value,
     ) -> Response {
-        let session = self.session(session_id);
+        let Some(session) = self.session(session_id) else {
+            return too_many_sessions();
+        };
         let streams = header_text(headers, "accept").contains("text/event-stream");
         if streams && session.elicits.load(Ordering::Relaxed) {
             return self.tools_call_streamed(headers, session, message);
@@ -423,12 +466,6 @@ impl Gateway {
             .header(header::CACHE_CONTROL, "no-cache")
             .body(Body::from_stream(body))
             .unwrap_or_else(|e| problem(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))
-    }
-
-    /// A new id for a request of Palisade's own.
-    fn own_id(&self) -> String {
-        let n = self.next.fetch_add(1, Ordering::Relaxed);
-        format!("{}-ask-{n}", self.prefix)
     }
 
     /// A request to the server.
@@ -635,12 +672,12 @@ impl Approver for Elicit {
             let Some(stream) = lock(&session.streams).get(&call.tool_use_id).cloned() else {
                 return Approval::Unavailable;
             };
-            let id = gateway.own_id();
-            let key = id_key(&Value::String(id.clone()));
+            let id = own_id();
+            let key = id_key(&id);
             let (answered, answer) = oneshot::channel();
-            lock(&gateway.asks).insert(key.clone(), answered);
+            lock(&session.asks).insert(key.clone(), answered);
             if stream.send(elicitation(&id, call, ask)).is_err() {
-                lock(&gateway.asks).remove(&key);
+                lock(&session.asks).remove(&key);
                 return Approval::Cancelled;
             }
             match answer.await {

@@ -11,24 +11,27 @@
 //! answer. One Palisade session per connection: per-session instances keep their state
 //! across the connection's calls.
 //!
-//! Transport: MCP's stdio framing (JSON-RPC 2.0, one message per line), proxied line by line
-//! so that every field of every message — including those of protocol versions newer than
-//! this build — reaches the other side as it was sent; the messages Palisade judges are read
-//! with the types of the official Rust SDK (`rmcp`'s model), and one that does not match them
-//! is refused, never passed on unjudged. The server's exit, or a line from it that is not
-//! JSON, ends the proxy: every request still open is answered with an error first.
+//! Transport: MCP's stdio framing (JSON-RPC 2.0, one message per line). Every message is read
+//! strictly and forwarded as it was read, re-encoded, never as the peer's bytes: a line that
+//! parsers could read two ways is refused ([`crate::jsonrpc::strict`]); every field of every
+//! message — including those of protocol versions newer than this build — still reaches the
+//! other side as a JSON value. Every request either side sends goes on under an id of the
+//! proxy's ([`crate::jsonrpc::relay`]), and an answer to no request in flight is dropped. The
+//! messages Palisade judges are read with the types of the official Rust SDK (`rmcp`'s model),
+//! and one that does not match them is refused, never passed on unjudged. The server's exit
+//! ends the proxy: every request still open is answered with an error first.
 
 mod call;
 mod http;
 
-use crate::jsonrpc::{
-    Lines, Writer, load_plugins, next_message, reap, spawn_child, truncate, until_exit,
-};
+use crate::jsonrpc::relay::{self, Relay};
+use crate::jsonrpc::strict::{INVALID_REQUEST, Kind};
+use crate::jsonrpc::{Lines, Writer, load_plugins, reap, spawn_child, until_exit};
 use palisade::{Lifecycle, Plugins, Signal};
 use serde_json::{Value, json};
 use std::collections::HashMap;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::time::Duration;
 use tokio::sync::oneshot;
@@ -67,10 +70,6 @@ pub struct McpCommand {
     server: Vec<String>,
 }
 
-/// JSON-RPC's code for a message that is not JSON.
-const PARSE_ERROR: i64 = -32700;
-/// JSON-RPC's code for an invalid request (a batch, which this proxy does not take).
-const INVALID_REQUEST: i64 = -32600;
 /// JSON-RPC's code for parameters that do not match the method's schema.
 const INVALID_PARAMS: i64 = -32602;
 /// JSON-RPC's code for an internal error: the server went away.
@@ -126,10 +125,7 @@ struct Proxy {
     server: Writer,
     /// `--name`, else the server's own (from its `initialize` answer).
     name: Mutex<Option<String>>,
-    /// What makes the ids Palisade sends unlike any the client or the server chose.
-    prefix: String,
-    next: AtomicU64,
-    /// The client's `initialize` request, whose answer names the server.
+    /// The client's `initialize` request (by the proxy's id), whose answer names the server.
     initialize: Mutex<Option<String>>,
     /// Whether the client takes `elicitation/create` (declared in its `initialize`).
     elicits: AtomicBool,
@@ -138,8 +134,10 @@ struct Proxy {
     calls: Mutex<Option<HashMap<String, oneshot::Sender<Value>>>>,
     /// Requests Palisade sent the client (elicitations), by id.
     asks: Mutex<HashMap<String, oneshot::Sender<Value>>>,
-    /// Client requests passed to the server and not yet answered, by id.
-    open: Mutex<HashMap<String, Value>>,
+    /// Client requests passed to the server and not yet answered.
+    to_server: Relay,
+    /// Server requests passed to the client and not yet answered.
+    to_client: Relay,
     /// The client's `tools/call`s in the pipeline, by id: their cancellation.
     in_flight: Mutex<HashMap<String, Signal>>,
 }
@@ -149,7 +147,7 @@ fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
 }
 
 fn id_key(id: &Value) -> String {
-    id.to_string()
+    relay::key(id)
 }
 
 /// 64 random bits, in hex: the proxy's own ids and its session's.
@@ -162,7 +160,6 @@ pub(super) fn random_hex() -> String {
 
 impl Proxy {
     fn new(plugins: Plugins, name: Option<String>, server: Writer) -> Arc<Proxy> {
-        let prefix = format!("palisade-{}", random_hex());
         Arc::new_cyclic(|weak: &Weak<Proxy>| {
             let session = plugins
                 .session(format!("mcp-{}", random_hex()))
@@ -172,22 +169,15 @@ impl Proxy {
                 client: Writer::new(tokio::io::stdout()),
                 server,
                 name: Mutex::new(name),
-                prefix,
-                next: AtomicU64::new(1),
                 initialize: Mutex::default(),
                 elicits: AtomicBool::new(false),
                 calls: Mutex::new(Some(HashMap::new())),
                 asks: Mutex::default(),
-                open: Mutex::default(),
+                to_server: Relay::default(),
+                to_client: Relay::default(),
                 in_flight: Mutex::default(),
             }
         })
-    }
-
-    /// A new id for a request of Palisade's own.
-    fn own_id(&self, what: &str) -> String {
-        let n = self.next.fetch_add(1, Ordering::Relaxed);
-        format!("{}-{what}-{n}", self.prefix)
     }
 
     /// The server's name, as tool names carry it.
@@ -200,67 +190,69 @@ impl Proxy {
     async fn from_client(self: Arc<Self>) {
         let mut lines = Lines::new(tokio::io::stdin());
         loop {
-            let line = match lines.next().await {
-                Ok(Some(line)) => line,
-                Ok(None) => break,
-                Err(e) => {
-                    eprintln!("palisade mcp: the client's input ends: {e}");
+            // What Palisade cannot read, or could read two ways, is not passed on: the server
+            // might read a call in it.
+            let mut message = match lines.next_judgeable("mcp", "client", &self.client).await {
+                Ok(message) => message,
+                Err(why) => {
+                    eprintln!("palisade mcp: the client's input ends: {why}");
                     break;
                 }
             };
-            let message = match crate::jsonrpc::parse(&line) {
-                Ok(message @ Value::Object(_)) => message,
-                Ok(Value::Array(_)) => {
-                    // A batch could hide a tools/call from the pipeline: refused whole.
-                    let why = "palisade mcp takes one JSON-RPC message per line, not a batch";
-                    self.client
-                        .error(&Value::Null, INVALID_REQUEST, why.into(), None);
-                    continue;
-                }
-                // What Palisade cannot read is not passed on: the server might read a call in
-                // it.
-                _ => {
-                    let why = format!("not a JSON-RPC message: {}", truncate(&line));
-                    self.client.error(&Value::Null, PARSE_ERROR, why, None);
-                    continue;
-                }
-            };
-            let method = message["method"].as_str().unwrap_or_default().to_string();
-            match message.get("id").cloned() {
-                Some(id) if method == "tools/call" => {
-                    let proxy = self.clone();
-                    tokio::spawn(async move { proxy.call_tool(id, message).await });
-                }
-                Some(id) if method.is_empty() => {
-                    // An answer: to one of Palisade's questions, or to the server's request.
-                    match lock(&self.asks).remove(&id_key(&id)) {
-                        Some(waiting) => {
-                            let _ = waiting.send(message);
-                        }
-                        None => self.server.line(line),
+            let method = message.method().to_string();
+            let id = message.id().clone();
+            match message.kind {
+                Kind::Request => {
+                    if lock(&self.in_flight).contains_key(&id_key(&id))
+                        || self.to_server.in_flight(&id)
+                    {
+                        let why = relay::DuplicateId.to_string();
+                        self.client.error(&id, INVALID_REQUEST, why, None);
+                        continue;
                     }
-                }
-                Some(id) => {
+                    if method == "tools/call" {
+                        let cancel = Signal::new();
+                        lock(&self.in_flight).insert(id_key(&id), cancel.clone());
+                        let proxy = self.clone();
+                        let message = message.value;
+                        tokio::spawn(async move { proxy.call_tool(id, message, cancel).await });
+                        continue;
+                    }
+                    let own = self.to_server.relay(&id).expect("checked above");
                     if method == "initialize" {
-                        let elicits = !message["params"]["capabilities"]["elicitation"].is_null();
+                        let capabilities = &message.value["params"]["capabilities"];
+                        let elicits = !capabilities["elicitation"].is_null();
                         self.elicits.store(elicits, Ordering::Relaxed);
-                        *lock(&self.initialize) = Some(id_key(&id));
+                        *lock(&self.initialize) = Some(id_key(&own));
                     }
-                    lock(&self.open).insert(id_key(&id), id);
-                    self.server.line(line);
+                    message.value["id"] = own;
+                    self.server.send(&message.value);
                 }
-                None if method == "tools/call" => {
+                Kind::Response => {
+                    // To one of Palisade's questions, or to a request of the server's.
+                    if let Some(waiting) = lock(&self.asks).remove(&id_key(&id)) {
+                        let _ = waiting.send(message.value);
+                        continue;
+                    }
+                    if let Some(request) = self.to_client.answered_or_drop(&id, "mcp", "client") {
+                        message.value["id"] = request.peer_id;
+                        self.server.send(&message.value);
+                    }
+                }
+                Kind::Notification if method == "tools/call" => {
                     // A call without an id would run at the server unjudged: it goes nowhere.
                     eprintln!(
                         "palisade mcp: dropped a tools/call without an id (not judged, not sent)"
                     );
                 }
-                None => {
-                    if method == "notifications/cancelled" {
-                        self.cancelled(&message["params"]["requestId"]);
+                Kind::Notification if method == "notifications/cancelled" => {
+                    let params = &mut message.value["params"];
+                    if let Some(own) = self.cancelled(&params["requestId"]) {
+                        params["requestId"] = own;
+                        self.server.send(&message.value);
                     }
-                    self.server.line(line);
                 }
+                Kind::Notification => self.server.send(&message.value),
             }
         }
         // The client went away: what it sent reaches the server, whose input then ends; the
@@ -275,34 +267,57 @@ impl Proxy {
         crate::jsonrpc::exit(0);
     }
 
-    /// The client cancelled request `id`: a `tools/call` in the pipeline stops where it is.
-    fn cancelled(&self, id: &Value) {
+    /// The client cancelled its request `id`: a `tools/call` in the pipeline stops where it
+    /// is (and cancels its own call at the server, if one is out); a request passed on is
+    /// cancelled at the server under the proxy's id, returned. Any other id is nobody's.
+    fn cancelled(&self, id: &Value) -> Option<Value> {
         if let Some(signal) = lock(&self.in_flight).get(&id_key(id)) {
             signal.cancel();
+            return None;
         }
+        self.to_server.own_of(id)
     }
 
     async fn from_server(self: Arc<Self>, stdout: tokio::process::ChildStdout) -> String {
         let mut lines = Lines::new(stdout);
         loop {
-            let (line, message) = match next_message(&mut lines).await {
-                Ok(next) => next,
+            let mut message = match lines.next_judgeable("mcp", "server", &self.server).await {
+                Ok(message) => message,
                 Err(why) => return why,
             };
-            let is_answer = message.get("method").is_none();
-            if let (true, Some(id)) = (is_answer, message.get("id")) {
-                let key = id_key(id);
-                let waiting = lock(&self.calls).as_mut().and_then(|c| c.remove(&key));
-                if let Some(waiting) = waiting {
-                    let _ = waiting.send(message);
-                    continue;
+            let id = message.id().clone();
+            match message.kind {
+                Kind::Response => {
+                    let key = id_key(&id);
+                    let waiting = lock(&self.calls).as_mut().and_then(|c| c.remove(&key));
+                    if let Some(waiting) = waiting {
+                        let _ = waiting.send(message.value);
+                        continue;
+                    }
+                    let Some(request) = self.to_server.answered_or_drop(&id, "mcp", "server")
+                    else {
+                        continue;
+                    };
+                    if lock(&self.initialize).as_deref() == Some(key.as_str()) {
+                        self.named(&message.value);
+                    }
+                    message.value["id"] = request.peer_id;
                 }
-                if lock(&self.initialize).as_deref() == Some(key.as_str()) {
-                    self.named(&message);
+                Kind::Request => match self.to_client.relay_or_refuse(&id, &self.server) {
+                    Some(own) => message.value["id"] = own,
+                    None => continue,
+                },
+                Kind::Notification if message.method() == "notifications/cancelled" => {
+                    let params = &mut message.value["params"];
+                    let Some(own) = self.to_client.own_of(&params["requestId"]) else {
+                        continue;
+                    };
+                    self.to_client.answered(&own);
+                    params["requestId"] = own;
                 }
-                lock(&self.open).remove(&key);
+                Kind::Notification => {}
             }
-            self.client.line(line);
+            self.client.send(&message.value);
         }
     }
 
@@ -326,10 +341,9 @@ impl Proxy {
         while !lock(&self.in_flight).is_empty() && tokio::time::Instant::now() < settle {
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
-        let open: Vec<Value> = lock(&self.open).drain().map(|(_, id)| id).collect();
-        for id in open {
+        for open in self.to_server.drain() {
             self.client
-                .error(&id, INTERNAL_ERROR, why.to_string(), None);
+                .error(&open.peer_id, INTERNAL_ERROR, why.to_string(), None);
         }
         let stuck: Vec<String> = lock(&self.in_flight).drain().map(|(id, _)| id).collect();
         for id in stuck {
@@ -357,6 +371,6 @@ fn tool_name_part(name: &str) -> String {
 }
 
 /// A JSON-RPC request of Palisade's own.
-fn request(id: &str, method: &str, params: Value) -> Value {
+fn request(id: &Value, method: &str, params: Value) -> Value {
     json!({ "jsonrpc": "2.0", "id": id, "method": method, "params": params })
 }

@@ -1,6 +1,10 @@
 //! What the two stdio proxies (`acp`, `mcp`) share: JSON-RPC 2.0 over stdio, one message per
 //! line (the framing of ACP and of MCP's stdio transport) with a writer per side, so that
-//! messages to one side never interleave; and the child process on the other side.
+//! messages to one side never interleave; and the child process on the other side. A peer's
+//! messages are read strictly ([`strict`]) and relayed under ids the proxy owns ([`relay`]).
+
+pub mod relay;
+pub mod strict;
 
 use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncReadExt, AsyncWriteExt, BufReader};
@@ -48,14 +52,15 @@ impl Writer {
         Writer(send)
     }
 
-    /// Sends a line as it came.
-    pub fn line(&self, line: String) {
-        let _ = self.0.send(Out::Line(line));
+    /// Sends a message, as [`strict::encode`] writes it.
+    pub fn send(&self, message: &Value) {
+        let _ = self.0.send(Out::Line(strict::encode(message)));
     }
 
-    /// Sends a message.
-    pub fn send(&self, message: &Value) {
-        self.line(message.to_string());
+    /// Answers a line that was refused (its id unknown: the line could not be read, or
+    /// could be read two ways).
+    pub fn refuse(&self, refusal: &strict::Refusal) {
+        self.error(&Value::Null, refusal.code, refusal.why.clone(), None);
     }
 
     /// A JSON-RPC result for `id`.
@@ -178,6 +183,10 @@ pub async fn load_plugins(
 /// killed when the proxy goes.
 pub fn spawn_child(command: &[String], what: &str) -> anyhow::Result<tokio::process::Child> {
     use anyhow::Context as _;
+    // What the child starts in a session or group of its own, and leaves behind when it
+    // dies, becomes the proxy's: [`exit`] finds it to end it.
+    #[cfg(target_os = "linux")]
+    let _ = nix::sys::prctl::set_child_subreaper(true);
     let child = tokio::process::Command::new(&command[0])
         .args(&command[1..])
         .process_group(0)
@@ -228,6 +237,62 @@ fn end_children() {
     for group in groups {
         let _ = killpg(Pid::from_raw(group), Signal::SIGKILL);
     }
+    #[cfg(target_os = "linux")]
+    kill_descendants();
+}
+
+/// Kills every process descended from this one: what a child started in a session or group
+/// of its own (a shell tool's command, say), which killing the child's group misses. The
+/// proxy is their subreaper ([`spawn_child`]), so they stay its descendants when the child
+/// that started them has died. Read from `/proc`, until a pass finds none (a process may fork
+/// while the table is read).
+#[cfg(target_os = "linux")]
+fn kill_descendants() {
+    use nix::sys::signal::{Signal, kill};
+    use nix::unistd::Pid;
+    let me = std::process::id() as i32;
+    for _ in 0..5 {
+        let mut parents: Vec<(i32, i32)> = Vec::new();
+        for entry in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
+            let Ok(pid) = entry.file_name().to_string_lossy().parse::<i32>() else {
+                continue;
+            };
+            let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else {
+                continue;
+            };
+            // `pid (comm) state ppid …`: the name may hold spaces and parentheses.
+            let after_name = stat
+                .rfind(')')
+                .map(|at| &stat[at + 1..])
+                .unwrap_or_default();
+            let mut fields = after_name.split_whitespace();
+            // A zombie has died already.
+            if let (Some(state), Some(parent)) = (fields.next(), fields.next())
+                && state != "Z"
+                && let Ok(parent) = parent.parse::<i32>()
+            {
+                parents.push((pid, parent));
+            }
+        }
+        let mut descendants = vec![me];
+        let mut next = 0;
+        while next < descendants.len() {
+            let parent = descendants[next];
+            for (pid, _) in parents.iter().filter(|(_, p)| *p == parent) {
+                if !descendants.contains(pid) {
+                    descendants.push(*pid);
+                }
+            }
+            next += 1;
+        }
+        if descendants.len() == 1 {
+            return;
+        }
+        for pid in &descendants[1..] {
+            let _ = kill(Pid::from_raw(*pid), Signal::SIGKILL);
+        }
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
 }
 
 /// How the child ended: its exit status, waited for [`END_GRACE`] at most (then it is killed).
@@ -259,6 +324,14 @@ pub struct Lines<R> {
     line: Vec<u8>,
 }
 
+/// A line a peer sent.
+pub enum Line {
+    /// Its text, without the line ending.
+    Text(String),
+    /// A line no message can be read from (over the bound, not UTF-8): what to answer.
+    Refused(strict::Refusal),
+}
+
 impl<R: AsyncRead + Unpin> Lines<R> {
     /// Lines of `reader`.
     pub fn new(reader: R) -> Lines<R> {
@@ -268,10 +341,10 @@ impl<R: AsyncRead + Unpin> Lines<R> {
         }
     }
 
-    /// The next line, without its line ending; `None` at the end. A line over the bound or
-    /// not UTF-8 is an error.
-    pub async fn next(&mut self) -> std::io::Result<Option<String>> {
-        use std::io::{Error, ErrorKind};
+    /// The next line, without its line ending; `None` at the end. A line over the bound is
+    /// read to its end and refused (never read in pieces, each of which could be taken for a
+    /// message); so is one that is not UTF-8.
+    pub async fn next(&mut self) -> std::io::Result<Option<Line>> {
         self.line.clear();
         let limit = MAX_LINE_BYTES as u64 + 1;
         let read = (&mut self.reader)
@@ -287,37 +360,76 @@ impl<R: AsyncRead + Unpin> Lines<R> {
                 self.line.pop();
             }
         } else if read > MAX_LINE_BYTES {
-            let why = format!("a line over {MAX_LINE_BYTES} bytes");
-            return Err(Error::new(ErrorKind::InvalidData, why));
+            self.line = Vec::new();
+            self.skip_line().await?;
+            return Ok(Some(Line::Refused(strict::Refusal {
+                code: strict::INVALID_REQUEST,
+                why: format!("a line over {MAX_LINE_BYTES} bytes"),
+            })));
         }
         let line = std::mem::take(&mut self.line);
-        String::from_utf8(line)
-            .map(Some)
-            .map_err(|_| Error::new(ErrorKind::InvalidData, "a line that is not UTF-8"))
+        Ok(Some(match String::from_utf8(line) {
+            Ok(text) => Line::Text(text),
+            Err(_) => Line::Refused(strict::Refusal {
+                code: strict::PARSE_ERROR,
+                why: "a line that is not UTF-8".into(),
+            }),
+        }))
     }
-}
 
-/// The next message from the child's output, with its line; `Err`: why the reading ends (the
-/// output closed, failed, or held a line that is not JSON).
-pub async fn next_message<R: AsyncRead + Unpin>(
-    lines: &mut Lines<R>,
-) -> Result<(String, Value), String> {
-    loop {
-        let line = match lines.next().await {
-            Ok(Some(line)) => line,
-            Ok(None) => return Err("its output closed".into()),
-            Err(e) => return Err(format!("its output failed: {e}")),
-        };
-        if line.trim().is_empty() {
-            continue;
+    /// Reads and drops what is left of the current line, a bounded piece at a time.
+    async fn skip_line(&mut self) -> std::io::Result<()> {
+        let mut piece = Vec::new();
+        loop {
+            piece.clear();
+            let read = (&mut self.reader)
+                .take(64 * 1024)
+                .read_until(b'\n', &mut piece)
+                .await?;
+            if read == 0 || piece.last() == Some(&b'\n') {
+                return Ok(());
+            }
         }
-        return match parse(&line) {
-            Ok(message) => Ok((line, message)),
-            Err(_) => Err(format!(
-                "it wrote a line that is not JSON: {}",
-                truncate(&line)
-            )),
-        };
+    }
+
+    /// The next message `from` sends, read strictly: a line refused ([`strict::read`]) is
+    /// answered to `from` on `back`, logged as `proxy`'s, and the reading goes on. `Err`: why
+    /// the reading ends (the input closed or failed).
+    pub async fn next_judgeable(
+        &mut self,
+        proxy: &str,
+        from: &str,
+        back: &Writer,
+    ) -> Result<strict::Message, String> {
+        loop {
+            match self.next_message().await? {
+                Ok(message) => return Ok(message),
+                Err(refusal) => {
+                    eprintln!(
+                        "palisade {proxy}: refused a message from the {from}: {}",
+                        refusal.why
+                    );
+                    back.refuse(&refusal);
+                }
+            }
+        }
+    }
+
+    /// The next message, read strictly ([`strict::read`]), or the refusal to answer its
+    /// sender with; `Err`: why the reading ends (the input closed or failed). Blank lines are
+    /// passed over.
+    pub async fn next_message(
+        &mut self,
+    ) -> Result<Result<strict::Message, strict::Refusal>, String> {
+        loop {
+            return match self.next().await {
+                Ok(Some(Line::Text(line))) if line.trim().is_empty() => continue,
+                Ok(Some(Line::Text(line))) => Ok(strict::read(&line)),
+                Ok(Some(Line::Refused(refusal))) => Ok(Err(refusal)),
+                Ok(None) => Err("its output closed".into()),
+                Err(e) => Err(format!("its output failed: {e}")),
+            };
+        }
     }
 }
 

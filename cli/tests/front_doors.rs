@@ -1,0 +1,560 @@
+//! The front doors under attack: what a hostile or unlucky peer sends `palisade mcp` and
+//! `palisade acp` byte for byte, and what reaches the other side. The peers are small Python
+//! programs that record every line they receive, so a test sees exactly what was forwarded.
+
+use palisade_tests::PluginDir;
+use palisade_tests::web::{Reply, Server};
+use serde_json::{Value, json};
+use std::io::{BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+/// An MCP server on stdio that records every line it reads into `argv[1]`, answers every
+/// request with an empty result, and, given `argv[2]`, sends that line to the client when it
+/// reads `initialize`.
+const RECORDING_SERVER: &str = r#"
+import json, sys
+log = open(sys.argv[1], "a", buffering=1)
+for line in sys.stdin:
+    log.write(line)
+    message = json.loads(line)
+    if "method" in message and "id" in message:
+        result = {"serverInfo": {"name": "rec", "version": "1"}, "capabilities": {},
+                  "protocolVersion": "2025-06-18"} if message["method"] == "initialize" else {}
+        print(json.dumps({"jsonrpc": "2.0", "id": message["id"], "result": result}), flush=True)
+        if message["method"] == "initialize" and len(sys.argv) > 2:
+            print(sys.argv[2], flush=True)
+"#;
+
+/// An ACP agent on stdio that records every line it reads into `argv[1]`. At a
+/// `session/prompt` it sends the requests of `argv[2]` (a JSON list) to the editor, and answers
+/// the prompt once it has an answer for each.
+const SCRIPTED_AGENT: &str = r#"
+import json, sys
+log = open(sys.argv[1], "a", buffering=1)
+script = json.loads(sys.argv[2])
+prompt, answers = None, 0
+for line in sys.stdin:
+    log.write(line)
+    message = json.loads(line)
+    if message.get("method") == "session/prompt":
+        prompt = message["id"]
+        for request in script:
+            print(json.dumps(request), flush=True)
+    elif "method" not in message:
+        answers += 1
+    if prompt is not None and answers >= len(script):
+        print(json.dumps({"jsonrpc": "2.0", "id": prompt, "result": {"stopReason": "end_turn"}}),
+              flush=True)
+        prompt = None
+"#;
+
+fn python() -> String {
+    std::env::var("PALISADE_PYTHON").unwrap_or_else(|_| "python3".into())
+}
+
+/// A peer program in `dir`, and the file it records into.
+fn peer(dir: &Path, name: &str, source: &str) -> (PathBuf, PathBuf) {
+    let script = dir.join(format!("{name}.py"));
+    std::fs::write(&script, source).unwrap();
+    (script, dir.join(format!("{name}.log")))
+}
+
+/// A proxy process driven line by line: what it writes is read on a thread.
+struct Driven {
+    child: Child,
+    input: ChildStdin,
+    lines: mpsc::Receiver<String>,
+}
+
+impl Driven {
+    fn start(args: &[String], dir: &Path) -> Driven {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_palisade"))
+            .args(args)
+            .env("PALISADE_CACHE_DIR", dir.join("cache"))
+            .env("PALISADE_STATE_DIR", dir.join("state"))
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let input = child.stdin.take().unwrap();
+        let output: ChildStdout = child.stdout.take().unwrap();
+        let (send, lines) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(output).lines().map_while(Result::ok) {
+                if send.send(line).is_err() {
+                    return;
+                }
+            }
+        });
+        Driven {
+            child,
+            input,
+            lines,
+        }
+    }
+
+    fn send_bytes(&mut self, bytes: &[u8]) {
+        self.input.write_all(bytes).unwrap();
+        self.input.flush().unwrap();
+    }
+
+    fn send(&mut self, message: &Value) {
+        self.send_bytes(format!("{message}\n").as_bytes());
+    }
+
+    /// The next message it writes, within 30 s.
+    fn next(&self) -> Value {
+        let line = self
+            .lines
+            .recv_timeout(Duration::from_secs(30))
+            .expect("the proxy answered in time");
+        serde_json::from_str(&line).unwrap_or_else(|e| panic!("{e}: {line}"))
+    }
+
+    /// Messages until one `until` accepts, which is returned with those before it.
+    fn until(&self, until: impl Fn(&Value) -> bool) -> (Value, Vec<Value>) {
+        let mut before = Vec::new();
+        loop {
+            let message = self.next();
+            if until(&message) {
+                return (message, before);
+            }
+            before.push(message);
+        }
+    }
+}
+
+impl Drop for Driven {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// The lines a peer recorded, once there are `at_least` (or after 10 s).
+fn recorded(log: &Path, at_least: usize) -> Vec<Value> {
+    let started = Instant::now();
+    loop {
+        let text = std::fs::read_to_string(log).unwrap_or_default();
+        let lines: Vec<Value> = text
+            .lines()
+            .map(|line| serde_json::from_str(line).unwrap_or_else(|e| panic!("{e}: {line}")))
+            .collect();
+        if lines.len() >= at_least || started.elapsed() > Duration::from_secs(10) {
+            return lines;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+fn mcp_proxy(dir: &Path, plugins: &PluginDir, server: &Path, log: &Path, extra: &[&str]) -> Driven {
+    let mut args = vec![
+        "mcp".to_string(),
+        "--plugins".into(),
+        plugins.path().display().to_string(),
+        "--name".into(),
+        "rec".into(),
+        "--".into(),
+        python(),
+        server.display().to_string(),
+        log.display().to_string(),
+    ];
+    args.extend(extra.iter().map(|s| s.to_string()));
+    Driven::start(&args, dir)
+}
+
+const INITIALIZE: &str = r#"{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}"#;
+
+/// A `tools/call` hidden from Palisade as a `ping` (Go's `encoding/json` reads the `Method`
+/// key as `method`, the last one winning) or inside a notification split by bare carriage
+/// returns (the official Python SDK reads stdin with universal newlines): each is refused with
+/// a JSON-RPC error naming why, and the server reads neither; what it reads is what Palisade
+/// judged, re-encoded, under an id of Palisade's.
+#[test]
+fn mcp_refuses_lines_that_parsers_read_two_ways_and_forwards_what_it_judged() {
+    let dir = tempfile::tempdir().unwrap();
+    let plugins = PluginDir::new();
+    let (server, log) = peer(dir.path(), "server", RECORDING_SERVER);
+    let mut proxy = mcp_proxy(dir.path(), &plugins, &server, &log, &[]);
+    proxy.send_bytes(format!("{INITIALIZE}\n").as_bytes());
+    assert_eq!(proxy.next()["id"], 0);
+    let call = r#"{"name":"write_file","arguments":{"path":"/tmp/x","content":"pwned"}}"#;
+    let cased = format!(
+        r#"{{"jsonrpc":"2.0","id":4,"method":"ping","Method":"tools/call","params":{call}}}"#
+    );
+    let hidden = format!(
+        "{{\"jsonrpc\":\"2.0\",\"method\":\"notifications/progress\",\"params\":{{\"x\":\r\
+         {{\"jsonrpc\":\"2.0\",\"id\":5,\"method\":\"tools/call\",\"params\":{call}}}\r}}}}"
+    );
+    let twice = format!(
+        r#"{{"jsonrpc":"2.0","id":6,"method":"tools/call","method":"ping","params":{call}}}"#
+    );
+    for line in [&cased, &hidden, &twice] {
+        proxy.send_bytes(format!("{line}\n").as_bytes());
+        let refused = proxy.next();
+        assert_eq!(refused["error"]["code"], -32600, "{refused}");
+        assert_eq!(refused["id"], Value::Null, "{refused}");
+    }
+    proxy.send_bytes(b"{\"jsonrpc\":\"2.0\",\"id\":\"p\",\"method\":\"ping\",\"params\":{\"t\":\"a\xe2\x80\xa8b\"}}\n");
+    let pong = proxy.next();
+    assert_eq!(pong["id"], "p", "{pong}");
+    let seen = recorded(&log, 2);
+    assert_eq!(seen.len(), 2, "{seen:?}");
+    assert!(
+        seen.iter().all(|m| !m.to_string().contains("tools/call")),
+        "{seen:?}"
+    );
+    // The ping as judged, under an id of Palisade's, with its line separator escaped.
+    let text = std::fs::read_to_string(&log).unwrap();
+    assert!(!text.contains('\u{2028}'), "{text}");
+    assert_eq!(seen[1]["method"], "ping");
+    assert_eq!(seen[1]["params"]["t"], "a\u{2028}b");
+    let id = seen[1]["id"].as_str().expect("a string id");
+    assert!(id.starts_with("palisade-") && id.len() > 40, "{id}");
+}
+
+/// A request id in flight is the client's once: a second request with it is refused, and an
+/// answer to no request of the server's (a guess at one of Palisade's ids, or a stale one) is
+/// dropped, never passed on.
+#[test]
+fn mcp_owns_the_ids_it_relays() {
+    let dir = tempfile::tempdir().unwrap();
+    let plugins = PluginDir::new();
+    let (server, log) = peer(dir.path(), "server", RECORDING_SERVER);
+    // The server asks the client a question at initialize.
+    let question = r#"{"jsonrpc":"2.0","id":"q1","method":"roots/list"}"#;
+    let mut proxy = mcp_proxy(dir.path(), &plugins, &server, &log, &[question]);
+    proxy.send_bytes(format!("{INITIALIZE}\n").as_bytes());
+    let (_, before) = proxy.until(|m| m["id"] == 0);
+    let (asked, _) = if before.is_empty() {
+        proxy.until(|m| m["method"] == "roots/list")
+    } else {
+        (before[0].clone(), Vec::new())
+    };
+    let relayed = asked["id"].as_str().unwrap().to_string();
+    assert_ne!(relayed, "q1", "the server's own id reached the client");
+    // Answers to ids the proxy never sent go nowhere.
+    for id in [json!("q1"), json!("palisade-1-ask-1"), json!(99)] {
+        proxy.send(&json!({ "jsonrpc": "2.0", "id": id, "result": { "roots": [] } }));
+    }
+    proxy.send(&json!({ "jsonrpc": "2.0", "id": relayed, "result": { "roots": [] } }));
+    let seen = recorded(&log, 3);
+    let answers: Vec<&Value> = seen.iter().filter(|m| m.get("result").is_some()).collect();
+    assert_eq!(answers.len(), 1, "{seen:?}");
+    assert_eq!(
+        answers[0]["id"], "q1",
+        "the answer reached the server under its id"
+    );
+    // A second request with an id in flight is refused; the server sees the first alone.
+    // (The recording server answers at once, so the two are sent in one write.)
+    let ping = json!({ "jsonrpc": "2.0", "id": 8, "method": "ping" });
+    let slow = json!({ "jsonrpc": "2.0", "id": 8, "method": "tools/call",
+        "params": { "name": "x", "arguments": {} } });
+    proxy.send_bytes(format!("{slow}\n{ping}\n").as_bytes());
+    let mut got = vec![proxy.next(), proxy.next()];
+    got.sort_by_key(|m| m.get("error").is_none());
+    assert!(
+        got[0]["error"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("in flight")),
+        "{got:?}"
+    );
+}
+
+/// Over streamable HTTP, only POST, GET and DELETE: a `tools/call` PUT is refused with 405 and
+/// never reaches the server; a POSTed one hidden behind a case-folded key is refused too.
+#[tokio::test(flavor = "multi_thread")]
+async fn mcp_over_http_refuses_other_methods_and_ambiguous_bodies() {
+    let dir = tempfile::tempdir().unwrap();
+    let plugins = PluginDir::new();
+    let upstream = Server::start(|_| Reply::ok(r#"{"jsonrpc":"2.0","id":1,"result":{}}"#));
+    let free = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let address = free.local_addr().unwrap();
+    drop(free);
+    let token_file = dir.path().join("token");
+    let _proxy = Running(
+        Command::new(env!("CARGO_BIN_EXE_palisade"))
+            .args(["mcp", "--plugins"])
+            .arg(plugins.path())
+            .args([
+                "--name",
+                "up",
+                "--listen",
+                &address.to_string(),
+                "--upstream",
+            ])
+            .arg(format!("http://127.0.0.1:{}/mcp", upstream.port))
+            .arg("--token-file")
+            .arg(&token_file)
+            .env("PALISADE_CACHE_DIR", dir.path().join("cache"))
+            .spawn()
+            .unwrap(),
+    );
+    let started = Instant::now();
+    while std::net::TcpStream::connect(address).is_err() || !token_file.exists() {
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "never listened"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let token = std::fs::read_to_string(&token_file).unwrap();
+    let url = format!("http://{address}/mcp");
+    let http = reqwest::Client::new();
+    let send = |method: reqwest::Method, body: &'static str| {
+        http.request(method, &url)
+            .bearer_auth(token.trim())
+            .header("content-type", "application/json")
+            .header("accept", "application/json, text/event-stream")
+            .body(body)
+            .send()
+    };
+    let call =
+        r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"w","arguments":{}}}"#;
+    let put = send(reqwest::Method::PUT, call).await.unwrap();
+    assert_eq!(put.status(), 405);
+    let cased =
+        r#"{"jsonrpc":"2.0","id":1,"method":"ping","METHOD":"tools/call","params":{"name":"w"}}"#;
+    let post = send(reqwest::Method::POST, cased).await.unwrap();
+    let answer: Value = serde_json::from_str(&post.text().await.unwrap()).unwrap();
+    assert_eq!(answer["error"]["code"], -32600, "{answer}");
+    // A plain ping is forwarded as judged: re-encoded, on one line.
+    let ping = "{\r\n  \"jsonrpc\": \"2.0\",\r\n  \"id\": 2,\r\n  \"method\": \"ping\"\r\n}";
+    let post = send(reqwest::Method::POST, ping).await.unwrap();
+    assert_eq!(post.status(), 200);
+    let received = upstream.received();
+    assert_eq!(received.len(), 1, "{received:?}");
+    assert_eq!(received[0].method, "POST");
+    let body = String::from_utf8_lossy(&received[0].body);
+    assert!(!body.contains('\r') && body.contains("\"ping\""), "{body}");
+}
+
+struct Running(Child);
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn acp_proxy(dir: &Path, plugins: &PluginDir, script: &Value) -> (Driven, PathBuf) {
+    let (agent, log) = peer(dir, "agent", SCRIPTED_AGENT);
+    let agent = [
+        agent.display().to_string(),
+        log.display().to_string(),
+        script.to_string(),
+    ];
+    (Driven::start(&acp_args(plugins, &agent), dir), log)
+}
+
+/// `palisade acp --plugins DIR -- python3 AGENT…`.
+fn acp_args(plugins: &PluginDir, agent: &[String]) -> Vec<String> {
+    let mut args = vec![
+        "acp".to_string(),
+        "--plugins".into(),
+        plugins.path().display().to_string(),
+        "--".into(),
+        python(),
+    ];
+    args.extend(agent.iter().cloned());
+    args
+}
+
+fn read_request(id: u64, path: &str) -> Value {
+    json!({ "jsonrpc": "2.0", "id": id, "method": "fs/read_text_file",
+        "params": { "sessionId": "s1", "path": path } })
+}
+
+fn prompt() -> Value {
+    json!({ "jsonrpc": "2.0", "id": 1, "method": "session/prompt",
+        "params": { "sessionId": "s1", "prompt": [{ "type": "text", "text": "go" }] } })
+}
+
+/// Plays the editor until the prompt is answered: reads are answered with the file's text
+/// (`SECRET-42` for the secret file), permission requests with `permit`'s choice. Returns the
+/// messages the editor received, the prompt's answer last.
+fn editor(proxy: &mut Driven, permit: impl Fn(&Value) -> &'static str) -> Vec<Value> {
+    proxy.send(&prompt());
+    let mut received = Vec::new();
+    loop {
+        let message = proxy.next();
+        received.push(message.clone());
+        let id = message["id"].clone();
+        match message["method"].as_str() {
+            Some("fs/read_text_file") => {
+                let secret = message["params"]["path"]
+                    .as_str()
+                    .is_some_and(|p| p.contains("secret"));
+                let text = if secret { "SECRET-42" } else { "harmless" };
+                proxy.send(&json!({ "jsonrpc": "2.0", "id": id, "result": { "content": text } }));
+            }
+            Some("session/request_permission") => {
+                let option = permit(&message);
+                proxy.send(&json!({ "jsonrpc": "2.0", "id": id,
+                    "result": { "outcome": { "outcome": "selected", "optionId": option } } }));
+            }
+            Some(_) => {}
+            None if id == 1 => return received,
+            None => {}
+        }
+    }
+}
+
+fn reads(received: &[Value]) -> Vec<&Value> {
+    received
+        .iter()
+        .filter(|m| m["method"] == "fs/read_text_file")
+        .collect()
+}
+
+/// The agent reads a harmless file and then the secret one under the same request id: the
+/// second is refused while the first is in flight, so no editor answer can reach the agent
+/// without passing `post-tool`, whose block withholds every read here.
+#[test]
+fn acp_a_reused_request_id_cannot_route_an_answer_past_post_tool() {
+    let dir = tempfile::tempdir().unwrap();
+    let plugins = PluginDir::new();
+    plugins.scripted(
+        "withhold",
+        "[[hooks]]\npoint = \"post-tool\"\ncapability = \"guard\"\n\
+         matcher = \"fs/read_text_file\"\n[config]\npost_tool = \"block\"\n",
+    );
+    let script = json!([
+        read_request(7, "/work/harmless.txt"),
+        read_request(7, "/work/secret.txt")
+    ]);
+    let (mut proxy, log) = acp_proxy(dir.path(), &plugins, &script);
+    let received = editor(&mut proxy, |_| "none");
+    assert_eq!(received.last().unwrap()["result"]["stopReason"], "end_turn");
+    let reads = reads(&received);
+    assert_eq!(
+        reads.len(),
+        1,
+        "only the first read reached the editor: {received:?}"
+    );
+    assert_eq!(reads[0]["params"]["path"], "/work/harmless.txt");
+    assert_ne!(reads[0]["id"], 7, "the agent's own id reached the editor");
+    let seen = recorded(&log, 3);
+    assert!(
+        seen.iter().all(|m| !m.to_string().contains("SECRET-42")),
+        "{seen:?}"
+    );
+    let answers: Vec<&Value> = seen.iter().filter(|m| m["id"] == 7).collect();
+    assert_eq!(answers.len(), 2, "{seen:?}");
+    assert!(
+        answers.iter().all(|a| a.get("error").is_some()),
+        "{answers:?}"
+    );
+}
+
+/// A hook's ask before a client-side tool reaches the editor's permission flow (a permission
+/// request of Palisade's); the user's rejection refuses the call, which never reaches the
+/// editor; without the ask, the call would have run unasked.
+#[test]
+fn acp_an_ask_before_a_client_tool_asks_the_editor() {
+    let dir = tempfile::tempdir().unwrap();
+    let plugins = PluginDir::new();
+    plugins.scripted(
+        "asks",
+        "[[hooks]]\npoint = \"pre-tool\"\ncapability = \"guard\"\n\
+         matcher = \"fs/read_text_file\"\n[config]\npre_tool = \"ask\"\n",
+    );
+    let script = json!([read_request(3, "/work/secret.txt")]);
+    let (mut proxy, log) = acp_proxy(dir.path(), &plugins, &script);
+    let received = editor(&mut proxy, |request| {
+        let options = request["params"]["options"].as_array().unwrap();
+        let reject = options.iter().find(|o| o["kind"] == "reject_once").unwrap();
+        if reject["optionId"] == "palisade-reject-once" {
+            "palisade-reject-once"
+        } else {
+            "none"
+        }
+    });
+    let asked: Vec<&Value> = received
+        .iter()
+        .filter(|m| m["method"] == "session/request_permission")
+        .collect();
+    assert_eq!(asked.len(), 1, "{received:?}");
+    assert!(
+        asked[0]["params"]["toolCall"]["title"]
+            .as_str()
+            .is_some_and(|t| t.contains("asks/pre-tool")),
+        "{asked:?}"
+    );
+    assert!(reads(&received).is_empty(), "{received:?}");
+    let seen = recorded(&log, 2);
+    let answer = seen
+        .iter()
+        .find(|m| m["id"] == 3)
+        .expect("the agent was answered");
+    assert!(
+        answer["error"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("approval-rejected") || m.contains("rejected")),
+        "{answer}"
+    );
+}
+
+/// An agent whose shell tool started a command in a session of its own, then died: the
+/// command does not outlive the proxy (killing the agent's process group misses it).
+#[test]
+fn acp_ends_what_the_agent_started_in_another_session() {
+    let dir = tempfile::tempdir().unwrap();
+    let plugins = PluginDir::new();
+    let pids = dir.path().join("pids");
+    let agent = dir.path().join("agent.py");
+    std::fs::write(
+        &agent,
+        r#"
+import os, subprocess, sys
+command = subprocess.Popen(["sleep", "300"], start_new_session=True)
+with open(sys.argv[1] + ".tmp", "w") as f:
+    f.write(f"{os.getpid()} {command.pid}")
+os.rename(sys.argv[1] + ".tmp", sys.argv[1])
+for line in sys.stdin:
+    pass
+"#,
+    )
+    .unwrap();
+    let agent = [agent.display().to_string(), pids.display().to_string()];
+    let mut proxy = Driven::start(&acp_args(&plugins, &agent), dir.path());
+    let started = Instant::now();
+    while !pids.exists() {
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "the agent never started"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let pids = std::fs::read_to_string(&pids).unwrap();
+    let (agent_pid, command_pid) = pids.split_once(' ').unwrap();
+    let alive = |pid: &str| {
+        std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| {
+            !stat
+                .rsplit(')')
+                .next()
+                .unwrap_or_default()
+                .trim()
+                .starts_with('Z')
+        })
+    };
+    assert!(alive(command_pid));
+    Command::new("kill")
+        .args(["-9", agent_pid])
+        .status()
+        .unwrap();
+    let status = proxy.child.wait().unwrap();
+    assert_eq!(status.code(), Some(1), "the proxy ends with its agent");
+    let gone = Instant::now();
+    while alive(command_pid) {
+        assert!(
+            gone.elapsed() < Duration::from_secs(5),
+            "the agent's command outlived the proxy"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
