@@ -558,3 +558,64 @@ for line in sys.stdin:
         std::thread::sleep(Duration::from_millis(20));
     }
 }
+
+/// A client that stops reading while its server floods it: the proxy stops reading the
+/// server once 64 MiB wait for the client, instead of holding the whole flood.
+#[test]
+fn mcp_a_client_that_does_not_read_slows_the_server_instead_of_filling_memory() {
+    let dir = tempfile::tempdir().unwrap();
+    let plugins = PluginDir::new();
+    let server = dir.path().join("flood.py");
+    std::fs::write(
+        &server,
+        r#"
+import json, sys
+chunk = json.dumps({"jsonrpc": "2.0", "method": "notifications/message",
+                    "params": {"level": "info", "data": "x" * (1 << 20)}}) + "\n"
+for _ in range(400):
+    sys.stdout.write(chunk)
+    sys.stdout.flush()
+sys.stdin.read()
+"#,
+    )
+    .unwrap();
+    let args = vec![
+        "mcp".to_string(),
+        "--plugins".into(),
+        plugins.path().display().to_string(),
+        "--name".into(),
+        "flood".into(),
+        "--".into(),
+        python(),
+        server.display().to_string(),
+    ];
+    // The client's end of the proxy's stdout is never read.
+    let proxy = Command::new(env!("CARGO_BIN_EXE_palisade"))
+        .args(&args)
+        .env("PALISADE_CACHE_DIR", dir.path().join("cache"))
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let proxy = Running(proxy);
+    let rss_mib = || {
+        let status =
+            std::fs::read_to_string(format!("/proc/{}/status", proxy.0.id())).unwrap_or_default();
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix("VmRSS:"))
+            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+            .map_or(0, |kb| kb / 1024)
+    };
+    let mut most = 0;
+    let started = Instant::now();
+    while started.elapsed() < Duration::from_secs(10) {
+        most = most.max(rss_mib());
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(most > 0, "the proxy's memory could not be read");
+    assert!(
+        most < 250,
+        "the proxy held {most} MiB of a flood nobody read"
+    );
+}

@@ -19,21 +19,43 @@ enum Out {
     Close(oneshot::Sender<()>),
 }
 
+/// How many bytes may wait for a side that reads slowly before the proxy stops reading what
+/// goes to it ([`Writer::room`]): the back-pressure that bounds a proxy's memory.
+pub const MAX_QUEUED_BYTES: usize = MAX_LINE_BYTES;
+
 /// A line writer on its own task: messages to one side never interleave.
-pub struct Writer(mpsc::UnboundedSender<Out>);
+pub struct Writer {
+    send: mpsc::UnboundedSender<Out>,
+    queue: std::sync::Arc<Queue>,
+}
+
+/// The bytes a writer has yet to write, and who waits for them to drain.
+#[derive(Default)]
+struct Queue {
+    bytes: std::sync::atomic::AtomicUsize,
+    drained: tokio::sync::Notify,
+}
 
 impl Writer {
     /// A writer of lines to `sink`, on a task of its own.
     pub fn new(mut sink: impl tokio::io::AsyncWrite + Unpin + Send + 'static) -> Writer {
+        use std::sync::atomic::Ordering;
         let (send, mut receive) = mpsc::unbounded_channel::<Out>();
+        let queue = std::sync::Arc::new(Queue::default());
+        let queued = queue.clone();
         tokio::spawn(async move {
             while let Some(out) = receive.recv().await {
                 match out {
                     Out::Line(mut line) => {
                         line.push('\n');
-                        if sink.write_all(line.as_bytes()).await.is_err()
-                            || sink.flush().await.is_err()
-                        {
+                        let written = sink.write_all(line.as_bytes()).await.is_ok()
+                            && sink.flush().await.is_ok();
+                        queued.bytes.fetch_sub(line.len() - 1, Ordering::SeqCst);
+                        queued.drained.notify_waiters();
+                        if !written {
+                            // Nobody reads any more: what waits for room must not wait forever.
+                            queued.bytes.store(0, Ordering::SeqCst);
+                            queued.drained.notify_waiters();
                             return;
                         }
                     }
@@ -49,12 +71,35 @@ impl Writer {
                 }
             }
         });
-        Writer(send)
+        Writer { send, queue }
     }
 
     /// Sends a message, as [`strict::encode`] writes it.
     pub fn send(&self, message: &Value) {
-        let _ = self.0.send(Out::Line(strict::encode(message)));
+        let line = strict::encode(message);
+        let bytes = line.len();
+        self.queue
+            .bytes
+            .fetch_add(bytes, std::sync::atomic::Ordering::SeqCst);
+        if self.send.send(Out::Line(line)).is_err() {
+            self.queue
+                .bytes
+                .fetch_sub(bytes, std::sync::atomic::Ordering::SeqCst);
+        }
+    }
+
+    /// Returns once no more than [`MAX_QUEUED_BYTES`] wait to be written: a read loop waits
+    /// for the side it forwards to before it reads more, so that a side that reads slowly (or
+    /// not at all) slows its peer down instead of growing the proxy's memory.
+    pub async fn room(&self) {
+        use std::sync::atomic::Ordering;
+        loop {
+            let drained = self.queue.drained.notified();
+            if self.queue.bytes.load(Ordering::SeqCst) <= MAX_QUEUED_BYTES {
+                return;
+            }
+            drained.await;
+        }
     }
 
     /// Answers a line that was refused (its id unknown: the line could not be read, or
@@ -97,7 +142,7 @@ impl Writer {
     /// for that answer, 5 s at most (a sink that stopped reading).
     async fn after_lines(&self, what: fn(oneshot::Sender<()>) -> Out) {
         let (done, answered) = oneshot::channel();
-        if self.0.send(what(done)).is_ok() {
+        if self.send.send(what(done)).is_ok() {
             let _ = tokio::time::timeout(std::time::Duration::from_secs(5), answered).await;
         }
     }
@@ -393,15 +438,17 @@ impl<R: AsyncRead + Unpin> Lines<R> {
     }
 
     /// The next message `from` sends, read strictly: a line refused ([`strict::read`]) is
-    /// answered to `from` on `back`, logged as `proxy`'s, and the reading goes on. `Err`: why
-    /// the reading ends (the input closed or failed).
+    /// answered to `from` on `back`, logged as `proxy`'s, and the reading goes on. Nothing is
+    /// read while the side it goes to, `onward`, has no [`Writer::room`]. `Err`: why the
+    /// reading ends (the input closed or failed).
     pub async fn next_judgeable(
         &mut self,
         proxy: &str,
-        from: &str,
-        back: &Writer,
+        (from, back): (&str, &Writer),
+        onward: &Writer,
     ) -> Result<strict::Message, String> {
         loop {
+            onward.room().await;
             match self.next_message().await? {
                 Ok(message) => return Ok(message),
                 Err(refusal) => {

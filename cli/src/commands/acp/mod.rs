@@ -190,7 +190,7 @@ impl Proxy {
         loop {
             // What Palisade cannot read, or could read two ways, is not passed on: the agent
             // might read a prompt in it.
-            let mut message = match lines.next_judgeable("acp", "editor", &self.editor).await {
+            let mut message = match lines.next_judgeable("acp", ("editor", &self.editor), &self.agent).await {
                 Ok(message) => message,
                 Err(why) => {
                     eprintln!("palisade acp: the editor's input ends: {why}");
@@ -247,7 +247,7 @@ impl Proxy {
     async fn from_agent(self: Arc<Self>, stdout: tokio::process::ChildStdout) -> String {
         let mut lines = Lines::new(stdout);
         loop {
-            let mut message = match lines.next_judgeable("acp", "agent", &self.agent).await {
+            let mut message = match lines.next_judgeable("acp", ("agent", &self.agent), &self.editor).await {
                 Ok(message) => message,
                 Err(why) => return why,
             };
