@@ -1108,3 +1108,29 @@ fn forward_never_skips_a_post_tool_guard_silently() {
     assert_eq!(stop.status.code(), Some(1), "{stderr}");
     assert!(stderr.contains("did not answer"), "{stderr}");
 }
+
+/// Connections that never authenticate (trickling a request's headers, or idle) cannot starve
+/// the server: with every slot taken by them, an agent's authenticated event still gets one,
+/// the oldest unauthenticated connection making way.
+#[test]
+fn unauthenticated_connections_cannot_starve_an_agents_event() {
+    use std::io::Write as _;
+    let plugins = tempfile::tempdir().unwrap();
+    let server = Server::start(plugins.path(), &["--max-connections", "3"], &[]);
+    let address = server.url().trim_start_matches("http://").to_string();
+    let mut tricklers = Vec::new();
+    for _ in 0..3 {
+        let mut stream = std::net::TcpStream::connect(&address).unwrap();
+        stream
+            .write_all(b"POST /claude-code HTTP/1.1\r\nHost: ")
+            .unwrap();
+        tricklers.push(stream);
+    }
+    // Each of them has its slot before the event comes.
+    std::thread::sleep(Duration::from_millis(300));
+    let answered = server.event(
+        json!({ "hook_event_name": "SessionStart", "session_id": "s",
+        "source": "startup" }),
+    );
+    assert_eq!(answered.status, 200, "{answered:?}");
+}

@@ -311,7 +311,8 @@ async fn serve(options: Options) -> anyhow::Result<std::process::ExitCode> {
         tokio::spawn(watch(server.clone(), loaded_from));
     }
     let limits = (server.options.max_connections, server.options.read_timeout);
-    serve_connections(listener, app, limits, shutdown_signal(term, int)).await;
+    let token = server.options.token.clone();
+    serve_connections(listener, app, limits, token, shutdown_signal(term, int)).await;
     // In flight: done. Background hooks of every live session: let them finish, so the audit
     // log has them.
     let closed = server.current().close_all().await;
@@ -324,21 +325,28 @@ async fn serve(options: Options) -> anyhow::Result<std::process::ExitCode> {
 /// How long shutdown waits for open connections to finish their requests.
 const SHUTDOWN_GRACE: Duration = Duration::from_secs(30);
 
-/// Accepts connections until `stop` resolves: at most `--max-connections` at once (more are
-/// closed at once: a flood of connections cannot take the server's memory), each with a
-/// header read timeout, so a slow client (slow-loris) cannot hold a connection for long. On
-/// `stop`, the connections finish their requests in flight and close. (`palisade mcp
-/// --listen` accepts the same way.)
+/// Accepts connections until `stop` resolves: at most `--max-connections` at once, each with a
+/// header read timeout, so a slow client (slow-loris) cannot hold a connection for long. A
+/// connection whose request carried the bearer `token` is the server's to keep; when every
+/// slot is taken, a new connection takes the slot of the oldest one that has not (yet)
+/// authenticated — closing it — and is refused only when every connection has: connections
+/// that never authenticate cannot starve the clients that do. On `stop`, the connections
+/// finish their requests in flight and close. (`palisade mcp --listen` accepts the same way.)
 pub(crate) async fn serve_connections(
     listener: tokio::net::TcpListener,
     app: Router,
     (max_connections, read_timeout): (usize, Duration),
+    token: String,
     stop: impl Future<Output = ()>,
 ) {
     use hyper_util::rt::{TokioIo, TokioTimer};
+    use std::sync::atomic::{AtomicBool, Ordering};
     let slots = Arc::new(Semaphore::new(max_connections.max(1)));
     let (closing, closed) = tokio::sync::watch::channel(false);
     let mut connections = tokio::task::JoinSet::new();
+    // The open connections, oldest first: whether each has authenticated, and its task.
+    let mut open: Vec<(Arc<AtomicBool>, tokio::task::AbortHandle)> = Vec::new();
+    let token: Arc<str> = token.into();
     let mut refused = 0u64;
     let mut stop = std::pin::pin!(stop);
     loop {
@@ -354,21 +362,45 @@ pub(crate) async fn serve_connections(
             },
         };
         while connections.try_join_next().is_some() {}
-        let Ok(slot) = slots.clone().try_acquire_owned() else {
+        open.retain(|(_, task)| !task.is_finished());
+        let mut slot = slots.clone().try_acquire_owned().ok();
+        if slot.is_none()
+            && let Some(at) = open
+                .iter()
+                .position(|(known, _)| !known.load(Ordering::Relaxed))
+        {
+            // The oldest connection that never authenticated makes way.
+            let (_, task) = open.remove(at);
+            task.abort();
+            let freed =
+                tokio::time::timeout(Duration::from_millis(500), slots.clone().acquire_owned());
+            slot = freed.await.ok().and_then(Result::ok);
+        }
+        let Some(slot) = slot else {
             refused += 1;
             if refused.is_power_of_two() {
                 say(format!(
-                    "refused a connection: {} open, the limit (--max-connections); {refused} \
-                     refused so far",
+                    "refused a connection: {} open and authenticated, the limit \
+                     (--max-connections); {refused} refused so far",
                     max_connections
                 ));
             }
             drop(stream);
             continue;
         };
-        let service = hyper_util::service::TowerToHyperService::new(app.clone());
+        let known = Arc::new(AtomicBool::new(false));
+        let service = {
+            let (app, known, token) = (app.clone(), known.clone(), token.clone());
+            tower::service_fn(move |request: hyper::Request<hyper::body::Incoming>| {
+                if bearer_matches(&token, request.headers()) {
+                    known.store(true, Ordering::Relaxed);
+                }
+                tower::ServiceExt::oneshot(app.clone(), request)
+            })
+        };
+        let service = hyper_util::service::TowerToHyperService::new(service);
         let mut closed = closed.clone();
-        connections.spawn(async move {
+        let task = connections.spawn(async move {
             let _slot = slot;
             let mut builder = hyper::server::conn::http1::Builder::new();
             builder
@@ -385,6 +417,7 @@ pub(crate) async fn serve_connections(
                 }
             }
         });
+        open.push((known, task));
     }
     drop(listener);
     let _ = closing.send(true);

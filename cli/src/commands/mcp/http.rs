@@ -149,7 +149,8 @@ pub(super) async fn serve(plugins: Plugins, listen: Listen) -> anyhow::Result<()
     let stop = async {
         let _ = tokio::signal::ctrl_c().await;
     };
-    serve_connections(listener, app, (MAX_CONNECTIONS, READ_TIMEOUT), stop).await;
+    let token = gateway.token.clone();
+    serve_connections(listener, app, (MAX_CONNECTIONS, READ_TIMEOUT), token, stop).await;
     Ok(())
 }
 
