@@ -10,7 +10,9 @@
 //!
 //! Criterion's estimate per call, then the median and p99 of 2,000 calls each way, printed.
 //!
-//! Run: `cargo bench -p palisade-cli --bench mcp`.
+//! Run: `cargo bench -p palisade-cli --bench mcp`. With `PALISADE_BENCH_BASELINE_BIN=PATH`
+//! (another build of `palisade`, e.g. the commit before a change), the proxy's cases run with
+//! that binary too, each right before this build's, and the ratios are printed.
 
 use criterion::{Criterion, criterion_group, criterion_main};
 use rmcp::model::CallToolRequestParams;
@@ -82,8 +84,9 @@ fn bench(c: &mut Criterion) {
     direct.arg(filesystem_server()).arg(&root);
     let empty = dir.path().join("none");
     std::fs::create_dir_all(&empty).unwrap();
-    let proxy = |plugins: &Path| {
-        let mut proxied = tokio::process::Command::new(env!("CARGO_BIN_EXE_palisade"));
+    let baseline = std::env::var_os("PALISADE_BENCH_BASELINE_BIN").map(PathBuf::from);
+    let proxy = |binary: &Path, plugins: &Path| {
+        let mut proxied = tokio::process::Command::new(binary);
         proxied
             .args(["mcp", "--name", "fs", "--plugins"])
             .arg(plugins)
@@ -98,11 +101,18 @@ fn bench(c: &mut Criterion) {
 
     let mut group = c.benchmark_group("mcp");
     let mut summary = Vec::new();
-    let cases = [
-        ("direct", direct),
-        ("through palisade mcp, no plugins", proxy(&empty)),
-        ("through palisade mcp, the five examples", proxy(&plugins)),
-    ];
+    let this = Path::new(env!("CARGO_BIN_EXE_palisade"));
+    let mut cases = vec![("direct".to_string(), direct)];
+    for (what, plugins) in [("no plugins", &empty), ("the five examples", &plugins)] {
+        if let Some(baseline) = &baseline {
+            let name = format!("through palisade mcp (baseline), {what}");
+            cases.push((name, proxy(baseline, plugins)));
+        }
+        cases.push((
+            format!("through palisade mcp, {what}"),
+            proxy(this, plugins),
+        ));
+    }
     for (name, command) in cases {
         let client = runtime.block_on(connect(command));
         runtime.block_on(read(&client, &file));
@@ -113,11 +123,24 @@ fn bench(c: &mut Criterion) {
         runtime.block_on(client.cancel()).unwrap();
     }
     group.finish();
-    for (name, (p50, p99)) in summary {
+    let direct = summary[0].1.0;
+    for (name, (p50, p99)) in &summary {
         println!(
             "mcp: tools/call {name}: median {:.1} µs, p99 {:.1} µs (2,000 calls)",
             p50.as_secs_f64() * 1e6,
             p99.as_secs_f64() * 1e6
+        );
+    }
+    for pair in summary[1..].chunks(2).filter(|_| baseline.is_some()) {
+        let [(_, (before, _)), (name, (after, _))] = pair else {
+            continue;
+        };
+        let added = |t: &Duration| t.saturating_sub(direct).as_secs_f64() * 1e6;
+        println!(
+            "mcp: {name}: the proxy adds {:.1} µs a call, the baseline {:.1} µs ({:.3}×)",
+            added(after),
+            added(before),
+            added(after) / added(before)
         );
     }
 }

@@ -1,0 +1,174 @@
+//! Cost of one ACP prompt turn through `palisade acp`, against the same turn made to the
+//! agent directly. The agent is a small Python program that answers each `session/prompt`
+//! with two `session/update` message chunks and `end_turn`, so what is measured is the
+//! proxy: two pipe hops each way, reading and re-encoding every message, `prompt-submit`
+//! (and, with the five bundled examples, `session-start` and `turn-stopping`).
+//!
+//! The median and p99 of 2,000 turns each way, printed. With
+//! `PALISADE_BENCH_BASELINE_BIN=PATH` (another build of `palisade`, e.g. the commit before a
+//! change), the proxy's cases run with that binary too, each right before this build's, and
+//! the ratios of what the proxy adds are printed.
+//!
+//! Run: `cargo bench -p palisade-cli --bench acp`.
+
+use serde_json::{Value, json};
+use std::io::{BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
+use std::time::{Duration, Instant};
+
+const AGENT: &str = r#"
+import json, sys
+for line in sys.stdin:
+    message = json.loads(line)
+    if message.get("method") != "session/prompt":
+        continue
+    session = message["params"]["sessionId"]
+    for text in ("Looking at it.", " Done."):
+        update = {"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": text}}
+        print(json.dumps({"jsonrpc": "2.0", "method": "session/update",
+                          "params": {"sessionId": session, "update": update}}), flush=True)
+    print(json.dumps({"jsonrpc": "2.0", "id": message["id"], "result": {"stopReason": "end_turn"}}),
+          flush=True)
+"#;
+
+const TURNS: usize = 2_000;
+
+/// An agent, or the proxy in front of it, driven as its editor.
+struct Editor {
+    child: Child,
+    input: ChildStdin,
+    output: BufReader<ChildStdout>,
+    next: u64,
+}
+
+impl Editor {
+    fn start(command: &mut Command) -> Editor {
+        let mut child = command
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let input = child.stdin.take().unwrap();
+        let output = BufReader::new(child.stdout.take().unwrap());
+        Editor {
+            child,
+            input,
+            output,
+            next: 1,
+        }
+    }
+
+    /// One prompt turn: the prompt sent, the updates read, the answer read.
+    fn turn(&mut self) {
+        let id = self.next;
+        self.next += 1;
+        let prompt = json!({ "jsonrpc": "2.0", "id": id, "method": "session/prompt",
+            "params": { "sessionId": "bench", "prompt": [{ "type": "text", "text": "go on" }] } });
+        writeln!(self.input, "{prompt}").unwrap();
+        self.input.flush().unwrap();
+        let mut line = String::new();
+        loop {
+            line.clear();
+            assert!(
+                self.output.read_line(&mut line).unwrap() > 0,
+                "the agent ended"
+            );
+            let message: Value = serde_json::from_str(&line).unwrap();
+            if message["id"] == id {
+                assert_eq!(message["result"]["stopReason"], "end_turn", "{message}");
+                return;
+            }
+        }
+    }
+}
+
+impl Drop for Editor {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// The median and p99 of [`TURNS`] turns, after a few to warm up.
+fn percentiles(editor: &mut Editor) -> (Duration, Duration) {
+    for _ in 0..50 {
+        editor.turn();
+    }
+    let mut times: Vec<Duration> = (0..TURNS)
+        .map(|_| {
+            let started = Instant::now();
+            editor.turn();
+            started.elapsed()
+        })
+        .collect();
+    times.sort();
+    (times[TURNS / 2], times[TURNS * 99 / 100])
+}
+
+fn python() -> String {
+    std::env::var("PALISADE_PYTHON").unwrap_or_else(|_| "python3".into())
+}
+
+fn main() {
+    // `cargo bench` passes `--bench`; a filter is not taken.
+    let dir = tempfile::tempdir().unwrap();
+    let agent = dir.path().join("agent.py");
+    std::fs::write(&agent, AGENT).unwrap();
+    let examples = dir.path().join("examples");
+    palisade_examples::install(&examples).unwrap();
+    let empty = dir.path().join("none");
+    std::fs::create_dir_all(&empty).unwrap();
+    let baseline = std::env::var_os("PALISADE_BENCH_BASELINE_BIN").map(PathBuf::from);
+    let this = PathBuf::from(env!("CARGO_BIN_EXE_palisade"));
+    let proxy = |binary: &Path, plugins: &Path| {
+        let mut command = Command::new(binary);
+        command
+            .args(["acp", "--plugins"])
+            .arg(plugins)
+            .arg("--")
+            .arg(python())
+            .arg(&agent)
+            .env("PALISADE_CACHE_DIR", dir.path().join("cache"))
+            .env("PALISADE_STATE_DIR", dir.path().join("state"));
+        command
+    };
+    let mut direct = Command::new(python());
+    direct.arg(&agent);
+    let mut cases = vec![("direct".to_string(), direct)];
+    for (what, plugins) in [("no plugins", &empty), ("the five examples", &examples)] {
+        if let Some(baseline) = &baseline {
+            let name = format!("through palisade acp (baseline), {what}");
+            cases.push((name, proxy(baseline, plugins)));
+        }
+        cases.push((
+            format!("through palisade acp, {what}"),
+            proxy(&this, plugins),
+        ));
+    }
+    let mut summary = Vec::new();
+    for (name, mut command) in cases {
+        let mut editor = Editor::start(&mut command);
+        summary.push((name, percentiles(&mut editor)));
+    }
+    let direct = summary[0].1.0;
+    for (name, (p50, p99)) in &summary {
+        println!(
+            "acp: a prompt turn {name}: median {:.1} µs, p99 {:.1} µs ({TURNS} turns)",
+            p50.as_secs_f64() * 1e6,
+            p99.as_secs_f64() * 1e6
+        );
+    }
+    for pair in summary[1..].chunks(2).filter(|_| baseline.is_some()) {
+        let [(_, (before, _)), (name, (after, _))] = pair else {
+            continue;
+        };
+        let added = |t: &Duration| t.saturating_sub(direct).as_secs_f64() * 1e6;
+        println!(
+            "acp: {name}: the proxy adds {:.1} µs a turn, the baseline {:.1} µs ({:.3}×)",
+            added(after),
+            added(before),
+            added(after) / added(before)
+        );
+    }
+}
