@@ -619,3 +619,47 @@ sys.stdin.read()
         "the proxy held {most} MiB of a flood nobody read"
     );
 }
+
+/// A permission request held by a slow `pre-tool` hook while the editor cancels the turn is
+/// answered `cancelled` to the agent, never passed to the editor late (an agent that honoured
+/// a late "allow" would run a cancelled command).
+#[test]
+fn acp_a_permission_request_the_editors_cancel_overtook_is_answered_cancelled() {
+    let dir = tempfile::tempdir().unwrap();
+    let plugins = PluginDir::new();
+    plugins.plugin(
+        "slow",
+        palisade_fixtures::NAPPER,
+        "name = \"slow\"\nwasm = \"plugin.wasm\"\n[limits]\ntimeout_ms = 5000\n\
+         [[hooks]]\npoint = \"pre-tool\"\ncapability = \"guard\"\n[config]\nms = 1500\n",
+    );
+    let permission = json!({ "jsonrpc": "2.0", "id": 5, "method": "session/request_permission",
+        "params": { "sessionId": "s1",
+            "toolCall": { "toolCallId": "c1", "title": "rm -rf build", "kind": "execute",
+                "rawInput": { "command": "rm -rf build" } },
+            "options": [
+                { "optionId": "yes", "name": "Allow", "kind": "allow_once" },
+                { "optionId": "no", "name": "Reject", "kind": "reject_once" } ] } });
+    let (mut proxy, log) = acp_proxy(dir.path(), &plugins, &json!([permission]));
+    proxy.send(&prompt());
+    std::thread::sleep(Duration::from_millis(300));
+    proxy.send(&json!({ "jsonrpc": "2.0", "method": "session/cancel",
+        "params": { "sessionId": "s1" } }));
+    let (answer, before) = proxy.until(|m| m["id"] == 1);
+    assert_eq!(answer["result"]["stopReason"], "end_turn", "{answer}");
+    assert!(
+        before
+            .iter()
+            .all(|m| m["method"] != "session/request_permission"),
+        "the request reached the editor after its cancel: {before:?}"
+    );
+    let seen = recorded(&log, 3);
+    let answered = seen
+        .iter()
+        .find(|m| m["id"] == 5)
+        .expect("the agent was answered");
+    assert_eq!(
+        answered["result"]["outcome"]["outcome"], "cancelled",
+        "{answered}"
+    );
+}
