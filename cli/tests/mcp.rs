@@ -818,6 +818,60 @@ async fn over_streamable_http_an_ask_is_put_to_the_client_on_the_calls_stream() 
     }
 }
 
+/// Over streamable HTTP, an ask's answer counts only from the MCP session that was asked: an
+/// answer to the same (random) id posted in another session does not approve the call.
+#[tokio::test(flavor = "multi_thread")]
+async fn over_streamable_http_an_asks_answer_from_another_session_is_not_taken() {
+    let project = Project::new(&[]);
+    let plugins = PluginDir::new();
+    plugins.scripted(
+        "asker",
+        "[[hooks]]\npoint = \"pre-tool\"\ncapability = \"guard\"\n[config]\npre_tool = \"ask\"\n",
+    );
+    let (_server, _proxy, url, token) = over_http(&project, &plugins);
+    let http = reqwest::Client::new();
+    let post = |body: Value, session: Option<&str>| {
+        let mut request = http
+            .post(&url)
+            .bearer_auth(&token)
+            .header("content-type", "application/json")
+            .header("accept", "application/json, text/event-stream")
+            .body(body.to_string());
+        if let Some(session) = session {
+            request = request.header("mcp-session-id", session);
+        }
+        request.send()
+    };
+    let initialize = json!({ "jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": { "elicitation": {} },
+        "clientInfo": { "name": "test", "version": "1" } } });
+    assert!(post(initialize, None).await.unwrap().status().is_success());
+    let call = json!({ "jsonrpc": "2.0", "id": 12, "method": "tools/call",
+        "params": { "name": "secret", "arguments": {} } });
+    let response = post(call, None).await.unwrap();
+    let mut events = Events {
+        response,
+        pending: String::new(),
+    };
+    let question = events.next().await;
+    assert_eq!(question["method"], "elicitation/create", "{question}");
+    let yes = json!({ "jsonrpc": "2.0", "id": question["id"], "result": {
+        "action": "accept", "content": { "approve": true } } });
+    let _ = post(yes.clone(), Some("another-session")).await.unwrap();
+    let early = tokio::time::timeout(Duration::from_secs(2), events.next()).await;
+    assert!(
+        early.is_err(),
+        "another session's answer approved the call: {early:?}"
+    );
+    assert_eq!(post(yes, None).await.unwrap().status(), 202);
+    let result = events.next().await;
+    assert_eq!(result["id"], 12, "{result}");
+    assert!(
+        result["result"].to_string().contains("ghp_httpT0ken99"),
+        "{result}"
+    );
+}
+
 // --- what the proxy refuses to pass on ------------------------------------------------------
 
 /// `palisade mcp` in front of a "server" that is a shell `script`; writes `input` as the
