@@ -262,14 +262,21 @@ impl Lifecycle {
     /// observers run detached), then the result committed. Returns what `post-tool` decided.
     pub async fn tool_finished(&self, call: &ToolCall, outcome: &ToolOutcome) -> PostToolResult {
         let result = self.session.post_tool(call, outcome).await;
-        self.session.tool_result(call, &result.outcome).await;
+        self.tool_observed(call, &result.outcome).await;
+        result
+    }
+
+    /// A tool call's final outcome, past `post-tool` or where none applies (a call the agent
+    /// ran and reported after the fact): `tool-result` (its observers run detached), then the
+    /// result committed. [`Lifecycle::tool_finished`] ends with it.
+    pub async fn tool_observed(&self, call: &ToolCall, outcome: &ToolOutcome) {
+        self.session.tool_result(call, outcome).await;
         self.tool_result(ToolResult {
             tool_use_id: call.tool_use_id.clone(),
             name: call.name.clone(),
             provenance: call.provenance.clone(),
-            outcome: result.outcome.clone(),
+            outcome: outcome.clone(),
         });
-        result
     }
 
     /// The natural stop boundary of the current turn: `turn-stopping`. With no steering and

@@ -5,7 +5,7 @@
 use super::{INVALID_PARAMS, Proxy, REFUSED, id_key, lock, schema};
 use palisade::{
     Approval, Approver, AskPolicy, AskRequest, ContentBlock, Denial, Lifecycle, ToolCall,
-    ToolDecision, ToolOutcome, ToolResult,
+    ToolDecision, ToolOutcome,
 };
 use serde_json::{Value, json};
 use std::sync::{Arc, Weak};
@@ -146,17 +146,6 @@ fn text_of(outcome: &ToolOutcome) -> String {
         .collect()
 }
 
-/// `tool-result` observers, then the result committed.
-async fn observe(lifecycle: &Lifecycle, call: &ToolCall, outcome: &ToolOutcome) {
-    lifecycle.session().tool_result(call, outcome).await;
-    lifecycle.tool_result(ToolResult {
-        tool_use_id: call.tool_use_id.clone(),
-        name: call.name.clone(),
-        provenance: call.provenance.clone(),
-        outcome: outcome.clone(),
-    });
-}
-
 /// A session's approver: a hook's ask about a client-side tool becomes a
 /// `session/request_permission` of Palisade's own to the editor, which asks its user; only
 /// the allow option lets the call run.
@@ -288,7 +277,7 @@ impl Proxy {
         }
         if finish {
             let outcome = update_outcome(&notification.update, status);
-            tokio::spawn(async move { observe(&lifecycle, &call, &outcome).await });
+            tokio::spawn(async move { lifecycle.tool_observed(&call, &outcome).await });
         }
     }
 
@@ -545,7 +534,7 @@ impl Proxy {
             !std::mem::replace(&mut state.finished, true)
         };
         if finish {
-            observe(&lifecycle, &call, &after).await;
+            lifecycle.tool_observed(&call, &after).await;
         }
     }
 }
