@@ -642,6 +642,8 @@ fn acp_a_permission_request_the_editors_cancel_overtook_is_answered_cancelled() 
                 { "optionId": "no", "name": "Reject", "kind": "reject_once" } ] } });
     let (mut proxy, log) = acp_proxy(dir.path(), &plugins, &json!([permission]));
     proxy.send(&prompt());
+    // The agent has the prompt, and its permission request is with the slow hook.
+    recorded(&log, 1);
     std::thread::sleep(Duration::from_millis(300));
     proxy.send(&json!({ "jsonrpc": "2.0", "method": "session/cancel",
         "params": { "sessionId": "s1" } }));

@@ -190,7 +190,10 @@ impl Proxy {
         loop {
             // What Palisade cannot read, or could read two ways, is not passed on: the agent
             // might read a prompt in it.
-            let mut message = match lines.next_judgeable("acp", ("editor", &self.editor), &self.agent).await {
+            let mut message = match lines
+                .next_judgeable("acp", ("editor", &self.editor), &self.agent)
+                .await
+            {
                 Ok(message) => message,
                 Err(why) => {
                     eprintln!("palisade acp: the editor's input ends: {why}");
@@ -205,8 +208,16 @@ impl Proxy {
                         continue;
                     };
                     if method == schema::AGENT_METHOD_NAMES.session_prompt {
+                        // A cancel read after the prompt is the prompt's, however soon its
+                        // task runs: its signal is made before the next line is read.
+                        let session = message.value["params"]["sessionId"].as_str();
+                        let cancel = Signal::new();
+                        if let Some(session) = session {
+                            self.with_session(session, |s| s.cancel = cancel.clone());
+                        }
                         let proxy = self.clone();
-                        tokio::spawn(async move { proxy.prompt(id, own, message.value).await });
+                        let value = message.value;
+                        tokio::spawn(async move { proxy.prompt(id, own, value, cancel).await });
                         continue;
                     }
                     message.value["id"] = own;
@@ -247,7 +258,10 @@ impl Proxy {
     async fn from_agent(self: Arc<Self>, stdout: tokio::process::ChildStdout) -> String {
         let mut lines = Lines::new(stdout);
         loop {
-            let mut message = match lines.next_judgeable("acp", ("agent", &self.agent), &self.editor).await {
+            let mut message = match lines
+                .next_judgeable("acp", ("agent", &self.agent), &self.editor)
+                .await
+            {
                 Ok(message) => message,
                 Err(why) => return why,
             };

@@ -46,7 +46,14 @@ fn stop(reason: schema::StopReason) -> schema::PromptResponse {
 impl Proxy {
     /// `session/prompt`: `prompt-submit` decides whether it reaches the agent.
     /// `own` is the proxy's id for the editor's request `id`.
-    pub(super) async fn prompt(self: Arc<Self>, id: Value, own: Value, mut message: Value) {
+    /// `cancel` is the prompt's, made as it was read.
+    pub(super) async fn prompt(
+        self: Arc<Self>,
+        id: Value,
+        own: Value,
+        mut message: Value,
+        cancel: palisade::Signal,
+    ) {
         let request: schema::PromptRequest = match serde_json::from_value(message["params"].clone())
         {
             Ok(request) => request,
@@ -57,13 +64,11 @@ impl Proxy {
             }
         };
         let session_id = request.session_id.0.to_string();
-        // A cancel belongs to the prompt it was meant for.
-        let (lifecycle, cancel, first) = self.with_session(&session_id, |s| {
-            s.cancel = palisade::Signal::new();
+        let (lifecycle, first) = self.with_session(&session_id, |s| {
             s.said.clear();
             let first = !s.started;
             s.started = true;
-            (s.lifecycle.clone(), s.cancel.clone(), first)
+            (s.lifecycle.clone(), first)
         });
         let mut contexts: Vec<Context> = Vec::new();
         if first {
