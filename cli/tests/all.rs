@@ -15,6 +15,7 @@ mod acp;
 mod agents;
 mod bridge;
 mod cli;
+mod conformance;
 mod docs;
 mod front_doors;
 mod languages;

@@ -683,7 +683,9 @@ async fn over_streamable_http_the_pipeline_decides_and_claude_code_sees_the_reda
         .text()
         .await
         .unwrap();
-    let denied: Value = serde_json::from_str(&denied).expect("a JSON answer");
+    // The client accepts an event stream, so the call is answered on one: its last event.
+    let denied = denied.lines().rev().find_map(|l| l.strip_prefix("data: "));
+    let denied: Value = serde_json::from_str(denied.unwrap_or_default()).expect("a JSON answer");
     assert!(
         started.elapsed() < Duration::from_secs(10),
         "{:?}",

@@ -7,7 +7,13 @@
 //! `Last-Event-ID`; never the client's token — `--upstream-token-file` has the server's), and
 //! the server's answer streams back as it came (JSON or an event stream, with its session id).
 //! A POSTed `tools/call` is the exception: it runs the pipeline, whose tool is that same POST to
-//! the server, and is answered as one JSON response.
+//! the server. It is answered on an event stream when the client accepts one — carrying, read
+//! strictly and re-encoded, what the server sends on the call's own stream before its answer
+//! (progress, log messages, its requests, whose answers the client POSTs as usual), then the
+//! answer — else as one JSON response. When the server ends the call's stream early, the proxy
+//! resumes it (`GET` with `Last-Event-ID`, after the server's `retry:`), so that the pipeline
+//! judges the real answer; a stream that cannot be resumed leaves the call unanswered, as the
+//! server left it.
 //!
 //! A POSTed message is read strictly and forwarded as it was read, re-encoded, never as the
 //! client's bytes (see [`crate::jsonrpc::strict`]); a `GET` or `DELETE` is forwarded without a
@@ -17,10 +23,11 @@
 //! one), at most [`MAX_SESSIONS`]: past it, the least recently opened session that holds no
 //! plugin state and has no call in flight goes, and when there is none the request is refused
 //! (503) — a flood of sessions never ends a stateful guard's session. A `DELETE` of the session
-//! ends it. An `ask` becomes an `elicitation/create` to a client that declared it takes them,
-//! on the event stream that answers its `tools/call` (when it accepts one), under a random id of
-//! the proxy's; the client POSTs its answer, as MCP's transport has it, and only an answer in
-//! the same session counts. Any other client's ask is a denial.
+//! ends it. An `Origin`, when sent, must be the address listened on, as the Host must. An `ask`
+//! becomes an `elicitation/create` to a client that declared it takes them, on the event
+//! stream that answers its `tools/call` (when it accepts one), under a random id of the
+//! proxy's; the client POSTs its answer, as MCP's transport has it, and only an answer in the
+//! same session counts. Any other client's ask is a denial.
 
 use super::call::{Upstream, approval, call_tool, elicitation, tool_use_id};
 use super::{id_key, lock};
@@ -277,8 +284,8 @@ fn jsonrpc_error(id: &Value, code: i64, message: &str) -> Response {
 }
 
 impl Gateway {
-    /// The Host must be the address listened on, no web page may ask (an `Origin`), and the
-    /// bearer token must be the proxy's.
+    /// The Host must be the address listened on, so must an `Origin` when there is one (a web
+    /// page served from elsewhere may not ask), and the bearer token must be the proxy's.
     fn admitted(&self, headers: &HeaderMap) -> Result<(), Box<Response>> {
         let host = header_text(headers, "host");
         if !self.hosts.iter().any(|allowed| allowed.accepts(&host)) {
@@ -290,11 +297,20 @@ impl Gateway {
                 ),
             )));
         }
-        if headers.contains_key(header::ORIGIN) {
-            return Err(Box::new(problem(
-                StatusCode::FORBIDDEN,
-                "a request with an Origin header (from a web page) is refused",
-            )));
+        if let Some(origin) = headers.get(header::ORIGIN) {
+            // A page served from the address listened on may ask (with the token); any
+            // other page may not: it could be a rebound DNS name.
+            let origin = origin.to_str().unwrap_or_default();
+            let host = origin.strip_prefix("http://").unwrap_or_default();
+            if !self.hosts.iter().any(|allowed| allowed.accepts(host)) {
+                return Err(Box::new(problem(
+                    StatusCode::FORBIDDEN,
+                    format!(
+                        "the Origin `{}` is not the address this proxy listens on",
+                        palisade::events::printable(origin)
+                    ),
+                )));
+            }
         }
         if !bearer_matches(&self.token, headers) {
             return Err(Box::new(problem(
@@ -395,11 +411,10 @@ impl Gateway {
         let Some(session) = self.session(session_id) else {
             return too_many_sessions();
         };
-        let streams = header_text(headers, "accept").contains("text/event-stream");
-        if streams && session.elicits.load(Ordering::Relaxed) {
+        if header_text(headers, "accept").contains("text/event-stream") {
             return self.tools_call_streamed(headers, session, message);
         }
-        match self.decide(passed(headers), &session, message).await {
+        match self.decide(passed(headers), &session, message, None).await {
             Some(answer) => (StatusCode::OK, axum::Json(answer)).into_response(),
             // Cancelled: the client expects no answer.
             None => StatusCode::ACCEPTED.into_response(),
@@ -407,12 +422,15 @@ impl Gateway {
     }
 
     /// The pipeline over the client's `tools/call` in `session`, its tool the same POST to the
-    /// server: the JSON-RPC answer, or `None` when the client cancelled it.
+    /// server: the JSON-RPC answer, or `None` when the client cancelled it or the server
+    /// ended the call's stream without an answer it could resume. What else the server sends
+    /// on the call's stream goes to `events`, when the client takes one.
     async fn decide(
         self: &Arc<Self>,
         headers: Vec<(HeaderName, String)>,
         session: &McpSession,
         message: Value,
+        events: Option<mpsc::UnboundedSender<Value>>,
     ) -> Option<Value> {
         let id = message["id"].clone();
         let cancel = Signal::new();
@@ -421,6 +439,8 @@ impl Gateway {
             gateway: self.clone(),
             headers,
             id: id.clone(),
+            events,
+            lost: cancel.clone(),
         });
         let params = message["params"].clone();
         let name = self.name.clone();
@@ -434,8 +454,9 @@ impl Gateway {
         }
     }
 
-    /// A `tools/call` answered on an event stream, on which an ask can put its question to
-    /// the client; the last event is the call's answer.
+    /// A `tools/call` answered on an event stream, which carries what the server sends on the
+    /// call's own stream (its notifications and requests, re-encoded) and Palisade's asks;
+    /// the last event is the call's answer.
     fn tools_call_streamed(
         self: &Arc<Self>,
         headers: &HeaderMap,
@@ -447,7 +468,9 @@ impl Gateway {
         lock(&session.streams).insert(key.clone(), events.clone());
         let (gateway, headers) = (self.clone(), passed(headers));
         tokio::spawn(async move {
-            let answer = gateway.decide(headers, &session, message).await;
+            let answer = gateway
+                .decide(headers, &session, message, Some(events.clone()))
+                .await;
             lock(&session.streams).remove(&key);
             if let Some(answer) = answer {
                 let _ = events.send(answer);
@@ -455,7 +478,7 @@ impl Gateway {
         });
         let body = futures_util::stream::unfold(stream, |mut stream| async move {
             let message = stream.recv().await?;
-            let event = format!("event: message\ndata: {message}\n\n");
+            let event = format!("event: message\ndata: {}\n\n", strict::encode(&message));
             Some((
                 Ok::<_, std::convert::Infallible>(Bytes::from(event)),
                 stream,
@@ -527,6 +550,11 @@ struct Http {
     gateway: Arc<Gateway>,
     headers: Vec<(HeaderName, String)>,
     id: Value,
+    /// The client's event stream for this call, when it takes one.
+    events: Option<mpsc::UnboundedSender<Value>>,
+    /// Fired when the server ends the call's stream without an answer and without a way to
+    /// resume it: the client gets no answer, as it would from the server.
+    lost: Signal,
 }
 
 impl Upstream for Http {
@@ -552,7 +580,7 @@ impl Upstream for Http {
             let answer = if !status.is_success() {
                 Err(format!("the MCP server answered {status}"))
             } else if streamed {
-                response_in_stream(answer, &self.id).await
+                self.response_in_stream(answer).await
             } else {
                 read_bounded(answer).await.and_then(|body| {
                     serde_json::from_slice(&body)
@@ -601,36 +629,137 @@ async fn read_bounded(mut answer: reqwest::Response) -> Result<Vec<u8>, String> 
     Ok(body)
 }
 
-/// The response to request `id` in the server's event stream (the messages before it — its
-/// notifications, its own requests — have no one to go to here, and are passed over).
-async fn response_in_stream(mut answer: reqwest::Response, id: &Value) -> Result<Value, String> {
-    let mut pending: Vec<u8> = Vec::new();
-    let mut read = 0usize;
-    while let Some(chunk) = answer.chunk().await.map_err(|e| e.to_string())? {
-        read += chunk.len();
-        if read > MAX_BODY_BYTES {
-            return Err(format!(
-                "the MCP server's answer is over {MAX_BODY_BYTES} bytes"
-            ));
-        }
-        pending.extend_from_slice(&chunk);
-        while let Some(end) = event_end(&pending) {
-            let event: Vec<u8> = pending.drain(..end.1).collect();
-            let text = String::from_utf8_lossy(&event[..end.0]);
-            let data: Vec<&str> = text
-                .lines()
-                .filter_map(|line| line.strip_prefix("data:"))
-                .map(|data| data.strip_prefix(' ').unwrap_or(data))
+/// How often the proxy resumes a call's event stream at most, and how long it waits before
+/// each time at most (the server's `retry:` asks for a wait).
+const RESUMPTIONS: usize = 16;
+const MAX_RETRY: Duration = Duration::from_secs(10);
+
+/// What the call's event streams left to resume with (their last event id, the wait asked),
+/// and the bytes read from them in all.
+#[derive(Default)]
+struct Resume {
+    last_event_id: Option<String>,
+    retry: Option<Duration>,
+    read: usize,
+}
+
+impl Http {
+    /// The answer to the call in the server's event stream. The messages before it (the
+    /// server's notifications and requests on the call's stream) go to the client's stream,
+    /// read strictly and re-encoded; a stream that ends with a last event id is resumed (GET
+    /// with `Last-Event-ID`, after the server's `retry:`) until the answer comes, at most
+    /// [`RESUMPTIONS`] times.
+    async fn response_in_stream(&self, answer: reqwest::Response) -> Result<Value, String> {
+        let mut resume = Resume::default();
+        let mut answer = answer;
+        for _ in 0..=RESUMPTIONS {
+            if let Some(found) = self.read_stream(answer, &mut resume).await? {
+                return Ok(found);
+            }
+            let Some(last) = resume.last_event_id.clone() else {
+                break;
+            };
+            tokio::time::sleep(resume.retry.unwrap_or_default().min(MAX_RETRY)).await;
+            let mut headers: Vec<(HeaderName, String)> = self
+                .headers
+                .iter()
+                .filter(|(name, _)| {
+                    ["mcp-session-id", "mcp-protocol-version"].contains(&name.as_str())
+                })
+                .cloned()
                 .collect();
-            if let Ok(message) = serde_json::from_str::<Value>(&data.join("\n"))
-                && message.get("method").is_none()
-                && message.get("id") == Some(id)
-            {
-                return Ok(message);
+            headers.push((header::ACCEPT, "text/event-stream".into()));
+            headers.push((HeaderName::from_static("last-event-id"), last));
+            answer = self
+                .gateway
+                .request(Method::GET, &headers)
+                .send()
+                .await
+                .map_err(|e| format!("the MCP server did not answer the resumption: {e}"))?;
+            if !answer.status().is_success() {
+                return Err(format!(
+                    "the MCP server answered {} to the resumption of the call's stream",
+                    answer.status()
+                ));
+            }
+        }
+        // The server dropped the answer: the client gets none, as it would from the server,
+        // rather than a failure the tool may not have had.
+        self.lost.cancel();
+        std::future::pending().await
+    }
+
+    /// Reads one event stream: the answer, or `None` when the stream ends without it.
+    async fn read_stream(
+        &self,
+        mut answer: reqwest::Response,
+        resume: &mut Resume,
+    ) -> Result<Option<Value>, String> {
+        let mut pending: Vec<u8> = Vec::new();
+        while let Some(chunk) = answer.chunk().await.map_err(|e| e.to_string())? {
+            resume.read += chunk.len();
+            if resume.read > MAX_BODY_BYTES {
+                return Err(format!(
+                    "the MCP server's answer is over {MAX_BODY_BYTES} bytes"
+                ));
+            }
+            pending.extend_from_slice(&chunk);
+            while let Some(end) = event_end(&pending) {
+                let event: Vec<u8> = pending.drain(..end.1).collect();
+                let text = String::from_utf8_lossy(&event[..end.0]);
+                if let Some(found) = self.event(&text, resume) {
+                    return Ok(Some(found));
+                }
+            }
+        }
+        Ok(None)
+    }
+
+    /// One event of the server's stream: the call's answer, or `None` (any other message is
+    /// passed to the client's stream).
+    fn event(&self, text: &str, resume: &mut Resume) -> Option<Value> {
+        let mut data: Vec<&str> = Vec::new();
+        for line in text.lines() {
+            let (field, value) = line.split_once(':').unwrap_or((line, ""));
+            let value = value.strip_prefix(' ').unwrap_or(value);
+            match field {
+                "data" => data.push(value),
+                "id" if !value.contains('\0') => resume.last_event_id = Some(value.to_string()),
+                "retry" => {
+                    if let Ok(ms) = value.parse::<u64>() {
+                        resume.retry = Some(Duration::from_millis(ms));
+                    }
+                }
+                _ => {}
+            }
+        }
+        let data = data.join("\n");
+        if data.trim().is_empty() {
+            return None;
+        }
+        // Read as strictly as the client's messages: what could be read two ways is dropped.
+        let message = match strict::read_body(&data) {
+            Ok(message) => message,
+            Err(refusal) => {
+                eprintln!(
+                    "palisade mcp: dropped a message of the server's event stream: {}",
+                    refusal.why
+                );
+                return None;
+            }
+        };
+        match message.kind {
+            Kind::Response if message.id() == &self.id => Some(message.value),
+            // An answer to another request has no place on this stream.
+            Kind::Response => None,
+            _ => {
+                if let Some(events) = &self.events {
+                    let _ = events.send(message.value);
+                }
+                None
             }
         }
     }
-    Err("the MCP server's event stream ended without the answer".into())
 }
 
 /// Where the first event in `buffer` ends: (its text's end, the blank line's end).

@@ -1,0 +1,397 @@
+//! The official MCP conformance suite (`@modelcontextprotocol/conformance`, its server
+//! scenarios) against its own reference server: directly, and through `palisade mcp` over
+//! streamable HTTP (`--listen`) and over stdio, each with an empty plugin folder and with the
+//! example plugins. Every scenario that passes without the proxy passes through it.
+//!
+//! The suite speaks only streamable HTTP, so on stdio it drives the chain `gateway.mjs` (HTTP
+//! to a stdio child per session) → `palisade mcp` → `bridge.mjs` (stdio to the reference
+//! server's HTTP), and its baseline is the same chain without the proxy. The suite cannot be
+//! given headers: `bearer.mjs`, preloaded into its node, adds the proxy's bearer token to the
+//! requests it sends to the proxy.
+//!
+//! A scenario that fails in a run is run once more alone before it counts as failing: the
+//! reference server sends some requests on the session's own event stream, which the suite's
+//! client opens concurrently with its first call, and loses them when the call wins.
+
+use palisade_tests::PluginDir;
+use std::collections::BTreeSet;
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// Node 22 and the directory the suite is installed in (with the scripts of
+/// `tests/conformance/` copied beside its `node_modules`).
+fn tools() -> (PathBuf, PathBuf) {
+    let dir = std::env::var_os("PALISADE_CONFORMANCE")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| {
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/tools/conformance")
+        });
+    let node = std::env::var_os("PALISADE_NODE22")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| dir.join("node_modules/node/bin/node"));
+    assert!(
+        suite_in(&dir).exists() && node.exists(),
+        "the MCP conformance suite or Node 22 is not installed in {}: run `bash \
+         scripts/tools.sh` (scripts/test.sh does), or set PALISADE_CONFORMANCE and \
+         PALISADE_NODE22",
+        dir.display()
+    );
+    // Beside the suite's `node_modules`, where node finds the MCP library; once, before any
+    // test runs them.
+    static COPIED: std::sync::Once = std::sync::Once::new();
+    COPIED.call_once(|| {
+        let scripts = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/conformance");
+        for script in [
+            "everything-server.ts",
+            "gateway.mjs",
+            "bridge.mjs",
+            "bearer.mjs",
+        ] {
+            std::fs::copy(scripts.join(script), dir.join(script)).expect("copy the scripts");
+        }
+    });
+    (node, dir)
+}
+
+fn suite_in(dir: &Path) -> PathBuf {
+    dir.join("node_modules/@modelcontextprotocol/conformance/dist/index.js")
+}
+
+fn cache_dir() -> PathBuf {
+    Path::new(env!("CARGO_TARGET_TMPDIR")).join("conformance-cache")
+}
+
+/// A process killed when the test ends.
+struct Running(Child);
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// Starts `command`, and waits until something listens on `port`.
+fn listening(mut command: Command, port: u16) -> Running {
+    let running = Running(command.stdout(Stdio::null()).spawn().expect("it starts"));
+    let started = Instant::now();
+    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "nothing listened on {port}: {command:?}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    running
+}
+
+/// `palisade mcp` with `plugins`, and `args` after them.
+fn palisade_mcp(plugins: &Path, state: &Path, args: &[&str]) -> Command {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_palisade"));
+    command
+        .args(["mcp", "--plugins"])
+        .arg(plugins)
+        .args(args)
+        .env("PALISADE_CACHE_DIR", cache_dir())
+        .env("PALISADE_STATE_DIR", state);
+    command
+}
+
+/// The scenarios that pass (no check failed) when the suite runs against `url`, sending
+/// `token` when there is one.
+fn passing(
+    label: &str,
+    node: &Path,
+    dir: &Path,
+    url: &str,
+    token: Option<&str>,
+) -> BTreeSet<String> {
+    let out = tempfile::tempdir().unwrap();
+    let (mut passed, failed) = run_suite(node, dir, url, token, out.path(), None);
+    for scenario in failed {
+        let (again, _) = run_suite(node, dir, url, token, out.path(), Some(&scenario));
+        if again.contains(&scenario) {
+            eprintln!("{label}: {scenario} failed in the whole run and passed alone");
+            passed.insert(scenario);
+        }
+    }
+    passed
+}
+
+/// One run of the suite (every scenario, or `scenario`): the scenarios passed and failed.
+fn run_suite(
+    node: &Path,
+    dir: &Path,
+    url: &str,
+    token: Option<&str>,
+    out: &Path,
+    scenario: Option<&str>,
+) -> (BTreeSet<String>, BTreeSet<String>) {
+    let results = tempfile::tempdir_in(out).unwrap();
+    let mut command = Command::new(node);
+    if let Some(token) = token {
+        let origin = url.trim_end_matches("/mcp");
+        command
+            .arg("--import")
+            .arg(dir.join("bearer.mjs"))
+            .env("PALISADE_CONFORMANCE_ORIGIN", origin)
+            .env("PALISADE_CONFORMANCE_TOKEN", token);
+    }
+    command
+        .arg(suite_in(dir))
+        .args(["server", "--url", url, "--output-dir"])
+        .arg(results.path());
+    match scenario {
+        Some(scenario) => command.args(["--scenario", scenario]),
+        None => command.args(["--suite", "all"]),
+    };
+    let output = command
+        .stdin(Stdio::null())
+        .output()
+        .expect("the suite runs");
+    let (mut passed, mut failed) = (BTreeSet::new(), BTreeSet::new());
+    for entry in std::fs::read_dir(results.path()).unwrap() {
+        let entry = entry.unwrap();
+        let name = entry.file_name().to_string_lossy().into_owned();
+        // `server-SCENARIO-2026-01-02T03-04-05-678Z`.
+        let Some(scenario) = name
+            .strip_prefix("server-")
+            .and_then(|rest| rest.get(..rest.len().checked_sub(25)?))
+        else {
+            continue;
+        };
+        let checks = std::fs::read_to_string(entry.path().join("checks.json")).unwrap_or_default();
+        let checks: serde_json::Value = serde_json::from_str(&checks).unwrap_or_default();
+        let ok = checks.as_array().is_some_and(|checks| {
+            !checks.is_empty() && checks.iter().all(|check| check["status"] != "FAILURE")
+        });
+        if ok { &mut passed } else { &mut failed }.insert(scenario.to_string());
+    }
+    assert!(
+        !passed.is_empty() || !failed.is_empty(),
+        "the suite left no results for {url}: {}{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    (passed, failed)
+}
+
+/// What passed without the proxy and not through it, or nothing.
+fn lost(label: &str, without: &BTreeSet<String>, through: &BTreeSet<String>) -> Option<String> {
+    let lost: Vec<_> = without.difference(through).collect();
+    (!lost.is_empty()).then(|| {
+        format!(
+            "{label}: {lost:?} pass without the proxy but not through it\n  without ({}): \
+             {without:?}\n  through ({}): {through:?}",
+            without.len(),
+            through.len()
+        )
+    })
+}
+
+/// The reference server, on a port of its own: it and its endpoint.
+fn reference_server(node: &Path, dir: &Path) -> (Running, String) {
+    let port = free_port();
+    let mut command = Command::new(node);
+    command
+        .arg(dir.join("everything-server.ts"))
+        .env("PORT", port.to_string())
+        .stderr(Stdio::null());
+    (
+        listening(command, port),
+        format!("http://localhost:{port}/mcp"),
+    )
+}
+
+/// `palisade mcp --listen` in front of `upstream`: it, its endpoint and its token.
+fn listen(plugins: &Path, state: &Path, upstream: &str) -> (Running, String, String) {
+    let port = free_port();
+    let token_file = state.join("token");
+    let address = format!("127.0.0.1:{port}");
+    let mut command = palisade_mcp(plugins, state, &["--name", "everything"]);
+    command
+        .args(["--listen", &address, "--upstream", upstream, "--token-file"])
+        .arg(&token_file)
+        .stderr(Stdio::null());
+    let proxy = listening(command, port);
+    let token = std::fs::read_to_string(&token_file).unwrap();
+    (
+        proxy,
+        format!("http://localhost:{port}/mcp"),
+        token.trim().to_string(),
+    )
+}
+
+#[test]
+fn the_conformance_suite_passes_through_palisade_mcp_as_it_does_directly() {
+    let (node, dir) = tools();
+    let (_server, upstream) = reference_server(&node, &dir);
+    let direct = passing("direct", &node, &dir, &upstream, None);
+    assert!(direct.len() >= 30, "only {direct:?} pass directly");
+
+    let empty = PluginDir::new();
+    let examples = PluginDir::new();
+    palisade_examples::install(examples.path()).unwrap();
+    // Compiled ahead, so that no call waits for a compile.
+    let checked = Command::new(env!("CARGO_BIN_EXE_palisade"))
+        .arg("check")
+        .arg(examples.path())
+        .env("PALISADE_CACHE_DIR", cache_dir())
+        .output()
+        .unwrap();
+    assert!(checked.status.success(), "{checked:?}");
+    let state = tempfile::tempdir().unwrap();
+
+    let mut failures = Vec::new();
+    for (label, plugins) in [
+        ("--listen, no plugins", &empty),
+        ("--listen, the examples", &examples),
+    ] {
+        let (_proxy, url, token) = listen(plugins.path(), state.path(), &upstream);
+        let through = passing(label, &node, &dir, &url, Some(&token));
+        eprintln!("{label}: {} of {} pass", through.len(), direct.len());
+        failures.extend(lost(label, &direct, &through));
+    }
+
+    // Over stdio: behind the gateway, against the gateway and the bridge alone.
+    let gateway = |proxy: &[&std::ffi::OsStr]| {
+        let port = free_port();
+        let mut command = Command::new(&node);
+        command
+            .arg(dir.join("gateway.mjs"))
+            .arg(port.to_string())
+            .arg("--")
+            .args(proxy)
+            .arg(&node)
+            .arg(dir.join("bridge.mjs"))
+            .arg(&upstream)
+            .stderr(Stdio::null());
+        (
+            listening(command, port),
+            format!("http://localhost:{port}/mcp"),
+        )
+    };
+    let (baseline_gateway, url) = gateway(&[]);
+    let baseline = passing("stdio baseline", &node, &dir, &url, None);
+    drop(baseline_gateway);
+    eprintln!(
+        "stdio baseline: {} of {} pass",
+        baseline.len(),
+        direct.len()
+    );
+    for (label, plugins) in [
+        ("stdio, no plugins", &empty),
+        ("stdio, the examples", &examples),
+    ] {
+        let cache = format!("PALISADE_CACHE_DIR={}", cache_dir().display());
+        let state = format!("PALISADE_STATE_DIR={}", state.path().display());
+        let proxy = [
+            "/usr/bin/env".as_ref(),
+            cache.as_ref(),
+            state.as_ref(),
+            env!("CARGO_BIN_EXE_palisade").as_ref(),
+            "mcp".as_ref(),
+            "--plugins".as_ref(),
+            plugins.path().as_os_str(),
+            "--".as_ref(),
+        ];
+        let (_gateway, url) = gateway(&proxy);
+        let through = passing(label, &node, &dir, &url, None);
+        eprintln!("{label}: {} of {} pass", through.len(), baseline.len());
+        failures.extend(lost(label, &baseline, &through));
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+/// Over `--listen`: a call whose event stream the server closes (with an event id and a
+/// `retry:`) is resumed by the proxy and answered with the tool's result, not a failure; a
+/// tool's log messages reach the client on the call's stream, before its answer; an Origin
+/// of the address listened on is taken (with the token), any other refused.
+#[tokio::test(flavor = "multi_thread")]
+async fn over_http_a_closed_call_stream_resumes_and_notifications_stream() {
+    let (node, dir) = tools();
+    let (_server, upstream) = reference_server(&node, &dir);
+    let plugins = PluginDir::new();
+    let state = tempfile::tempdir().unwrap();
+    let (_proxy, url, token) = listen(plugins.path(), state.path(), &upstream);
+    let origin = url.trim_end_matches("/mcp").to_string();
+    let http = reqwest::Client::new();
+    let post = |session: Option<&str>, origin: Option<&str>, body: serde_json::Value| {
+        let mut request = http
+            .post(&url)
+            .bearer_auth(&token)
+            .header("content-type", "application/json")
+            .header("accept", "application/json, text/event-stream")
+            .header("mcp-protocol-version", "2025-11-25")
+            .body(body.to_string());
+        if let Some(session) = session {
+            request = request.header("mcp-session-id", session);
+        }
+        if let Some(origin) = origin {
+            request = request.header("origin", origin);
+        }
+        request.send()
+    };
+    let initialize = serde_json::json!({ "jsonrpc": "2.0", "id": 1, "method": "initialize",
+        "params": { "protocolVersion": "2025-11-25", "capabilities": {},
+                    "clientInfo": { "name": "test", "version": "1" } } });
+    let refused = post(None, Some("http://evil.example.com"), initialize.clone())
+        .await
+        .unwrap();
+    assert_eq!(refused.status(), 403);
+    let answer = post(None, Some(&origin), initialize).await.unwrap();
+    assert_eq!(answer.status(), 200);
+    let session = answer.headers()["mcp-session-id"]
+        .to_str()
+        .unwrap()
+        .to_string();
+    let _ = answer.text().await.unwrap();
+    let initialized =
+        serde_json::json!({ "jsonrpc": "2.0", "method": "notifications/initialized" });
+    post(Some(&session), None, initialized).await.unwrap();
+
+    let call = |id: u64, tool: &str| {
+        serde_json::json!({ "jsonrpc": "2.0", "id": id, "method": "tools/call",
+            "params": { "name": tool, "arguments": {} } })
+    };
+    let started = Instant::now();
+    let resumed = post(Some(&session), None, call(2, "test_reconnection"))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        resumed.contains("Reconnection test completed successfully")
+            && !resumed.contains("isError"),
+        "{resumed}"
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(30),
+        "{:?}",
+        started.elapsed()
+    );
+
+    let logged = post(Some(&session), None, call(3, "test_tool_with_logging"))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    let log = logged.find("notifications/message");
+    let answer = logged.find("\"id\":3");
+    assert!(
+        log.is_some() && answer.is_some() && log < answer,
+        "{logged}"
+    );
+}
