@@ -148,14 +148,7 @@ impl Writer {
     }
 }
 
-/// The start of a line, for an error message about it.
-pub fn truncate(line: &str) -> String {
-    let mut end = line.len().min(200);
-    while !line.is_char_boundary(end) {
-        end -= 1;
-    }
-    line[..end].to_string()
-}
+pub use strict::truncate;
 
 /// The proxy's exit status, once a side has decided it (`i32::MIN` until then).
 static EXIT_STATUS: std::sync::atomic::AtomicI32 = std::sync::atomic::AtomicI32::new(i32::MIN);
@@ -489,55 +482,10 @@ pub fn parse(line: &str) -> serde_json::Result<Value> {
 
 /// [`parse`], read straight into a `T`.
 pub fn parse_as<T: serde::de::DeserializeOwned>(line: &str) -> serde_json::Result<T> {
-    serde_json::from_str(line).or_else(|e| match without_lone_surrogates(line) {
+    serde_json::from_str(line).or_else(|e| match strict::without_lone_surrogates(line) {
         Some(fixed) => serde_json::from_str(&fixed),
         None => Err(e),
     })
-}
-
-/// `line` with every escape of a lone surrogate replaced by `\\ufffd`; `None` if it has none.
-fn without_lone_surrogates(line: &str) -> Option<String> {
-    let escape = |at: usize| -> Option<u16> {
-        let hex = line.get(at + 2..at + 6)?;
-        (line.as_bytes().get(at + 1) == Some(&b'u'))
-            .then(|| u16::from_str_radix(hex, 16).ok())
-            .flatten()
-    };
-    let bytes = line.as_bytes();
-    let mut fixed = String::with_capacity(line.len());
-    let (mut copied, mut i, mut changed) = (0, 0, false);
-    while i < bytes.len() {
-        if bytes[i] != b'\\' {
-            i += 1;
-            continue;
-        }
-        match escape(i) {
-            Some(high @ 0xD800..=0xDBFF) => {
-                let paired = escape(i + 6).is_some_and(|low| (0xDC00..=0xDFFF).contains(&low))
-                    && bytes.get(i + 6) == Some(&b'\\');
-                if !paired {
-                    let _ = high;
-                    fixed.push_str(&line[copied..i]);
-                    fixed.push_str("\\ufffd");
-                    copied = i + 6;
-                    changed = true;
-                }
-                i += if paired { 12 } else { 6 };
-            }
-            Some(0xDC00..=0xDFFF) => {
-                fixed.push_str(&line[copied..i]);
-                fixed.push_str("\\ufffd");
-                copied = i + 6;
-                changed = true;
-                i += 6;
-            }
-            Some(_) => i += 6,
-            // Any other escape (`\\\\` included): its two characters.
-            None => i += 2,
-        }
-    }
-    fixed.push_str(&line[copied.min(line.len())..]);
-    changed.then_some(fixed)
 }
 
 #[cfg(test)]

@@ -193,20 +193,76 @@ fn kind_of(object: &Map<String, Value>) -> Result<Kind, Refusal> {
 /// [`super::parse`]).
 fn parse(line: &str) -> serde_json::Result<Value> {
     serde_json::from_str::<Strict>(line)
-        .or_else(|e| match super::without_lone_surrogates(line) {
+        .or_else(|e| match without_lone_surrogates(line) {
             Some(fixed) => serde_json::from_str(&fixed),
             None => Err(e),
         })
         .map(|strict| strict.0)
 }
 
-/// A key as a case-insensitive reader compares it: each character upper-cased, then
-/// lower-cased (so `ſ` is `s`, `K` is `k`, `ς` is `σ`).
+/// `line` with every escape of a lone surrogate replaced by `\\ufffd`; `None` if it has none.
+pub fn without_lone_surrogates(line: &str) -> Option<String> {
+    let escape = |at: usize| -> Option<u16> {
+        let hex = line.get(at + 2..at + 6)?;
+        (line.as_bytes().get(at + 1) == Some(&b'u'))
+            .then(|| u16::from_str_radix(hex, 16).ok())
+            .flatten()
+    };
+    let bytes = line.as_bytes();
+    let mut fixed = String::with_capacity(line.len());
+    let (mut copied, mut i, mut changed) = (0, 0, false);
+    while i < bytes.len() {
+        if bytes[i] != b'\\' {
+            i += 1;
+            continue;
+        }
+        match escape(i) {
+            Some(high @ 0xD800..=0xDBFF) => {
+                let paired = escape(i + 6).is_some_and(|low| (0xDC00..=0xDFFF).contains(&low))
+                    && bytes.get(i + 6) == Some(&b'\\');
+                if !paired {
+                    let _ = high;
+                    fixed.push_str(&line[copied..i]);
+                    fixed.push_str("\\ufffd");
+                    copied = i + 6;
+                    changed = true;
+                }
+                i += if paired { 12 } else { 6 };
+            }
+            Some(0xDC00..=0xDFFF) => {
+                fixed.push_str(&line[copied..i]);
+                fixed.push_str("\\ufffd");
+                copied = i + 6;
+                changed = true;
+                i += 6;
+            }
+            Some(_) => i += 6,
+            // Any other escape (`\\\\` included): its two characters.
+            None => i += 2,
+        }
+    }
+    fixed.push_str(&line[copied.min(line.len())..]);
+    changed.then_some(fixed)
+}
+
+/// The start of a line, for an error message about it.
+pub fn truncate(line: &str) -> String {
+    let mut end = line.len().min(200);
+    while !line.is_char_boundary(end) {
+        end -= 1;
+    }
+    line[..end].to_string()
+}
+
+/// A key as a case-insensitive reader compares it: each character lower-cased, upper-cased,
+/// then lower-cased (so `ſ` is `s`, `K` is `k`, `ς` is `σ`, and `ẞ` is `ss` as `ß` is: its
+/// upper case is itself).
 fn fold(key: &str) -> String {
     if key.is_ascii() {
         return key.to_ascii_lowercase();
     }
     key.chars()
+        .flat_map(char::to_lowercase)
         .flat_map(char::to_uppercase)
         .flat_map(char::to_lowercase)
         .collect()
@@ -214,7 +270,7 @@ fn fold(key: &str) -> String {
 
 /// Why `key` may not stand next to the keys folded so far, if it may not.
 fn ambiguous(key: &str, folded: &str, seen: &[String]) -> Option<String> {
-    let shown = palisade::events::printable(&super::truncate(key)).into_owned();
+    let shown = palisade::events::printable(&truncate(key)).into_owned();
     if key.contains(['\u{17f}', '\u{212a}']) {
         return Some(format!(
             "the key `{shown}` holds `ſ` or `K`, which case-insensitive readers take for an \
@@ -335,6 +391,9 @@ mod tests {
         assert!(refused(deep).why.contains("twice"));
         let kelvin = "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/call\",\"params\":{\"name\":\"w\",\"argumentſ\":{}}}";
         assert!(refused(kelvin).why.contains("ſ"));
+        // `ẞ` folds to `ß`, which folds to `ss`: Go's `encoding/json` takes one for the other.
+        let sharp = "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/call\",\"params\":{\"name\":\"w\",\"arguments\":{\"straße\":\"a\",\"straẞe\":\"b\"}}}";
+        assert!(refused(sharp).why.contains("twice"), "{:?}", read(sharp));
         // Keys that merely look alike in other ways are fine.
         let fine = r#"{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"w","arguments":{"Note":1,"note_":2}}}"#;
         assert_eq!(read(fine).unwrap().kind, Kind::Request);
@@ -381,6 +440,24 @@ mod tests {
             assert_eq!(refused(bad).code, INVALID_REQUEST, "{bad}");
         }
         assert_eq!(refused("{not json").code, PARSE_ERROR);
+    }
+
+    #[test]
+    fn a_number_is_read_as_the_double_it_names_and_forwarded_so() {
+        // Rounded "best effort" (serde_json without `float_roundtrip`), the first was judged
+        // as -1.2345678901334567e19, and its forwarded text read back as -1.2345678901334569e19.
+        for number in [
+            "-12345678901334567890",
+            "0.943156380636856200160260252e-64",
+            "8.1194671313252416128509955403715296436359990663924688044181e183",
+        ] {
+            let line = format!(r#"{{"jsonrpc":"2.0","method":"m","params":{{"n":{number}}}}}"#);
+            let message = read(&line).unwrap();
+            let judged = message.value["params"]["n"].as_f64();
+            assert_eq!(judged, number.parse().ok(), "{number}");
+            let sent = encode(&message.value);
+            assert_eq!(read(&sent).unwrap(), message, "{sent}");
+        }
     }
 
     #[test]
