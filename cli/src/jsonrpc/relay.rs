@@ -9,18 +9,23 @@ use serde_json::Value;
 use std::collections::HashMap;
 use std::sync::Mutex;
 
-/// A new id of the proxy's own: 128 random bits, unpredictable to either peer.
+/// A new id of the proxy's own: 128 bits that neither peer can predict — a counter through
+/// SipHash under keys the OS's randomness chose for this process (std's `RandomState`), so
+/// that minting one costs no system call.
 pub fn own_id() -> Value {
-    let mut bytes = [0u8; 16];
-    // Without the OS's randomness the ids are still unique within the process (a counter),
-    // though predictable; getrandom fails only on systems the proxy does not run on.
-    if getrandom::fill(&mut bytes).is_err() {
-        static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
-        let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        bytes[..8].copy_from_slice(&n.to_le_bytes());
-    }
-    let hex: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
-    Value::String(format!("palisade-{hex}"))
+    use std::hash::BuildHasher;
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static KEYS: std::sync::OnceLock<(std::hash::RandomState, std::hash::RandomState)> =
+        std::sync::OnceLock::new();
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    let (high, low) =
+        KEYS.get_or_init(|| (std::hash::RandomState::new(), std::hash::RandomState::new()));
+    let n = NEXT.fetch_add(1, Ordering::Relaxed);
+    Value::String(format!(
+        "palisade-{:016x}{:016x}",
+        high.hash_one(n),
+        low.hash_one(n)
+    ))
 }
 
 /// The key of an id in the tables: its JSON text (`1` and `"1"` are different ids).

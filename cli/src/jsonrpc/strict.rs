@@ -257,36 +257,53 @@ pub fn truncate(line: &str) -> String {
 /// A key as a case-insensitive reader compares it: each character lower-cased, upper-cased,
 /// then lower-cased (so `ſ` is `s`, `K` is `k`, `ς` is `σ`, and `ẞ` is `ss` as `ß` is: its
 /// upper case is itself).
-fn fold(key: &str) -> String {
+fn fold(key: &str) -> std::borrow::Cow<'_, str> {
+    use std::borrow::Cow;
     if key.is_ascii() {
-        return key.to_ascii_lowercase();
+        return match key.bytes().any(|b| b.is_ascii_uppercase()) {
+            true => Cow::Owned(key.to_ascii_lowercase()),
+            false => Cow::Borrowed(key),
+        };
     }
-    key.chars()
-        .flat_map(char::to_lowercase)
-        .flat_map(char::to_uppercase)
-        .flat_map(char::to_lowercase)
-        .collect()
+    Cow::Owned(
+        key.chars()
+            .flat_map(char::to_lowercase)
+            .flat_map(char::to_uppercase)
+            .flat_map(char::to_lowercase)
+            .collect(),
+    )
 }
 
-/// Why `key` may not stand next to the keys folded so far, if it may not.
-fn ambiguous(key: &str, folded: &str, seen: &[String]) -> Option<String> {
-    let shown = palisade::events::printable(&truncate(key)).into_owned();
+/// Why `key`, folded `folded`, may not stand in `object` (the keys before it; those that fold
+/// to something other than themselves are also in `seen`, folded), if it may not.
+fn ambiguous(
+    key: &str,
+    folded: &str,
+    object: &Map<String, Value>,
+    seen: &[String],
+) -> Option<String> {
+    let shown = || palisade::events::printable(&truncate(key)).into_owned();
     if key.contains(['\u{17f}', '\u{212a}']) {
         return Some(format!(
-            "the key `{shown}` holds `ſ` or `K`, which case-insensitive readers take for an \
-             ASCII letter"
+            "the key `{}` holds `ſ` or `K`, which case-insensitive readers take for an ASCII \
+             letter",
+            shown()
         ));
     }
-    if seen.iter().any(|s| s == folded) {
+    if object.contains_key(folded) || seen.iter().any(|s| s == folded) {
         return Some(format!(
-            "the key `{shown}` appears twice in one object (or twice in different cases): \
-             readers disagree on which one counts"
+            "the key `{}` appears twice in one object (or twice in different cases): readers \
+             disagree on which one counts",
+            shown()
         ));
     }
-    if let Some(protocol) = PROTOCOL_KEYS.iter().find(|p| **p != key && **p == folded) {
+    if key != folded
+        && let Some(protocol) = PROTOCOL_KEYS.iter().find(|p| **p == folded)
+    {
         return Some(format!(
-            "the key `{shown}` is `{protocol}` in another case: case-insensitive readers take \
-             it for `{protocol}`"
+            "the key `{}` is `{protocol}` in another case: case-insensitive readers take it \
+             for `{protocol}`",
+            shown()
         ));
     }
     None
@@ -352,13 +369,16 @@ impl<'de> Visitor<'de> for StrictVisitor {
 
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Value, A::Error> {
         let mut object = Map::new();
+        // The folds of the keys that are not their own fold; the others are `object`'s keys.
         let mut seen: Vec<String> = Vec::new();
         while let Some(key) = map.next_key::<String>()? {
             let folded = fold(&key);
-            if let Some(why) = ambiguous(&key, &folded, &seen) {
+            if let Some(why) = ambiguous(&key, &folded, &object, &seen) {
                 return Err(de::Error::custom(why));
             }
-            seen.push(folded);
+            if let std::borrow::Cow::Owned(folded) = folded {
+                seen.push(folded);
+            }
             let Strict(value) = map.next_value()?;
             object.insert(key, value);
         }
