@@ -4,7 +4,8 @@
 //! proxy: two pipe hops each way, reading and re-encoding every message, `prompt-submit`
 //! (and, with the five bundled examples, `session-start` and `turn-stopping`).
 //!
-//! The median and p99 of 2,000 turns each way, printed. With
+//! The median and p99 of 2,000 turns each way, printed: the turns taken in turn, one of each
+//! case after the other, so that the VM's drift falls on every case alike. With
 //! `PALISADE_BENCH_BASELINE_BIN=PATH` (another build of `palisade`, e.g. the commit before a
 //! change), the proxy's cases run with that binary too, each right before this build's, and
 //! the ratios of what the proxy adds are printed.
@@ -90,22 +91,6 @@ impl Drop for Editor {
     }
 }
 
-/// The median and p99 of [`TURNS`] turns, after a few to warm up.
-fn percentiles(editor: &mut Editor) -> (Duration, Duration) {
-    for _ in 0..50 {
-        editor.turn();
-    }
-    let mut times: Vec<Duration> = (0..TURNS)
-        .map(|_| {
-            let started = Instant::now();
-            editor.turn();
-            started.elapsed()
-        })
-        .collect();
-    times.sort();
-    (times[TURNS / 2], times[TURNS * 99 / 100])
-}
-
 fn python() -> String {
     std::env::var("PALISADE_PYTHON").unwrap_or_else(|_| "python3".into())
 }
@@ -146,10 +131,29 @@ fn main() {
             proxy(&this, plugins),
         ));
     }
+    let mut editors: Vec<(String, Editor)> = cases
+        .into_iter()
+        .map(|(name, mut command)| (name, Editor::start(&mut command)))
+        .collect();
+    for (_, editor) in &mut editors {
+        for _ in 0..50 {
+            editor.turn();
+        }
+    }
+    // The cases' turns taken in turn, so that the VM's drift falls on every case alike.
+    let mut times = vec![Vec::with_capacity(TURNS); editors.len()];
+    for round in 0..TURNS {
+        for k in 0..editors.len() {
+            let case = (round + k) % editors.len();
+            let started = Instant::now();
+            editors[case].1.turn();
+            times[case].push(started.elapsed());
+        }
+    }
     let mut summary = Vec::new();
-    for (name, mut command) in cases {
-        let mut editor = Editor::start(&mut command);
-        summary.push((name, percentiles(&mut editor)));
+    for ((name, _), mut times) in editors.into_iter().zip(times) {
+        times.sort();
+        summary.push((name, (times[TURNS / 2], times[TURNS * 99 / 100])));
     }
     let direct = summary[0].1.0;
     for (name, (p50, p99)) in &summary {

@@ -8,7 +8,9 @@
 //! A third case, the proxy with no plugins, splits the proxy's own cost (two more pipe hops,
 //! the line framing, the pipeline's bookkeeping) from the plugins'.
 //!
-//! Criterion's estimate per call, then the median and p99 of 2,000 calls each way, printed.
+//! Criterion's estimate per call, then the median and p99 of 2,000 calls each way, printed:
+//! those calls taken in turn, one of each case after the other, so that the VM's drift falls on
+//! every case alike.
 //!
 //! Run: `cargo bench -p palisade-cli --bench mcp`. With `PALISADE_BENCH_BASELINE_BIN=PATH`
 //! (another build of `palisade`, e.g. the commit before a change), the proxy's cases run with
@@ -50,23 +52,8 @@ async fn read(client: &RunningService<RoleClient, ()>, path: &str) {
     assert_ne!(result.is_error, Some(true), "{result:?}");
 }
 
-/// The median and p99 of `n` calls.
-fn percentiles(
-    runtime: &tokio::runtime::Runtime,
-    client: &RunningService<RoleClient, ()>,
-    path: &str,
-    n: usize,
-) -> (Duration, Duration) {
-    let mut times: Vec<Duration> = (0..n)
-        .map(|_| {
-            let started = Instant::now();
-            runtime.block_on(read(client, path));
-            started.elapsed()
-        })
-        .collect();
-    times.sort();
-    (times[n / 2], times[n * 99 / 100])
-}
+/// Calls of each case for the percentiles.
+const CALLS: usize = 2_000;
 
 fn bench(c: &mut Criterion) {
     let dir = tempfile::tempdir().unwrap();
@@ -113,13 +100,33 @@ fn bench(c: &mut Criterion) {
             proxy(this, plugins),
         ));
     }
-    for (name, command) in cases {
-        let client = runtime.block_on(connect(command));
-        runtime.block_on(read(&client, &file));
+    let clients: Vec<_> = cases
+        .into_iter()
+        .map(|(name, command)| {
+            let client = runtime.block_on(connect(command));
+            runtime.block_on(read(&client, &file));
+            (name, client)
+        })
+        .collect();
+    for (name, client) in &clients {
         group.bench_function(format!("tools/call read_text_file, {name}"), |b| {
-            b.to_async(&runtime).iter(|| read(&client, &file))
+            b.to_async(&runtime).iter(|| read(client, &file))
         });
-        summary.push((name, percentiles(&runtime, &client, &file, 2_000)));
+    }
+    // The percentiles from the cases' calls taken in turn, so that the VM's drift falls on
+    // every case alike.
+    let mut times = vec![Vec::with_capacity(CALLS); clients.len()];
+    for round in 0..CALLS {
+        for k in 0..clients.len() {
+            let case = (round + k) % clients.len();
+            let started = Instant::now();
+            runtime.block_on(read(&clients[case].1, &file));
+            times[case].push(started.elapsed());
+        }
+    }
+    for ((name, client), mut times) in clients.into_iter().zip(times) {
+        times.sort();
+        summary.push((name, (times[CALLS / 2], times[CALLS * 99 / 100])));
         runtime.block_on(client.cancel()).unwrap();
     }
     group.finish();
