@@ -10,8 +10,9 @@
 //! requests it sends to the proxy.
 //!
 //! A scenario that fails in a run is run once more alone before it counts as failing: the
-//! reference server sends some requests on the session's own event stream, which the suite's
-//! client opens concurrently with its first call, and loses them when the call wins.
+//! reference server sends its sampling and elicitation requests on the session's own event
+//! stream, which the suite's client opens concurrently with its first call, and drops them
+//! when the call reaches it first (see docs/bridges.md).
 
 use palisade_tests::PluginDir;
 use std::collections::BTreeSet;
@@ -48,12 +49,17 @@ fn tools() -> (PathBuf, PathBuf) {
             "gateway.mjs",
             "bridge.mjs",
             "bearer.mjs",
+            "asking-server.mjs",
         ] {
             std::fs::copy(scripts.join(script), dir.join(script)).expect("copy the scripts");
         }
     });
     (node, dir)
 }
+
+/// Held by each test while it runs: each starts servers and proxies of its own, and the
+/// suite's timing-sensitive scenarios run without another test's load.
+static ONE_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
 fn suite_in(dir: &Path) -> PathBuf {
     dir.join("node_modules/@modelcontextprotocol/conformance/dist/index.js")
@@ -232,8 +238,19 @@ fn listen(plugins: &Path, state: &Path, upstream: &str) -> (Running, String, Str
     )
 }
 
+/// The MCP session an `initialize` answer opened (its body read).
+async fn session_of(answer: reqwest::Response) -> String {
+    let session = answer.headers()["mcp-session-id"]
+        .to_str()
+        .unwrap()
+        .to_string();
+    let _ = answer.text().await.unwrap();
+    session
+}
+
 #[test]
 fn the_conformance_suite_passes_through_palisade_mcp_as_it_does_directly() {
+    let _one = ONE_AT_A_TIME.blocking_lock();
     let (node, dir) = tools();
     let (_server, upstream) = reference_server(&node, &dir);
     let direct = passing("direct", &node, &dir, &upstream, None);
@@ -319,6 +336,7 @@ fn the_conformance_suite_passes_through_palisade_mcp_as_it_does_directly() {
 /// of the address listened on is taken (with the token), any other refused.
 #[tokio::test(flavor = "multi_thread")]
 async fn over_http_a_closed_call_stream_resumes_and_notifications_stream() {
+    let _one = ONE_AT_A_TIME.lock().await;
     let (node, dir) = tools();
     let (_server, upstream) = reference_server(&node, &dir);
     let plugins = PluginDir::new();
@@ -350,12 +368,8 @@ async fn over_http_a_closed_call_stream_resumes_and_notifications_stream() {
         .unwrap();
     assert_eq!(refused.status(), 403);
     let answer = post(None, Some(&origin), initialize).await.unwrap();
-    assert_eq!(answer.status(), 200);
-    let session = answer.headers()["mcp-session-id"]
-        .to_str()
-        .unwrap()
-        .to_string();
-    let _ = answer.text().await.unwrap();
+    assert_eq!(answer.status(), 200, "{:?}", answer.text().await);
+    let session = session_of(answer).await;
     let initialized =
         serde_json::json!({ "jsonrpc": "2.0", "method": "notifications/initialized" });
     post(Some(&session), None, initialized).await.unwrap();
@@ -394,4 +408,85 @@ async fn over_http_a_closed_call_stream_resumes_and_notifications_stream() {
         log.is_some() && answer.is_some() && log < answer,
         "{logged}"
     );
+}
+
+/// Over `--listen`: a request the server sends on a call's own event stream (an elicitation
+/// related to the call) reaches the client on the proxy's stream for that call, the client's
+/// POSTed answer reaches the server, and the call's answer is the tool's.
+#[tokio::test(flavor = "multi_thread")]
+async fn over_http_a_servers_request_on_the_call_stream_is_relayed_both_ways() {
+    use std::io::BufRead;
+    let _one = ONE_AT_A_TIME.lock().await;
+    let (node, dir) = tools();
+    let mut server = Command::new(&node)
+        .arg(dir.join("asking-server.mjs"))
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    std::io::BufReader::new(server.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let _server = Running(server);
+    let port: serde_json::Value = serde_json::from_str(&line).expect("the server says its port");
+    let upstream = format!("http://127.0.0.1:{}/mcp", port["port"]);
+    let plugins = PluginDir::new();
+    let state = tempfile::tempdir().unwrap();
+    let (_proxy, url, token) = listen(plugins.path(), state.path(), &upstream);
+    let http = reqwest::Client::new();
+    let post = |session: Option<&str>, body: serde_json::Value| {
+        let mut request = http
+            .post(&url)
+            .bearer_auth(&token)
+            .header("content-type", "application/json")
+            .header("accept", "application/json, text/event-stream")
+            .body(body.to_string());
+        if let Some(session) = session {
+            request = request
+                .header("mcp-session-id", session)
+                .header("mcp-protocol-version", "2025-06-18");
+        }
+        request.send()
+    };
+    let initialize = serde_json::json!({ "jsonrpc": "2.0", "id": 1, "method": "initialize",
+        "params": { "protocolVersion": "2025-06-18", "capabilities": { "elicitation": {} },
+                    "clientInfo": { "name": "test", "version": "1" } } });
+    let answer = post(None, initialize).await.unwrap();
+    let session = session_of(answer).await;
+    let initialized =
+        serde_json::json!({ "jsonrpc": "2.0", "method": "notifications/initialized" });
+    post(Some(&session), initialized).await.unwrap();
+
+    let call = serde_json::json!({ "jsonrpc": "2.0", "id": 2, "method": "tools/call",
+        "params": { "name": "ask", "arguments": {} } });
+    let mut stream = post(Some(&session), call).await.unwrap();
+    let mut seen = String::new();
+    let read_until = async |stream: &mut reqwest::Response, seen: &mut String, what: &str| {
+        while !seen.contains(what) {
+            let chunk = stream.chunk().await.unwrap().expect("the stream goes on");
+            seen.push_str(&String::from_utf8_lossy(&chunk));
+        }
+    };
+    let asked = tokio::time::timeout(
+        Duration::from_secs(20),
+        read_until(&mut stream, &mut seen, "elicitation/create"),
+    )
+    .await;
+    assert!(asked.is_ok(), "the server's question never came: {seen}");
+    let question: serde_json::Value = seen
+        .lines()
+        .filter_map(|line| line.strip_prefix("data: "))
+        .find_map(|data| serde_json::from_str(data).ok())
+        .unwrap();
+    assert_eq!(question["method"], "elicitation/create", "{question}");
+    let yes = serde_json::json!({ "jsonrpc": "2.0", "id": question["id"],
+        "result": { "action": "accept", "content": { "go": true } } });
+    assert_eq!(post(Some(&session), yes).await.unwrap().status(), 202);
+    let answered = tokio::time::timeout(
+        Duration::from_secs(20),
+        read_until(&mut stream, &mut seen, "\"id\":2"),
+    )
+    .await;
+    assert!(answered.is_ok(), "the call was never answered: {seen}");
+    assert!(seen.contains(r#"answered accept {\"go\":true}"#), "{seen}");
 }

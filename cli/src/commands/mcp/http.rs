@@ -567,7 +567,7 @@ impl Upstream for Http {
             let answer = self
                 .gateway
                 .request(Method::POST, &self.headers)
-                .body(message.to_string())
+                .body(strict::encode(&message))
                 .send()
                 .await
                 .map_err(|e| format!("the MCP server did not answer: {e}"))?;
