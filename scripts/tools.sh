@@ -65,12 +65,11 @@ mcp="$tools/mcp"
 npm_tools "$mcp" module @modelcontextprotocol/server-filesystem@2026.8.31 @modelcontextprotocol/sdk@1.32.2
 echo "export PALISADE_MCP_TOOLS=$mcp"
 
-# The MCP conformance tests (cli/tests/conformance.rs): the official conformance suite, and
-# Node 22 to run it (it needs Node >= 22; the `node` package ships the binary). The suite's
-# reference server (vendored in cli/tests/conformance/) runs on the suite's own MCP library
-# and express, plus cors.
+# The MCP conformance tests (cli/tests/conformance.rs): the official conformance suite, Node
+# 22 to run it (it needs Node >= 22; the `node` package ships the binary), and the official
+# reference server it is run against.
 conformance="$tools/conformance"
-npm_tools "$conformance" module node@22.23.3 @modelcontextprotocol/conformance@0.1.16 cors@2.8.5
+npm_tools "$conformance" module node@22.23.3 @modelcontextprotocol/conformance@0.1.16 @modelcontextprotocol/server-everything@2026.8.31
 echo "export PALISADE_CONFORMANCE=$conformance"
 echo "export PALISADE_NODE22=$conformance/node_modules/node/bin/node"
 

@@ -1,7 +1,10 @@
 //! The official MCP conformance suite (`@modelcontextprotocol/conformance`, its server
-//! scenarios) against its own reference server: directly, and through `palisade mcp` over
-//! streamable HTTP (`--listen`) and over stdio, each with an empty plugin folder and with the
-//! example plugins. Every scenario that passes without the proxy passes through it.
+//! scenarios) against the official reference server `@modelcontextprotocol/server-everything`
+//! (both from npm): directly, and through `palisade mcp` over streamable HTTP (`--listen`) and
+//! over stdio, each with an empty plugin folder and with the example plugins. Every scenario
+//! that passes without the proxy passes through it. What the reference server does not do
+//! (resume a call's closed stream, log on a call's stream, ask on it) is tested against
+//! `asking-server.mjs`, a server of our own on the official TypeScript library.
 //!
 //! The suite speaks only streamable HTTP, so on stdio it drives the chain `gateway.mjs` (HTTP
 //! to a stdio child per session) → `palisade mcp` → `bridge.mjs` (stdio to the reference
@@ -45,7 +48,6 @@ fn tools() -> (PathBuf, PathBuf) {
     COPIED.call_once(|| {
         let scripts = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/conformance");
         for script in [
-            "everything-server.ts",
             "gateway.mjs",
             "bridge.mjs",
             "bearer.mjs",
@@ -205,18 +207,36 @@ fn lost(label: &str, without: &BTreeSet<String>, through: &BTreeSet<String>) -> 
     })
 }
 
-/// The reference server, on a port of its own: it and its endpoint.
+/// The reference server on streamable HTTP, on a port of its own: it and its endpoint.
 fn reference_server(node: &Path, dir: &Path) -> (Running, String) {
     let port = free_port();
     let mut command = Command::new(node);
     command
-        .arg(dir.join("everything-server.ts"))
+        .arg(dir.join("node_modules/@modelcontextprotocol/server-everything/dist/index.js"))
+        .arg("streamableHttp")
         .env("PORT", port.to_string())
         .stderr(Stdio::null());
     (
         listening(command, port),
         format!("http://localhost:{port}/mcp"),
     )
+}
+
+/// `asking-server.mjs`: it and its endpoint.
+fn asking_server(node: &Path, dir: &Path) -> (Running, String) {
+    use std::io::BufRead;
+    let mut server = Command::new(node)
+        .arg(dir.join("asking-server.mjs"))
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    std::io::BufReader::new(server.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let server = Running(server);
+    let port: serde_json::Value = serde_json::from_str(&line).expect("the server says its port");
+    (server, format!("http://127.0.0.1:{}/mcp", port["port"]))
 }
 
 /// `palisade mcp --listen` in front of `upstream`: it, its endpoint and its token.
@@ -254,7 +274,9 @@ fn the_conformance_suite_passes_through_palisade_mcp_as_it_does_directly() {
     let (node, dir) = tools();
     let (_server, upstream) = reference_server(&node, &dir);
     let direct = passing("direct", &node, &dir, &upstream, None);
-    assert!(direct.len() >= 30, "only {direct:?} pass directly");
+    // The reference server implements some of the suite's scenarios, not all (11 at
+    // server-everything 2026.8.31 and the suite 0.1.16).
+    assert!(direct.len() >= 10, "only {direct:?} pass directly");
 
     let empty = PluginDir::new();
     let examples = PluginDir::new();
@@ -338,7 +360,7 @@ fn the_conformance_suite_passes_through_palisade_mcp_as_it_does_directly() {
 async fn over_http_a_closed_call_stream_resumes_and_notifications_stream() {
     let _one = ONE_AT_A_TIME.lock().await;
     let (node, dir) = tools();
-    let (_server, upstream) = reference_server(&node, &dir);
+    let (_server, upstream) = asking_server(&node, &dir);
     let plugins = PluginDir::new();
     let state = tempfile::tempdir().unwrap();
     let (_proxy, url, token) = listen(plugins.path(), state.path(), &upstream);
@@ -379,15 +401,14 @@ async fn over_http_a_closed_call_stream_resumes_and_notifications_stream() {
             "params": { "name": tool, "arguments": {} } })
     };
     let started = Instant::now();
-    let resumed = post(Some(&session), None, call(2, "test_reconnection"))
+    let resumed = post(Some(&session), None, call(2, "reconnect"))
         .await
         .unwrap()
         .text()
         .await
         .unwrap();
     assert!(
-        resumed.contains("Reconnection test completed successfully")
-            && !resumed.contains("isError"),
+        resumed.contains("answered after the stream was resumed") && !resumed.contains("isError"),
         "{resumed}"
     );
     assert!(
@@ -396,7 +417,7 @@ async fn over_http_a_closed_call_stream_resumes_and_notifications_stream() {
         started.elapsed()
     );
 
-    let logged = post(Some(&session), None, call(3, "test_tool_with_logging"))
+    let logged = post(Some(&session), None, call(3, "log"))
         .await
         .unwrap()
         .text()
@@ -415,21 +436,9 @@ async fn over_http_a_closed_call_stream_resumes_and_notifications_stream() {
 /// POSTed answer reaches the server, and the call's answer is the tool's.
 #[tokio::test(flavor = "multi_thread")]
 async fn over_http_a_servers_request_on_the_call_stream_is_relayed_both_ways() {
-    use std::io::BufRead;
     let _one = ONE_AT_A_TIME.lock().await;
     let (node, dir) = tools();
-    let mut server = Command::new(&node)
-        .arg(dir.join("asking-server.mjs"))
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut line = String::new();
-    std::io::BufReader::new(server.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    let _server = Running(server);
-    let port: serde_json::Value = serde_json::from_str(&line).expect("the server says its port");
-    let upstream = format!("http://127.0.0.1:{}/mcp", port["port"]);
+    let (_server, upstream) = asking_server(&node, &dir);
     let plugins = PluginDir::new();
     let state = tempfile::tempdir().unwrap();
     let (_proxy, url, token) = listen(plugins.path(), state.path(), &upstream);
