@@ -192,7 +192,10 @@ impl Proxy {
         loop {
             // What Palisade cannot read, or could read two ways, is not passed on: the server
             // might read a call in it.
-            let mut message = match lines.next_judgeable("mcp", ("client", &self.client), &self.server).await {
+            let mut message = match lines
+                .next_judgeable("mcp", ("client", &self.client), &self.server)
+                .await
+            {
                 Ok(message) => message,
                 Err(why) => {
                     eprintln!("palisade mcp: the client's input ends: {why}");
@@ -281,7 +284,10 @@ impl Proxy {
     async fn from_server(self: Arc<Self>, stdout: tokio::process::ChildStdout) -> String {
         let mut lines = Lines::new(stdout);
         loop {
-            let mut message = match lines.next_judgeable("mcp", ("server", &self.server), &self.client).await {
+            let mut message = match lines
+                .next_judgeable("mcp", ("server", &self.server), &self.client)
+                .await
+            {
                 Ok(message) => message,
                 Err(why) => return why,
             };
