@@ -150,6 +150,35 @@ impl Writer {
 
 pub use strict::truncate;
 
+/// The proxy's standard input, for its [`Lines`]: read through the runtime's reactor when it is
+/// a pipe (as an editor or a client starts a proxy), instead of tokio's `stdin`, which hands
+/// every read to a blocking thread and back.
+pub fn stdin() -> Box<dyn AsyncRead + Unpin + Send> {
+    use std::os::fd::AsFd;
+    let pipe = std::io::stdin()
+        .as_fd()
+        .try_clone_to_owned()
+        .and_then(tokio::net::unix::pipe::Receiver::from_owned_fd);
+    match pipe {
+        Ok(pipe) => Box::new(pipe),
+        Err(_) => Box::new(tokio::io::stdin()),
+    }
+}
+
+/// The proxy's standard output, for its [`Writer`]: a pipe written through the runtime's
+/// reactor when it is one (see [`stdin`]).
+pub fn stdout() -> Box<dyn tokio::io::AsyncWrite + Unpin + Send> {
+    use std::os::fd::AsFd;
+    let pipe = std::io::stdout()
+        .as_fd()
+        .try_clone_to_owned()
+        .and_then(tokio::net::unix::pipe::Sender::from_owned_fd);
+    match pipe {
+        Ok(pipe) => Box::new(pipe),
+        Err(_) => Box::new(tokio::io::stdout()),
+    }
+}
+
 /// The proxy's exit status, once a side has decided it (`i32::MIN` until then).
 static EXIT_STATUS: std::sync::atomic::AtomicI32 = std::sync::atomic::AtomicI32::new(i32::MIN);
 

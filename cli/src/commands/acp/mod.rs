@@ -72,7 +72,7 @@ impl AcpCommand {
             me: me.clone(),
             plugins,
             sessions: Mutex::default(),
-            editor: Writer::new(tokio::io::stdout()),
+            editor: Writer::new(crate::jsonrpc::stdout()),
             agent,
             to_agent: Relay::default(),
             to_editor: Relay::default(),
@@ -186,7 +186,7 @@ impl Proxy {
     }
 
     async fn from_editor(self: Arc<Self>) {
-        let mut lines = Lines::new(tokio::io::stdin());
+        let mut lines = Lines::new(crate::jsonrpc::stdin());
         loop {
             // What Palisade cannot read, or could read two ways, is not passed on: the agent
             // might read a prompt in it.

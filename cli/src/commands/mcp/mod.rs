@@ -166,7 +166,7 @@ impl Proxy {
                 .with_approver(Arc::new(call::Elicit(weak.clone())));
             Proxy {
                 lifecycle: Lifecycle::new(session),
-                client: Writer::new(tokio::io::stdout()),
+                client: Writer::new(crate::jsonrpc::stdout()),
                 server,
                 name: Mutex::new(name),
                 initialize: Mutex::default(),
@@ -188,7 +188,7 @@ impl Proxy {
     }
 
     async fn from_client(self: Arc<Self>) {
-        let mut lines = Lines::new(tokio::io::stdin());
+        let mut lines = Lines::new(crate::jsonrpc::stdin());
         loop {
             // What Palisade cannot read, or could read two ways, is not passed on: the server
             // might read a call in it.
