@@ -12,11 +12,13 @@
 //!
 //! Run: `cargo bench -p palisade-cli --bench acp`.
 
+#[path = "support/in_turn.rs"]
+mod in_turn;
+
 use serde_json::{Value, json};
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
-use std::time::{Duration, Instant};
 
 const AGENT: &str = r#"
 import json, sys
@@ -140,39 +142,11 @@ fn main() {
             editor.turn();
         }
     }
-    // The cases' turns taken in turn, so that the VM's drift falls on every case alike.
-    let mut times = vec![Vec::with_capacity(TURNS); editors.len()];
-    for round in 0..TURNS {
-        for k in 0..editors.len() {
-            let case = (round + k) % editors.len();
-            let started = Instant::now();
-            editors[case].1.turn();
-            times[case].push(started.elapsed());
-        }
-    }
-    let mut summary = Vec::new();
-    for ((name, _), mut times) in editors.into_iter().zip(times) {
-        times.sort();
-        summary.push((name, (times[TURNS / 2], times[TURNS * 99 / 100])));
-    }
-    let direct = summary[0].1.0;
-    for (name, (p50, p99)) in &summary {
-        println!(
-            "acp: a prompt turn {name}: median {:.1} µs, p99 {:.1} µs ({TURNS} turns)",
-            p50.as_secs_f64() * 1e6,
-            p99.as_secs_f64() * 1e6
-        );
-    }
-    for pair in summary[1..].chunks(2).filter(|_| baseline.is_some()) {
-        let [(_, (before, _)), (name, (after, _))] = pair else {
-            continue;
-        };
-        let added = |t: &Duration| t.saturating_sub(direct).as_secs_f64() * 1e6;
-        println!(
-            "acp: {name}: the proxy adds {:.1} µs a turn, the baseline {:.1} µs ({:.3}×)",
-            added(after),
-            added(before),
-            added(after) / added(before)
-        );
-    }
+    let times = in_turn::percentiles(editors.len(), TURNS, |case| editors[case].1.turn());
+    let summary: Vec<_> = editors
+        .into_iter()
+        .map(|(name, _)| name)
+        .zip(times)
+        .collect();
+    in_turn::print("acp", "a prompt turn", TURNS, &summary, baseline.is_some());
 }

@@ -16,12 +16,14 @@
 //! (another build of `palisade`, e.g. the commit before a change), the proxy's cases run with
 //! that binary too, each right before this build's, and the ratios are printed.
 
+#[path = "support/in_turn.rs"]
+mod in_turn;
+
 use criterion::{Criterion, criterion_group, criterion_main};
 use rmcp::model::CallToolRequestParams;
 use rmcp::service::{RoleClient, RunningService};
 use rmcp::{ServiceExt, transport::TokioChildProcess};
 use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant};
 
 fn filesystem_server() -> PathBuf {
     let dir = std::env::var_os("PALISADE_MCP_TOOLS")
@@ -87,7 +89,6 @@ fn bench(c: &mut Criterion) {
     };
 
     let mut group = c.benchmark_group("mcp");
-    let mut summary = Vec::new();
     let this = Path::new(env!("CARGO_BIN_EXE_palisade"));
     let mut cases = vec![("direct".to_string(), direct)];
     for (what, plugins) in [("no plugins", &empty), ("the five examples", &plugins)] {
@@ -113,43 +114,16 @@ fn bench(c: &mut Criterion) {
             b.to_async(&runtime).iter(|| read(client, &file))
         });
     }
-    // The percentiles from the cases' calls taken in turn, so that the VM's drift falls on
-    // every case alike.
-    let mut times = vec![Vec::with_capacity(CALLS); clients.len()];
-    for round in 0..CALLS {
-        for k in 0..clients.len() {
-            let case = (round + k) % clients.len();
-            let started = Instant::now();
-            runtime.block_on(read(&clients[case].1, &file));
-            times[case].push(started.elapsed());
-        }
-    }
-    for ((name, client), mut times) in clients.into_iter().zip(times) {
-        times.sort();
-        summary.push((name, (times[CALLS / 2], times[CALLS * 99 / 100])));
+    let times = in_turn::percentiles(clients.len(), CALLS, |case| {
+        runtime.block_on(read(&clients[case].1, &file))
+    });
+    let mut summary = Vec::new();
+    for ((name, client), times) in clients.into_iter().zip(times) {
+        summary.push((name, times));
         runtime.block_on(client.cancel()).unwrap();
     }
     group.finish();
-    let direct = summary[0].1.0;
-    for (name, (p50, p99)) in &summary {
-        println!(
-            "mcp: tools/call {name}: median {:.1} µs, p99 {:.1} µs (2,000 calls)",
-            p50.as_secs_f64() * 1e6,
-            p99.as_secs_f64() * 1e6
-        );
-    }
-    for pair in summary[1..].chunks(2).filter(|_| baseline.is_some()) {
-        let [(_, (before, _)), (name, (after, _))] = pair else {
-            continue;
-        };
-        let added = |t: &Duration| t.saturating_sub(direct).as_secs_f64() * 1e6;
-        println!(
-            "mcp: {name}: the proxy adds {:.1} µs a call, the baseline {:.1} µs ({:.3}×)",
-            added(after),
-            added(before),
-            added(after) / added(before)
-        );
-    }
+    in_turn::print("mcp", "a tools/call", CALLS, &summary, baseline.is_some());
 }
 
 criterion_group!(benches, bench);
