@@ -270,7 +270,29 @@ fn mcp_owns_the_ids_it_relays() {
 async fn mcp_over_http_refuses_other_methods_and_ambiguous_bodies() {
     let dir = tempfile::tempdir().unwrap();
     let plugins = PluginDir::new();
-    let upstream = Server::start(|_| Reply::ok(r#"{"jsonrpc":"2.0","id":1,"result":{}}"#));
+    // A server whose answers to ids 3 and 4 could be read two ways (as JSON; in an event
+    // stream, beside an ordinary event).
+    let upstream = Server::start(|request| {
+        let body = String::from_utf8_lossy(&request.body);
+        let typed = |kind: &str, body: &str| Reply {
+            headers: vec![("content-type".into(), kind.into())],
+            ..Reply::ok(body.to_string())
+        };
+        if body.contains("\"id\":3") {
+            typed(
+                "application/json",
+                r#"{"jsonrpc":"2.0","id":3,"result":{},"Result":{"x":1}}"#,
+            )
+        } else if body.contains("\"id\":4") {
+            typed(
+                "text/event-stream",
+                "id: e1\ndata: {\"jsonrpc\":\"2.0\",\"method\":\"a\",\"METHOD\":\"b\"}\n\n\
+                 id: e2\ndata: {\"jsonrpc\":\"2.0\",\"id\":4,\"result\":{\"t\":\"x\u{2028}y\"}}\n\n",
+            )
+        } else {
+            Reply::ok(r#"{"jsonrpc":"2.0","id":1,"result":{}}"#)
+        }
+    });
     let free = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let address = free.local_addr().unwrap();
     drop(free);
@@ -330,6 +352,24 @@ async fn mcp_over_http_refuses_other_methods_and_ambiguous_bodies() {
     assert_eq!(received[0].method, "POST");
     let body = String::from_utf8_lossy(&received[0].body);
     assert!(!body.contains('\r') && body.contains("\"ping\""), "{body}");
+    // What the server answers is read as strictly, and forwarded re-encoded: a JSON answer
+    // that could be read two ways is refused; in an event stream, such an event is dropped and
+    // the others pass re-encoded, with their ids.
+    let ambiguous = send(
+        reqwest::Method::POST,
+        r#"{"jsonrpc":"2.0","id":3,"method":"ping"}"#,
+    );
+    assert_eq!(ambiguous.await.unwrap().status(), 502);
+    let streamed = send(
+        reqwest::Method::POST,
+        r#"{"jsonrpc":"2.0","id":4,"method":"ping"}"#,
+    );
+    let streamed = streamed.await.unwrap().text().await.unwrap();
+    assert!(!streamed.contains("METHOD"), "{streamed}");
+    assert!(
+        streamed.contains("id: e2") && streamed.contains("\\u2028"),
+        "{streamed}"
+    );
 }
 
 struct Running(Child);

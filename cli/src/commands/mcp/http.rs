@@ -504,7 +504,10 @@ impl Gateway {
         request
     }
 
-    /// Passes the request to the server, and streams its answer back as it came.
+    /// Passes the request to the server, and its answer back as the proxy read it: a JSON
+    /// answer read strictly and re-encoded, an event stream event by event, each event's
+    /// message read strictly and re-encoded (see [`reencoded_events`]); anything else (an
+    /// empty 202, an error page) as it came.
     async fn forward(&self, method: Method, headers: &HeaderMap, body: Bytes) -> Response {
         let sent = self
             .request(method, &passed(headers))
@@ -526,8 +529,28 @@ impl Gateway {
                 response = response.header(name, value.as_bytes());
             }
         }
+        let kind = header_text(answer.headers(), "content-type");
+        let body = if kind.starts_with("text/event-stream") {
+            Body::from_stream(reencoded_events(answer))
+        } else if kind.starts_with("application/json") {
+            let read = read_bounded(answer).await.and_then(|body| {
+                let text = String::from_utf8(body).map_err(|_| "not UTF-8".to_string())?;
+                strict::read_body(&text).map_err(|refusal| refusal.why)
+            });
+            match read {
+                Ok(message) => Body::from(strict::encode(&message.value)),
+                Err(why) => {
+                    return problem(
+                        StatusCode::BAD_GATEWAY,
+                        format!("the MCP server's answer was refused: {why}"),
+                    );
+                }
+            }
+        } else {
+            Body::from_stream(answer.bytes_stream())
+        };
         response
-            .body(Body::from_stream(answer.bytes_stream()))
+            .body(body)
             .unwrap_or_else(|e| problem(StatusCode::BAD_GATEWAY, e.to_string()))
     }
 }
@@ -718,22 +741,14 @@ impl Http {
     /// One event of the server's stream: the call's answer, or `None` (any other message is
     /// passed to the client's stream).
     fn event(&self, text: &str, resume: &mut Resume) -> Option<Value> {
-        let mut data: Vec<&str> = Vec::new();
-        for line in text.lines() {
-            let (field, value) = line.split_once(':').unwrap_or((line, ""));
-            let value = value.strip_prefix(' ').unwrap_or(value);
-            match field {
-                "data" => data.push(value),
-                "id" if !value.contains('\0') => resume.last_event_id = Some(value.to_string()),
-                "retry" => {
-                    if let Ok(ms) = value.parse::<u64>() {
-                        resume.retry = Some(Duration::from_millis(ms));
-                    }
-                }
-                _ => {}
-            }
+        let event = Event::of(text);
+        if let Some(id) = event.id {
+            resume.last_event_id = Some(id.to_string());
         }
-        let data = data.join("\n");
+        if let Some(ms) = event.retry {
+            resume.retry = Some(Duration::from_millis(ms));
+        }
+        let data = event.data;
         if data.trim().is_empty() {
             return None;
         }
@@ -760,6 +775,98 @@ impl Http {
             }
         }
     }
+}
+
+/// The fields of one server-sent event that MCP uses.
+struct Event<'a> {
+    /// Its `data:` lines, joined.
+    data: String,
+    /// Its `id:`, when it is a valid one (no NUL).
+    id: Option<&'a str>,
+    /// Its `retry:`, in milliseconds.
+    retry: Option<u64>,
+}
+
+impl Event<'_> {
+    fn of(text: &str) -> Event<'_> {
+        let mut event = Event {
+            data: String::new(),
+            id: None,
+            retry: None,
+        };
+        let mut data: Vec<&str> = Vec::new();
+        for line in text.lines() {
+            let (field, value) = line.split_once(':').unwrap_or((line, ""));
+            let value = value.strip_prefix(' ').unwrap_or(value);
+            match field {
+                "data" => data.push(value),
+                "id" if !value.contains('\0') => event.id = Some(value),
+                "retry" => event.retry = value.parse().ok(),
+                _ => {}
+            }
+        }
+        event.data = data.join("\n");
+        event
+    }
+}
+
+/// The server's event stream as the client gets it: each event's message read strictly and
+/// re-encoded, with its id and `retry:` (so the client can resume); an event whose message
+/// could be read two ways is dropped, saying so; one over [`MAX_BODY_BYTES`] ends the stream.
+fn reencoded_events(
+    answer: reqwest::Response,
+) -> impl futures_util::Stream<Item = Result<Bytes, std::io::Error>> {
+    let state = (answer, Vec::<u8>::new());
+    futures_util::stream::unfold(state, |(mut answer, mut pending)| async move {
+        loop {
+            if let Some(end) = event_end(&pending) {
+                let event: Vec<u8> = pending.drain(..end.1).collect();
+                let text = String::from_utf8_lossy(&event[..end.0]);
+                let event = Event::of(&text);
+                let mut out = String::new();
+                if let Some(id) = event.id {
+                    out.push_str(&format!("id: {id}\n"));
+                }
+                if let Some(ms) = event.retry {
+                    out.push_str(&format!("retry: {ms}\n"));
+                }
+                if event.data.trim().is_empty() {
+                    // A priming event (an id to resume from) keeps its empty data; a comment
+                    // or keep-alive is not passed on.
+                    if !out.is_empty() {
+                        out.push_str("data: \n");
+                    }
+                } else {
+                    match strict::read_body(&event.data) {
+                        Ok(message) => {
+                            let line = strict::encode(&message.value);
+                            out.push_str(&format!("event: message\ndata: {line}\n"));
+                        }
+                        Err(refusal) => eprintln!(
+                            "palisade mcp: dropped a message of the server's event stream: {}",
+                            refusal.why
+                        ),
+                    }
+                }
+                if out.is_empty() {
+                    continue;
+                }
+                out.push('\n');
+                return Some((Ok(Bytes::from(out)), (answer, pending)));
+            }
+            if pending.len() > MAX_BODY_BYTES {
+                eprintln!(
+                    "palisade mcp: the server sent an event over {MAX_BODY_BYTES} bytes; its \
+                     stream ends here"
+                );
+                return None;
+            }
+            match answer.chunk().await {
+                Ok(Some(chunk)) => pending.extend_from_slice(&chunk),
+                Ok(None) | Err(_) => return None,
+            }
+        }
+    })
 }
 
 /// Where the first event in `buffer` ends: (its text's end, the blank line's end).
