@@ -392,7 +392,7 @@ pub(crate) async fn serve_connections(
         let service = {
             let (app, known, token) = (app.clone(), known.clone(), token.clone());
             tower::service_fn(move |request: hyper::Request<hyper::body::Incoming>| {
-                if bearer_matches(&token, request.headers()) {
+                if !known.load(Ordering::Relaxed) && bearer_matches(&token, request.headers()) {
                     known.store(true, Ordering::Relaxed);
                 }
                 tower::ServiceExt::oneshot(app.clone(), request)
