@@ -293,38 +293,7 @@ async fn mcp_over_http_refuses_other_methods_and_ambiguous_bodies() {
             Reply::ok(r#"{"jsonrpc":"2.0","id":1,"result":{}}"#)
         }
     });
-    let free = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let address = free.local_addr().unwrap();
-    drop(free);
-    let token_file = dir.path().join("token");
-    let _proxy = Running(
-        Command::new(env!("CARGO_BIN_EXE_palisade"))
-            .args(["mcp", "--plugins"])
-            .arg(plugins.path())
-            .args([
-                "--name",
-                "up",
-                "--listen",
-                &address.to_string(),
-                "--upstream",
-            ])
-            .arg(format!("http://127.0.0.1:{}/mcp", upstream.port))
-            .arg("--token-file")
-            .arg(&token_file)
-            .env("PALISADE_CACHE_DIR", dir.path().join("cache"))
-            .spawn()
-            .unwrap(),
-    );
-    let started = Instant::now();
-    while std::net::TcpStream::connect(address).is_err() || !token_file.exists() {
-        assert!(
-            started.elapsed() < Duration::from_secs(60),
-            "never listened"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    let token = std::fs::read_to_string(&token_file).unwrap();
-    let url = format!("http://{address}/mcp");
+    let (_proxy, url, token) = mcp_over_http(dir.path(), &plugins, &upstream, &[]);
     let http = reqwest::Client::new();
     let send = |method: reqwest::Method, body: &'static str| {
         http.request(method, &url)
@@ -370,6 +339,121 @@ async fn mcp_over_http_refuses_other_methods_and_ambiguous_bodies() {
         streamed.contains("id: e2") && streamed.contains("\\u2028"),
         "{streamed}"
     );
+}
+
+/// `palisade mcp --listen` in front of `upstream`, with `extra` arguments: the proxy, its URL
+/// and its bearer token.
+fn mcp_over_http(
+    dir: &Path,
+    plugins: &PluginDir,
+    upstream: &Server,
+    extra: &[&str],
+) -> (Running, String, String) {
+    let free = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let address = free.local_addr().unwrap();
+    drop(free);
+    let token_file = dir.join("token");
+    let proxy = Running(
+        Command::new(env!("CARGO_BIN_EXE_palisade"))
+            .args(["mcp", "--plugins"])
+            .arg(plugins.path())
+            .args(["--name", "up", "--listen", &address.to_string()])
+            .arg("--upstream")
+            .arg(format!("http://127.0.0.1:{}/mcp", upstream.port))
+            .arg("--token-file")
+            .arg(&token_file)
+            .args(extra)
+            .env("PALISADE_CACHE_DIR", dir.join("cache"))
+            .spawn()
+            .unwrap(),
+    );
+    let started = Instant::now();
+    while std::net::TcpStream::connect(address).is_err() || !token_file.exists() {
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "never listened"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let token = std::fs::read_to_string(&token_file).unwrap();
+    (
+        proxy,
+        format!("http://{address}/mcp"),
+        token.trim().to_string(),
+    )
+}
+
+/// Past `--max-sessions`, a new session ends an idle one, and is refused (503) while every
+/// live one has a call in flight; the server never sees the refused session's `initialize`.
+#[tokio::test(flavor = "multi_thread")]
+async fn mcp_over_http_a_full_session_table_never_ends_a_busy_session() {
+    let dir = tempfile::tempdir().unwrap();
+    let plugins = PluginDir::new();
+    let upstream = Server::start(|request| {
+        let message: Value = serde_json::from_slice(&request.body).unwrap_or_default();
+        let answer = json!({ "jsonrpc": "2.0", "id": message["id"], "result": {
+            "content": [{ "type": "text", "text": "done" }] } });
+        let reply = Reply {
+            headers: vec![("content-type".into(), "application/json".into())],
+            ..Reply::ok(answer.to_string())
+        };
+        if message["method"] == "tools/call" {
+            reply.after(Duration::from_secs(3))
+        } else {
+            reply
+        }
+    });
+    let (_proxy, url, token) =
+        mcp_over_http(dir.path(), &plugins, &upstream, &["--max-sessions", "2"]);
+    let http = reqwest::Client::new();
+    let post = |session: &str, body: Value| {
+        http.post(&url)
+            .bearer_auth(&token)
+            .header("mcp-session-id", session)
+            .header("accept", "application/json")
+            .header("content-type", "application/json")
+            .body(body.to_string())
+            .send()
+    };
+    let call = json!({ "jsonrpc": "2.0", "id": 1, "method": "tools/call",
+                       "params": { "name": "slow", "arguments": {} } });
+    let initialize = json!({ "jsonrpc": "2.0", "id": 0, "method": "initialize",
+                             "params": { "protocolVersion": "2025-06-18", "capabilities": {},
+                                         "clientInfo": { "name": "t", "version": "1" } } });
+    // Two sessions, each with a call in flight.
+    let busy = [post("a", call.clone()), post("b", call.clone())];
+    let busy = tokio::spawn(futures_util::future::join_all(busy));
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let refused = post("c", call.clone()).await.unwrap();
+    assert_eq!(refused.status(), 503, "{}", refused.text().await.unwrap());
+    let refused = http
+        .post(&url)
+        .bearer_auth(&token)
+        .header("accept", "application/json")
+        .header("content-type", "application/json")
+        .body(initialize.to_string())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(refused.status(), 503);
+    assert!(
+        refused.text().await.unwrap().contains("--max-sessions"),
+        "the refusal names the fix"
+    );
+    assert!(
+        !upstream
+            .received()
+            .iter()
+            .any(|r| String::from_utf8_lossy(&r.body).contains("initialize")),
+        "the server saw the refused session's initialize"
+    );
+    // The busy sessions' calls were answered, untouched; now idle, one makes room.
+    for answered in busy.await.unwrap() {
+        let answer: Value = serde_json::from_str(&answered.unwrap().text().await.unwrap()).unwrap();
+        assert_eq!(answer["result"]["content"][0]["text"], "done", "{answer}");
+    }
+    let answered = post("c", call).await.unwrap();
+    assert_eq!(answered.status(), 200);
 }
 
 struct Running(Child);

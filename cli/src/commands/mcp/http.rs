@@ -20,7 +20,7 @@
 //! body, and any other method is refused (405): the transport defines only those three.
 //!
 //! One Palisade session per MCP session (its `Mcp-Session-Id`; requests without one share
-//! one), at most [`MAX_SESSIONS`]: past it, the least recently opened session that holds no
+//! one), at most `--max-sessions` (1,024 unless told): past it, the least recently opened session that holds no
 //! plugin state and has no call in flight goes, and when there is none the request is refused
 //! (503) — a flood of sessions never ends a stateful guard's session. A `DELETE` of the session
 //! ends it. An `Origin`, when sent, must be the address listened on, as the Host must. An `ask`
@@ -48,8 +48,6 @@ use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 use tokio::sync::{mpsc, oneshot};
 
-/// Live MCP sessions at most; the oldest goes first.
-pub(super) const MAX_SESSIONS: usize = 1024;
 /// The largest request body a client may send, and the largest answer to a `tools/call` the
 /// pipeline reads from the server.
 const MAX_BODY_BYTES: usize = 16 * 1024 * 1024;
@@ -74,6 +72,8 @@ pub(super) struct Listen {
     pub name: String,
     pub token_file: PathBuf,
     pub upstream_token: Option<String>,
+    /// Live MCP sessions at most.
+    pub max_sessions: usize,
 }
 
 /// The proxy of one upstream server, for every client.
@@ -88,6 +88,7 @@ struct Gateway {
     token_file: PathBuf,
     hosts: Vec<AllowedHost>,
     sessions: Mutex<Sessions>,
+    max_sessions: usize,
 }
 
 #[derive(Default)]
@@ -110,6 +111,13 @@ struct McpSession {
     /// Elicitations Palisade sent in this session (on a `tools/call`'s stream), by id: the
     /// client POSTs the answers, in this session.
     asks: Mutex<HashMap<String, oneshot::Sender<Value>>>,
+}
+
+impl McpSession {
+    /// Whether ending it loses nothing: no plugin state, no call in flight.
+    fn idle(&self) -> bool {
+        lock(&self.in_flight).is_empty() && !self.lifecycle.session().holds_state()
+    }
 }
 
 /// Serves until SIGINT or SIGTERM.
@@ -137,6 +145,7 @@ pub(super) async fn serve(plugins: Plugins, listen: Listen) -> anyhow::Result<()
         token_file: token_file.clone(),
         hosts: AllowedHost::of(listen.address),
         sessions: Mutex::default(),
+        max_sessions: listen.max_sessions,
     });
     lock(&gateway.sessions).me = Arc::downgrade(&gateway);
     let listener = tokio::net::TcpListener::bind(listen.address)
@@ -267,12 +276,12 @@ fn header_text(headers: &HeaderMap, name: &str) -> String {
         .to_string()
 }
 
-fn too_many_sessions() -> Response {
+fn too_many_sessions(max: usize) -> Response {
     problem(
         StatusCode::SERVICE_UNAVAILABLE,
         format!(
-            "{MAX_SESSIONS} MCP sessions are live and each holds plugin state or a call in \
-             flight: end one (DELETE), or try again later"
+            "{max} MCP sessions are live and each holds plugin state or a call in flight: end \
+             one (DELETE), try again later, or raise --max-sessions"
         ),
     )
 }
@@ -325,7 +334,13 @@ impl Gateway {
         Ok(())
     }
 
-    /// The MCP session's Palisade session, made on first sight. Past [`MAX_SESSIONS`], the
+    /// Whether a new session can be opened: below the bound, or an idle one can end.
+    fn has_room(&self) -> bool {
+        let sessions = lock(&self.sessions);
+        sessions.live.len() < self.max_sessions || sessions.live.values().any(|s| s.idle())
+    }
+
+    /// The MCP session's Palisade session, made on first sight. Past `max_sessions`, the
     /// oldest session that holds no plugin state and has no call in flight goes; `None` when
     /// every one does (the request is refused, never a stateful session ended).
     fn session(&self, id: &str) -> Option<Arc<McpSession>> {
@@ -333,13 +348,9 @@ impl Gateway {
         if let Some(session) = sessions.live.get(id) {
             return Some(session.clone());
         }
-        if sessions.live.len() >= MAX_SESSIONS {
+        if sessions.live.len() >= self.max_sessions {
             let live = &sessions.live;
-            let idle = |id: &String| {
-                live.get(id).is_some_and(|s| {
-                    lock(&s.in_flight).is_empty() && !s.lifecycle.session().holds_state()
-                })
-            };
+            let idle = |id: &String| live.get(id).is_some_and(|s| s.idle());
             let at = sessions.order.iter().position(idle)?;
             let oldest = sessions.order.remove(at).expect("found above");
             if let Some(session) = sessions.live.remove(&oldest) {
@@ -372,11 +383,15 @@ impl Gateway {
     /// The client's `initialize`, passed on; whether it takes elicitations is remembered for
     /// the session the server's answer names.
     async fn initialize(&self, headers: &HeaderMap, body: Bytes, elicits: bool) -> Response {
+        // Refused before the server opens a session the proxy could not hold.
+        if !self.has_room() {
+            return too_many_sessions(self.max_sessions);
+        }
         let response = self.forward(Method::POST, headers, body).await;
         let session_id = header_text(response.headers(), "mcp-session-id");
         match self.session(&session_id) {
             Some(session) => session.elicits.store(elicits, Ordering::Relaxed),
-            None => return too_many_sessions(),
+            None => return too_many_sessions(self.max_sessions),
         }
         response
     }
@@ -409,7 +424,7 @@ impl Gateway {
         message: Value,
     ) -> Response {
         let Some(session) = self.session(session_id) else {
-            return too_many_sessions();
+            return too_many_sessions(self.max_sessions);
         };
         if header_text(headers, "accept").contains("text/event-stream") {
             return self.tools_call_streamed(headers, session, message);

@@ -65,6 +65,12 @@ pub struct McpCommand {
     /// With --listen: a file holding the bearer token the upstream server takes.
     #[arg(long, value_name = "FILE", requires = "listen")]
     upstream_token_file: Option<PathBuf>,
+    /// With --listen: MCP sessions live at once at most. Past it the oldest session that holds
+    /// no plugin state and has no call in flight ends; when every one does, a new session is
+    /// refused (503).
+    #[arg(long, value_name = "N", default_value_t = 1024, requires = "listen",
+          value_parser = clap::value_parser!(u32).range(1..))]
+    max_sessions: u32,
     /// The server's command and its arguments (after `--`).
     #[arg(last = true, required_unless_present = "listen")]
     server: Vec<String>,
@@ -99,6 +105,7 @@ impl McpCommand {
                 name: self.name.unwrap_or_default(),
                 token_file: crate::token::path_or_default(self.token_file.as_deref())?,
                 upstream_token,
+                max_sessions: self.max_sessions as usize,
             };
             http::serve(plugins, listen).await?;
             return Ok(std::process::ExitCode::SUCCESS);
