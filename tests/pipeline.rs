@@ -220,6 +220,69 @@ async fn a_failing_wrapper_and_an_invalid_wrapper_outcome_are_errors() {
     }
 }
 
+/// Seed 1: "a throwing listener becomes a final normalized failure" that bypasses later
+/// waterfalls: a crashed pre-tool guard, a crashed tool-guard or a crashed wrapper skips
+/// post-tool (whose transform would rewrite, and so hide, the failure) and goes straight to
+/// finalize-content, once, and tool-result.
+#[tokio::test]
+async fn a_failed_hook_is_a_final_failure_that_skips_post_tool() {
+    let failing = [
+        ("pre-tool", "guard", "pre_tool"),
+        ("tool-guard", "guard", "tool_guard"),
+        ("tool-execute", "wrap", "tool_execute"),
+    ];
+    for (point, capability, key) in failing {
+        let dir = PluginDir::new();
+        dir.scripted(
+            "crash",
+            &format!(
+                "[[hooks]]\npoint = \"{point}\"\ncapability = \"{capability}\"\n\
+                 [config]\n{key} = \"panic\"\n"
+            ),
+        );
+        dir.scripted(
+            "post",
+            "[[hooks]]\npoint = \"post-tool\"\ncapability = \"transform\"\n\
+             [config]\npost_tool = \"upper\"\ntag = \"post-tool ran\"\n",
+        );
+        dir.scripted(
+            "audit",
+            "[[hooks]]\npoint = \"tool-result\"\ncapability = \"observe\"\n\
+             [config]\ntool_result = \"ok\"\ntag = \"tool-result ran\"\n",
+        );
+        let (plugins, recorder) = load_recorded(&dir);
+        let finalized = Arc::new(AtomicU32::new(0));
+        let count = finalized.clone();
+        let registry =
+            ToolRegistry::new([
+                Tool::new("echo", |_| async { Ok(ToolOutcome::text("ran")) }).finalize_content(
+                    move |_, _| {
+                        count.fetch_add(1, Ordering::SeqCst);
+                        None
+                    },
+                ),
+            ]);
+        let session = plugins.session("s");
+        let execution = session
+            .execute(&registry, ToolRequest::new("t", "echo", json!({})))
+            .await;
+        session.drain_background().await;
+        let text = palisade::agent::text_of(&execution.outcome);
+        assert!(execution.outcome.is_error, "{point}: {text}");
+        assert!(
+            text.contains("crash/"),
+            "{point}: the failure is shown: {text}"
+        );
+        assert_eq!(
+            recorder.logs(),
+            vec!["tool-result ran"],
+            "{point}: post-tool must not run"
+        );
+        assert_eq!(finalized.load(Ordering::SeqCst), 1, "{point}");
+        assert!(execution.blocked.is_none(), "{point}");
+    }
+}
+
 #[tokio::test]
 async fn identity_is_sealed_and_denials_still_reach_post_tool_and_finalize_once() {
     let dir = PluginDir::new();

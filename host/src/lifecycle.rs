@@ -266,6 +266,23 @@ impl Lifecycle {
         result
     }
 
+    /// A call the tool step denied, as its error outcome: through `post-tool` when the denial
+    /// is a hook's decision (every resolved decision reaches it); straight to `tool-result`
+    /// when it is a hook's failure failing closed — a final failure, which no transform may
+    /// rewrite (docs/semantics.md, "The tool pipeline").
+    pub async fn tool_denied(&self, call: &ToolCall, denial: &Denial) -> PostToolResult {
+        let outcome = ToolOutcome::error(denial.message.clone());
+        if denial.failure.is_none() {
+            return self.tool_finished(call, &outcome).await;
+        }
+        self.tool_observed(call, &outcome).await;
+        PostToolResult {
+            outcome,
+            blocked: None,
+            contexts: Vec::new(),
+        }
+    }
+
     /// A tool call's final outcome, past `post-tool` or where none applies (a call the agent
     /// ran and reported after the fact): `tool-result` (its observers run detached), then the
     /// result committed. [`Lifecycle::tool_finished`] ends with it.

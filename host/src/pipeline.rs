@@ -12,8 +12,10 @@
 //!   call carries only its parent's token.
 //! - **Everything is normalized.** A failed or panicking tool, an unknown tool, invalid input,
 //!   an invalid canonical value, a failed wrapper, a trap in any plugin: each becomes an
-//!   `is_error` outcome, never an error escaping the turn. `post-tool` hooks see failed calls
-//!   too, and every resolved decision (a denial included) still reaches `post-tool`.
+//!   `is_error` outcome, never an error escaping the turn. `post-tool` hooks see failed tools
+//!   too, and every resolved decision (a denial included) still reaches `post-tool`; a failed
+//!   hook (pre-tool, tool-guard, the outermost wrapper) is a final failure, which skips
+//!   `post-tool` and goes straight to `finalize-content` and `tool-result`.
 //! - **`finalize_content` runs exactly once per call**, after normalization — also after
 //!   failures that bypassed later phases — and may replace the content only.
 //! - **Contexts**: deferred contexts (from nested calls and [`ToolContext::defer_context`])
@@ -288,8 +290,14 @@ impl Session {
         let tool = registry.get(&call.name);
 
         let authorization = self.authorize(&call).await;
-        let outcome = match &authorization {
-            Authorization::Denied(denial) => ToolOutcome::error(denial.message.clone()),
+        // A failed hook (its failure failing closed) makes a final failure: it skips
+        // post-tool, whose transforms could hide it, and goes straight to finalize-content
+        // and tool-result. A hook's decision, a denial included, reaches post-tool.
+        let (outcome, final_failure) = match &authorization {
+            Authorization::Denied(denial) => (
+                ToolOutcome::error(denial.message.clone()),
+                denial.failure.is_some(),
+            ),
             Authorization::Allowed { .. } => {
                 let wrappers: Vec<_> = self
                     .matching(Point::ToolExecute, Some(&call.name))
@@ -311,9 +319,16 @@ impl Session {
             }
         };
         let outcome = normalize_value(tool, outcome);
-        let post = self
-            .post_tool_checked(&call, &outcome, tool.and_then(|t| t.output.as_deref()))
-            .await;
+        let post = if final_failure {
+            crate::PostToolResult {
+                outcome,
+                blocked: None,
+                contexts: Vec::new(),
+            }
+        } else {
+            self.post_tool_checked(&call, &outcome, tool.and_then(|t| t.output.as_deref()))
+                .await
+        };
         let mut outcome = normalize_value(tool, post.outcome);
         if let Some(finalize) = tool.and_then(|t| t.finalize_content.as_ref()) {
             // Content only: the error flag, the value and the contexts are not its to change.
@@ -358,14 +373,15 @@ impl Session {
     /// dispatch. A wrapper's own deadline stops while it waits in `next()` (the tool's time
     /// is not the wrapper's), so the whole wrapped execution has a deadline of its own
     /// ([`HostBuilder::wrapped_execution_deadline`](crate::HostBuilder::wrapped_execution_deadline)):
-    /// past it, the outcome is an error and the tool is cancelled.
+    /// past it, the outcome is an error and the tool is cancelled. Also returns whether the
+    /// outcome is a wrapper's failure: the outermost one's, or the deadline's.
     async fn wrapped(
         &self,
         call: Arc<ToolCall>,
         token: CallToken,
         context: ToolContext,
         wrappers: Vec<crate::plugin::HookRef>,
-    ) -> ToolOutcome {
+    ) -> (ToolOutcome, bool) {
         let wrapped = !wrappers.is_empty();
         let chain = Arc::new(Chain {
             session: self.clone(),
@@ -376,17 +392,20 @@ impl Session {
             wrappers,
         });
         if !wrapped {
-            return Chain::layer(chain, 0, None).await;
+            return (Chain::layer(chain, 0, None).await, false);
         }
         let deadline = self.shared.plugins.host.inner.wrapped_deadline;
         let name = chain.call.name.clone();
-        match tokio::time::timeout(deadline, Chain::layer(chain, 0, None)).await {
-            Ok(outcome) => outcome,
-            Err(_) => ToolOutcome::error(format!(
-                "{name} with its tool-execute wrappers passed the overall deadline of a wrapped \
-                 execution ({} s); the tool was cancelled",
-                deadline.as_secs_f64()
-            )),
+        match tokio::time::timeout(deadline, chain.wrap(&chain, 0)).await {
+            Ok(wrapped) => wrapped,
+            Err(_) => (
+                ToolOutcome::error(format!(
+                    "{name} with its tool-execute wrappers passed the overall deadline of a \
+                     wrapped execution ({} s); the tool was cancelled",
+                    deadline.as_secs_f64()
+                )),
+                true,
+            ),
         }
     }
 }
@@ -412,7 +431,7 @@ impl Chain {
             let run = async {
                 match chain.wrappers.get(index) {
                     None => chain.dispatch().await,
-                    Some(_) => chain.wrap(&chain, index).await,
+                    Some(_) => chain.wrap(&chain, index).await.0,
                 }
             };
             match timeout_ms {
@@ -429,8 +448,9 @@ impl Chain {
         })
     }
 
-    /// Runs wrapper `index`; its `next()` reaches layer `index + 1`.
-    async fn wrap(&self, chain: &Arc<Chain>, index: usize) -> ToolOutcome {
+    /// Runs wrapper `index`; its `next()` reaches layer `index + 1`. Also returns whether the
+    /// wrapper failed (the outcome is its failure, not its answer).
+    async fn wrap(&self, chain: &Arc<Chain>, index: usize) -> (ToolOutcome, bool) {
         let hook = &self.wrappers[index];
         let inner = chain.clone();
         let next: NextLayer =
@@ -457,19 +477,20 @@ impl Chain {
         match judged {
             Judged::Stop(outcome) => {
                 report.end("final", Some(hook));
-                outcome
+                (outcome, false)
             }
             Judged::FailedClosed(denial) => {
                 report.end("fail-closed", Some(hook));
-                ToolOutcome::error(denial.message)
+                (ToolOutcome::error(denial.message), true)
             }
             Judged::Continue => {
                 // Its failure does not fail closed, but nothing else runs the tool.
                 report.end("fail-closed", Some(hook));
-                ToolOutcome::error(format!(
+                let failed = format!(
                     "the tool-execute wrapper `{}` failed, so {} has no outcome",
                     hook.id, self.call.name
-                ))
+                );
+                (ToolOutcome::error(failed), true)
             }
         }
     }

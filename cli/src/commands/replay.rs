@@ -575,29 +575,29 @@ impl Replayer<'_> {
     async fn tool_call(&mut self, call: ToolCall, result: ToolOutcome) -> Line {
         let subject = format!("{} {}", call.name, subject_of(&call));
         // Every resolved decision reaches post-tool (docs/semantics.md), a denial as its error
-        // outcome; the recorded result stands for what the tool returned. An ask goes to the
+        // outcome, and a failed hook's denial does not; the recorded result stands for what
+        // the tool returned. An ask goes to the
         // replay's approver (`--approve`).
         let step = self.lifecycle.authorize(&call, AskPolicy::Approver).await;
-        let (denied, ran) = match step.decision {
-            ToolDecision::Denied(denial) => {
-                let outcome = ToolOutcome::error(denial.message.clone());
-                (Err(denial), outcome)
-            }
-            ToolDecision::Allowed { approved_by } => (Ok(approved_by), result),
+        let denied = match step.decision {
+            ToolDecision::Denied(denial) => Err(denial),
+            ToolDecision::Allowed { approved_by } => Ok(approved_by),
             // None comes back with this policy: whatever else it is, it is not an allow.
             other => {
                 let message = format!("the tool step decided {other:?}, which is not an allow");
-                let denial = palisade::Denial {
+                Err(palisade::Denial {
                     hook_id: "palisade".into(),
                     reason_code: "approval-unavailable".into(),
-                    message: message.clone(),
+                    message,
                     payload: None,
                     failure: None,
-                };
-                (Err(denial), ToolOutcome::error(message))
+                })
             }
         };
-        let post = self.lifecycle.tool_finished(&call, &ran).await;
+        let post = match &denied {
+            Err(denial) => self.lifecycle.tool_denied(&call, denial).await,
+            Ok(_) => self.lifecycle.tool_finished(&call, &result).await,
+        };
         self.detail = format!(
             "result: {}; contexts: {}",
             text_of(&post.outcome),
