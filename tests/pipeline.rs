@@ -2,7 +2,7 @@
 //! `next()`, `finalize_content`, and contexts.
 
 use palisade::{Authorization, ContentBlock, Tool, ToolOutcome, ToolRegistry, ToolRequest};
-use palisade_tests::{PluginDir, load, load_recorded};
+use palisade_tests::{PluginDir, Recorder, host, load, load_recorded};
 use serde_json::json;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -607,42 +607,87 @@ async fn a_panic_in_finalize_content_is_contained_and_normalized() {
     );
 }
 
-/// Seed 1: tools/result is a "contained notification" whose observers "cannot change or
-/// reject" the outcome — nor hold it: a foreground observer that spins to its deadline does
-/// not delay the call.
+/// Seed 1: tools/result is "the synchronous contained notification": a foreground observer
+/// is done before `execute` returns — here one that spins to its deadline, whose failure is
+/// recorded by then and changes nothing. `detached_tool_result` relaxes it: the call returns
+/// while the observer still runs.
 #[tokio::test]
-async fn a_slow_tool_result_observer_does_not_delay_the_call() {
+async fn a_tool_result_observer_is_done_before_execute_returns() {
     let dir = PluginDir::new();
     dir.scripted(
         "slow",
-        "[limits]\ntimeout_ms = 3000\nfuel = 1_000_000_000_000_000\n\
+        "[limits]\ntimeout_ms = 300\nfuel = 1_000_000_000_000_000\n\
          [[hooks]]\npoint = \"tool-result\"\ncapability = \"observe\"\n\
          [config]\ntool_result = \"loop\"\n",
     );
-    let (plugins, recorder) = load_recorded(&dir);
+    let failed = |recorder: &Recorder| {
+        recorder.events().iter().any(|e| {
+            e.hook_id == "slow/tool-result"
+                && matches!(e.kind, palisade::EventKind::HookFailed { .. })
+        })
+    };
+    let registry = ToolRegistry::new([Tool::new("echo", |_| async {
+        Ok(ToolOutcome::text("ran"))
+    })]);
+    for detached in [false, true] {
+        let recorder = Recorder::shared();
+        let plugins = host()
+            .state(palisade::StateStore::memory())
+            .event_sink(recorder.clone())
+            .detached_tool_result(detached)
+            .build()
+            .unwrap()
+            .load_dir(dir.path())
+            .unwrap();
+        let session = plugins.session("s");
+        let execution = session
+            .execute(&registry, ToolRequest::new("t1", "echo", json!({})))
+            .await;
+        assert_eq!(palisade::agent::text_of(&execution.outcome), "ran");
+        assert_eq!(failed(&recorder), !detached, "detached: {detached}");
+        session.drain_background().await;
+        assert!(failed(&recorder), "detached: {detached}");
+    }
+}
+
+/// A foreground `tool-result` observer is never dropped: with the session's background queue
+/// full (a slow background observer holds its one slot), each call's result still reaches it.
+#[tokio::test]
+async fn a_tool_result_observer_sees_every_result_while_the_background_queue_is_full() {
+    let dir = PluginDir::new();
+    dir.scripted(
+        "busy",
+        "[limits]\ntimeout_ms = 2000\nfuel = 1_000_000_000_000_000\n\
+         [[hooks]]\npoint = \"tool-result\"\ncapability = \"observe\"\nmode = \"background\"\n\
+         [config]\ntool_result = \"loop\"\n",
+    );
+    dir.scripted(
+        "audit",
+        "[[hooks]]\npoint = \"tool-result\"\ncapability = \"observe\"\n\
+         [config]\ntool_result = \"ok\"\ntag = \"audited\"\n",
+    );
+    let recorder = Recorder::shared();
+    let plugins = host()
+        .state(palisade::StateStore::memory())
+        .event_sink(recorder.clone())
+        .background_queue(1)
+        .build()
+        .unwrap()
+        .load_dir(dir.path())
+        .unwrap();
     let session = plugins.session("s");
     let registry = ToolRegistry::new([Tool::new("echo", |_| async {
         Ok(ToolOutcome::text("ran"))
     })]);
-    let started = std::time::Instant::now();
-    let execution = session
-        .execute(&registry, ToolRequest::new("t1", "echo", json!({})))
-        .await;
-    let took = started.elapsed();
-    assert!(!execution.outcome.is_error);
-    assert!(
-        took < Duration::from_millis(1500),
-        "the observer held the call: {took:?}"
-    );
-    // It still ran, and its failure is recorded once it ends.
-    session.drain_background().await;
-    assert!(
-        recorder
-            .events()
-            .iter()
-            .any(|e| e.hook_id == "slow/tool-result"
-                && matches!(e.kind, palisade::EventKind::HookFailed { .. })),
-        "{:?}",
-        recorder.events()
-    );
+    for n in 0..3 {
+        session
+            .execute(
+                &registry,
+                ToolRequest::new(format!("t{n}"), "echo", json!({})),
+            )
+            .await;
+    }
+    let audited = recorder.logs().iter().filter(|l| *l == "audited").count();
+    assert_eq!(audited, 3, "{:?}", recorder.lifecycle());
+    assert!(session.dropped_background() > 0, "the queue was full");
 }

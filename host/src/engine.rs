@@ -75,6 +75,8 @@ pub(crate) struct HostInner {
     /// The sink, for plugins' logs: none when the sink does not want them.
     pub log_sink: Option<Arc<dyn EventSink>>,
     pub background_queue: usize,
+    /// Whether `tool-result` observers run detached ([`HostBuilder::detached_tool_result`]).
+    pub detached_tool_result: bool,
     pub cache: Option<crate::runtime::cache::Cache>,
     /// Components mapped from the cache ahead of their load ([`Host::load_ahead`]).
     pub ahead: crate::runtime::cache::Ahead,
@@ -354,6 +356,7 @@ impl Drop for HostInner {
 pub struct HostBuilder {
     sink: Option<Arc<dyn EventSink>>,
     background_queue: usize,
+    detached_tool_result: bool,
     cache_dir: Option<std::path::PathBuf>,
     on_compile: Option<CompileObserver>,
     wrapped_deadline: Duration,
@@ -426,6 +429,7 @@ impl Default for HostBuilder {
         HostBuilder {
             sink: None,
             background_queue: crate::session::DEFAULT_BACKGROUND_QUEUE,
+            detached_tool_result: false,
             cache_dir: None,
             on_compile: None,
             wrapped_deadline: DEFAULT_WRAPPED_EXECUTION_DEADLINE,
@@ -459,6 +463,17 @@ impl HostBuilder {
     /// dropped and reported.
     pub fn background_queue(mut self, bound: usize) -> Self {
         self.background_queue = bound.max(1);
+        self
+    }
+
+    /// Runs the foreground `tool-result` observers detached, in the session's background
+    /// queue, instead of awaiting them before a call's outcome is returned. By default they
+    /// are awaited, one after another, each under its own deadline (docs/semantics.md, "The
+    /// tool pipeline"): none is dropped, and each sees the result before the agent goes on.
+    /// Detached, a slow observer adds nothing to a call's latency, but under load its work
+    /// can be dropped (`dropped-saturated`) and it can run after later facts.
+    pub fn detached_tool_result(mut self, detached: bool) -> Self {
+        self.detached_tool_result = detached;
         self
     }
 
@@ -649,6 +664,7 @@ impl HostBuilder {
                 log_sink: self.sink.clone().filter(|_| interest.logs),
                 sink: self.sink,
                 background_queue: self.background_queue,
+                detached_tool_result: self.detached_tool_result,
                 cache,
                 ahead: Default::default(),
                 on_compile: self.on_compile,

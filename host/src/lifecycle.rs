@@ -259,7 +259,7 @@ impl Lifecycle {
 
     /// After a tool call ran (or was refused) outside Palisade's pipeline — an agent's own
     /// tool: `post-tool` over `outcome`, then `tool-result` with the final outcome (its
-    /// observers run detached), then the result committed. Returns what `post-tool` decided.
+    /// foreground observers awaited), then the result committed. Returns what `post-tool` decided.
     pub async fn tool_finished(&self, call: &ToolCall, outcome: &ToolOutcome) -> PostToolResult {
         let result = self.session.post_tool(call, outcome).await;
         self.tool_observed(call, &result.outcome).await;
@@ -284,8 +284,8 @@ impl Lifecycle {
     }
 
     /// A tool call's final outcome, past `post-tool` or where none applies (a call the agent
-    /// ran and reported after the fact): `tool-result` (its observers run detached), then the
-    /// result committed. [`Lifecycle::tool_finished`] ends with it.
+    /// ran and reported after the fact): `tool-result` (its foreground observers awaited), then
+    /// the result committed. [`Lifecycle::tool_finished`] ends with it.
     pub async fn tool_observed(&self, call: &ToolCall, outcome: &ToolOutcome) {
         self.session.tool_result(call, outcome).await;
         self.tool_result(ToolResult {

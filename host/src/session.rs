@@ -458,14 +458,7 @@ impl Session {
     pub(crate) fn notify(&self, point: Point, tool: Option<&str>, request: Request<'static>) {
         let inv = self.begin(point);
         let mut report = self.report(inv);
-        let mut foreground = Vec::new();
-        for (hook, spec) in self.matching(point, tool) {
-            report.hooks += 1;
-            match spec.mode {
-                Mode::Background => self.spawn_background(hook, inv, request.clone()),
-                _ => foreground.push(hook.clone()),
-            }
-        }
+        let foreground = self.observers(point, tool, inv, &mut report, &request);
         if foreground.is_empty() {
             report.end("continue", None);
             return;
@@ -481,20 +474,49 @@ impl Session {
             let mut report = DispatchReport::new(&shared, inv);
             report.started = started;
             report.hooks = hooks;
-            for hook in &foreground {
-                let run = shared
-                    .run(
-                        hook,
-                        inv,
-                        &request,
-                        held.contains(&hook.plugin),
-                        Instant::now(),
-                    )
-                    .await;
-                shared.record(hook, inv, &run);
-            }
+            shared.run_in_order(&foreground, inv, &request, &held).await;
             report.end("continue", None);
         });
+    }
+
+    /// Runs every hook of an observe-only point, awaiting the foreground ones, one after
+    /// another, each under its own deadline, its failure contained (recorded, never
+    /// escalated); background hooks go to the session's queue, as in [`Session::notify`].
+    pub(crate) async fn observe(
+        &self,
+        point: Point,
+        tool: Option<&str>,
+        request: Request<'static>,
+    ) {
+        let inv = self.begin(point);
+        let mut report = self.report(inv);
+        let foreground = self.observers(point, tool, inv, &mut report, &request);
+        let shared = &self.shared;
+        shared
+            .run_in_order(&foreground, inv, &request, &self.held)
+            .await;
+        report.end("continue", None);
+    }
+
+    /// The foreground hooks of an observe-only point that match `tool`, in order; the
+    /// background ones go to the session's queue. All are counted in `report`.
+    fn observers(
+        &self,
+        point: Point,
+        tool: Option<&str>,
+        inv: Invocation,
+        report: &mut DispatchReport<'_>,
+        request: &Request<'static>,
+    ) -> Vec<HookRef> {
+        let mut foreground = Vec::new();
+        for (hook, spec) in self.matching(point, tool) {
+            report.hooks += 1;
+            match spec.mode {
+                Mode::Background => self.spawn_background(hook, inv, request.clone()),
+                _ => foreground.push(hook.clone()),
+            }
+        }
+        foreground
     }
 
     fn spawn_background(&self, hook: &HookRef, inv: Invocation, request: Request<'static>) {
@@ -718,6 +740,24 @@ impl PluginsInner {
 }
 
 impl SessionShared {
+    /// Runs `hooks` one after another, each under its own deadline, recording each run
+    /// (`held`: the plugins whose session instances a caller holds).
+    async fn run_in_order(
+        &self,
+        hooks: &[HookRef],
+        inv: Invocation,
+        request: &Request<'_>,
+        held: &[usize],
+    ) {
+        for hook in hooks {
+            let reentrant = held.contains(&hook.plugin);
+            let run = self
+                .run(hook, inv, request, reentrant, Instant::now())
+                .await;
+            self.record(hook, inv, &run);
+        }
+    }
+
     fn emit(&self, hook: &HookRef, inv: Invocation, kind: EventKind) {
         self.emit_with(hook, inv, || kind);
     }

@@ -1,10 +1,11 @@
 //! `tool-result`: the final, authoritative outcome of a call, after every transform. Observe
 //! only: every hook sees it, each hook's failure is contained (recorded, never escalated),
-//! and nothing a hook does changes the result — nor delays it: the hooks run in a task the
-//! session owns (foreground ones in order, one after the other), so a slow observer cannot
-//! add its timeout to the call's latency (seed 1: "the synchronous contained notification";
-//! "observer failures are contained per listener and cannot change or reject … the returned
-//! outcome").
+//! and nothing a hook does changes the result. It is the synchronous notification of
+//! docs/semantics.md: foreground observers run one after another, each under its own
+//! deadline, and are done before the call's outcome is returned — never dropped under load,
+//! never after a later fact. Background observers go to the session's bounded queue, as at
+//! every point. [`HostBuilder::detached_tool_result`](crate::HostBuilder::detached_tool_result)
+//! runs the foreground ones detached too.
 
 use crate::hook::{Request, Shared};
 use crate::point::Point;
@@ -12,11 +13,15 @@ use crate::session::Session;
 use crate::types::{ToolCall, ToolOutcome};
 
 impl Session {
-    /// Shows `outcome` of `call` to the `tool-result` hooks that match its tool, and returns at
-    /// once: the hooks run in the session's own tasks (awaited by
-    /// [`Session::drain_background`], aborted when the session is dropped).
+    /// Shows `outcome` of `call` to the `tool-result` hooks that match its tool, and returns
+    /// when the foreground ones are done.
     pub async fn tool_result(&self, call: &ToolCall, outcome: &ToolOutcome) {
         let request = Request::ToolResult(Shared::new(call.clone()), Shared::new(outcome.clone()));
-        self.notify(Point::ToolResult, Some(&call.name), request);
+        if self.shared.plugins.host.inner.detached_tool_result {
+            self.notify(Point::ToolResult, Some(&call.name), request);
+        } else {
+            self.observe(Point::ToolResult, Some(&call.name), request)
+                .await;
+        }
     }
 }
