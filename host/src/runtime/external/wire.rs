@@ -375,7 +375,11 @@ pub(crate) fn decode(
         )))
     };
     // `continue: false` stops the agent and wins over any decision: a veto where the point
-    // has one.
+    // has one. At turn-stopping the point's veto is steering, which makes the agent go on:
+    // stopping there is no steering.
+    if answer.keep_going == Some(false) && point == Point::TurnStopping {
+        return Ok((Answer::TurnStopping(None), notes));
+    }
     if answer.keep_going == Some(false) {
         let message = answer
             .stop_reason
@@ -531,6 +535,35 @@ mod tests {
             false,
         )
         .map(|(r, _)| r)
+    }
+
+    #[test]
+    fn continue_false_at_turn_stopping_lets_the_agent_stop() {
+        let stop = Request::TurnStopping(Shared::new(crate::types::StopEvent {
+            turn: 1,
+            step: 1,
+            last_assistant_message: None,
+            continuations: 0,
+        }));
+        for answer in [
+            r#"{"continue":false,"stopReason":"done for today"}"#,
+            r#"{"continue":false,"decision":"block","reason":"go on"}"#,
+        ] {
+            let (decoded, _) = decode(
+                Point::TurnStopping,
+                &stop,
+                "p/turn-stopping",
+                Exit::Success,
+                answer.as_bytes(),
+                b"",
+                true,
+            )
+            .unwrap();
+            assert!(
+                matches!(decoded, Answer::TurnStopping(None)),
+                "{answer}: {decoded:?}"
+            );
+        }
     }
 
     #[test]
