@@ -962,3 +962,96 @@ async fn a_busy_session_instance_fails_a_foreground_hook_at_its_own_deadline() {
     // A correctness bound, not a benchmark: its own 200 ms deadline, not the observer's 6 s.
     assert!(took < Duration::from_secs(3), "took {took:?}");
 }
+
+// --- the rule table ------------------------------------------------------------------
+
+/// Every function name the last column of docs/semantics.md's rule table gives (a backquoted
+/// snake_case name) is a function of this repository, every row says one of the four statuses,
+/// and the table keeps at least 80 rules.
+#[test]
+fn every_test_the_rule_table_names_exists() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let doc = std::fs::read_to_string(root.join("docs/semantics.md")).unwrap();
+    let heading = "## The seeds, rule by rule";
+    let start = doc
+        .find(heading)
+        .expect("docs/semantics.md has the rule table's section");
+    let section = &doc[start + heading.len()..];
+    let section = section.find("\n## ").map_or(section, |end| &section[..end]);
+    let rows: Vec<Vec<&str>> = section
+        .lines()
+        .filter(|line| line.starts_with("| S"))
+        .map(|line| {
+            line.trim()
+                .trim_matches('|')
+                .split('|')
+                .map(str::trim)
+                .collect()
+        })
+        .collect();
+    assert!(rows.len() >= 80, "the table has {} rules", rows.len());
+
+    let looks_like_a_test = |name: &str| {
+        name.contains('_')
+            && name.starts_with(|c: char| c.is_ascii_lowercase())
+            && name
+                .chars()
+                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_')
+    };
+    let mut named = Vec::new();
+    for row in &rows {
+        assert_eq!(row.len(), 4, "a row of four cells: {row:?}");
+        assert!(
+            ["faithful", "partial", "deviation", "missing"].contains(&row[2]),
+            "{}: unknown status `{}`",
+            row[0],
+            row[2]
+        );
+        for name in row[3].split('`').skip(1).step_by(2) {
+            if looks_like_a_test(name) {
+                named.push((row[0], name));
+            }
+        }
+    }
+    assert!(!named.is_empty(), "the table names no test");
+
+    // Every `fn NAME` of the sources and tests.
+    fn walk(dir: &std::path::Path, fns: &mut std::collections::HashSet<String>) {
+        let Ok(entries) = std::fs::read_dir(dir) else {
+            return;
+        };
+        for entry in entries.flatten() {
+            let path = entry.path();
+            if path.is_dir() {
+                if path.file_name().is_some_and(|n| n != "target") {
+                    walk(&path, fns);
+                }
+            } else if path.extension().is_some_and(|e| e == "rs") {
+                let text = std::fs::read_to_string(&path).unwrap_or_default();
+                for (at, _) in text.match_indices("fn ") {
+                    let name: String = text[at + 3..]
+                        .chars()
+                        .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+                        .collect();
+                    if !name.is_empty() {
+                        fns.insert(name);
+                    }
+                }
+            }
+        }
+    }
+    let mut fns = std::collections::HashSet::new();
+    for dir in ["host/src", "cli/src", "cli/tests", "tests", "guest-sdk"] {
+        walk(&root.join(dir), &mut fns);
+    }
+    let missing: Vec<String> = named
+        .iter()
+        .filter(|(_, name)| !fns.contains(*name))
+        .map(|(rule, name)| format!("{rule}: {name}"))
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "the rule table names tests that do not exist:\n{}",
+        missing.join("\n")
+    );
+}
