@@ -110,11 +110,21 @@ fn with_pool(slots: u32) -> palisade::HostBuilder {
         .ok()
         .and_then(|v| v.trim().parse().ok())
         .unwrap_or(slots);
-    let builder = palisade::Host::builder().instance_pool(slots);
+    let builder = palisade::Host::builder()
+        .instance_pool(slots)
+        .forbid_fail_open(strict());
     match cache_dir() {
         Some(dir) => builder.cache_dir(dir),
         None => builder,
     }
+}
+
+/// Whether `PALISADE_STRICT` is set (to anything but `0`, `false` or nothing): every host
+/// the CLI builds then refuses manifests whose guards or transforms fail open
+/// ([`palisade::HostBuilder::forbid_fail_open`]). An environment variable, so that it holds
+/// for the hook commands agents run as for `serve`, `mcp` and `acp`.
+pub fn strict() -> bool {
+    std::env::var("PALISADE_STRICT").is_ok_and(|v| !matches!(v.trim(), "" | "0" | "false" | "no"))
 }
 
 /// The state store a `--state` option names: `memory`, a Redis URL (`redis://…`, `rediss://…`,

@@ -6,8 +6,13 @@ use std::path::Path;
 use std::process::{Command, Output};
 
 fn palisade(args: &[&str]) -> Output {
+    palisade_with_env(args, &[])
+}
+
+fn palisade_with_env(args: &[&str], env: &[(&str, &str)]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_palisade"))
         .args(args)
+        .envs(env.iter().copied())
         // The tests' own cache, not the user's.
         .env(
             "PALISADE_CACHE_DIR",
@@ -606,17 +611,79 @@ fn test_matches_expected_logs_to_the_plugin_that_logged_them() {
     assert!(stdout.contains("FAIL  tally"), "{stdout}");
 }
 
+/// `check` lists the hooks that fail open; `--strict` and PALISADE_STRICT=1 (which every
+/// command reads) refuse them, naming the field and the fix. An observer saying
+/// `on_failure = "allow"` fails open nowhere, so strict mode takes it.
 #[test]
-fn check_warns_when_a_guard_or_transform_fails_open() {
-    let dir = scripted(&[(
-        "lenient",
-        "[[hooks]]\npoint = \"pre-tool\"\ncapability = \"guard\"\non_failure = \"allow\"\n",
-    )]);
-    let out = palisade(&["check", dir.path().to_str().unwrap()]);
+fn check_lists_hooks_that_fail_open_and_strict_mode_refuses_them() {
+    let dir = scripted(&[
+        (
+            "lenient",
+            "[[hooks]]\npoint = \"pre-tool\"\ncapability = \"guard\"\non_failure = \"allow\"\n",
+        ),
+        (
+            "watcher",
+            "[[hooks]]\npoint = \"pre-tool\"\ncapability = \"observe\"\non_failure = \"allow\"\n",
+        ),
+    ]);
+    let path = dir.path().to_str().unwrap();
+    let out = palisade(&["check", path]);
     let stdout = text(&out.stdout);
     assert!(out.status.success(), "{stdout}");
     assert!(
-        stdout.contains("warning: lenient/pre-tool holds `guard` and says on_failure = \"allow\""),
+        stdout.contains("warning: lenient/pre-tool holds `guard` and fails open"),
+        "{stdout}"
+    );
+    assert!(!stdout.contains("watcher/pre-tool holds"), "{stdout}");
+    let strict = [
+        palisade(&["check", "--strict", path]),
+        palisade_with_env(&["check", path], &[("PALISADE_STRICT", "1")]),
+    ];
+    for out in strict {
+        let stderr = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{stderr}");
+        assert!(
+            stderr.contains("lenient/plugin.toml")
+                && stderr.contains("hooks[0].on_failure")
+                && stderr.contains("fails open")
+                && stderr.contains("remove `on_failure = \"allow\"`"),
+            "{stderr}"
+        );
+        assert!(!stderr.contains("watcher"), "{stderr}");
+    }
+}
+
+/// `check` says which protocol each external hook speaks, and warns when a guard speaks
+/// Claude Code's lenient one.
+#[test]
+fn check_shows_an_external_hooks_protocol_and_warns_on_a_lenient_guard() {
+    let dir = tempfile::tempdir().unwrap();
+    for (name, protocol) in [("cc-guard", "claude-code"), ("typed-guard", "palisade")] {
+        let folder = dir.path().join(name);
+        std::fs::create_dir_all(&folder).unwrap();
+        std::fs::write(
+            folder.join("plugin.toml"),
+            format!(
+                "name = \"{name}\"\ncommand = [\"/bin/true\"]\nprotocol = \"{protocol}\"\n\
+                 [[hooks]]\npoint = \"pre-tool\"\ncapability = \"guard\"\n"
+            ),
+        )
+        .unwrap();
+    }
+    let out = palisade(&["check", dir.path().to_str().unwrap()]);
+    let stdout = text(&out.stdout);
+    assert!(out.status.success(), "{stdout}{}", text(&out.stderr));
+    assert!(
+        stdout.contains("command (claude-code protocol)")
+            && stdout.contains("command (palisade protocol)"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("warning: cc-guard/pre-tool is a guard speaking Claude Code's lenient"),
+        "{stdout}"
+    );
+    assert!(
+        !stdout.contains("typed-guard/pre-tool is a guard"),
         "{stdout}"
     );
 }

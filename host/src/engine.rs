@@ -96,10 +96,12 @@ pub const DEFAULT_WRAPPED_EXECUTION_DEADLINE: Duration = Duration::from_secs(600
 /// carries its interpreter, is 12–18 MiB).
 pub const DEFAULT_MAX_COMPONENT_BYTES: u64 = 256 * 1024 * 1024;
 
-/// Bounds on what loading reads.
+/// What loading accepts.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct LoadLimits {
     pub max_component_bytes: u64,
+    /// Refuse manifests whose guards or transforms fail open ([`HostBuilder::forbid_fail_open`]).
+    pub forbid_fail_open: bool,
 }
 
 /// An engine and the linker of Palisade's imports for it.
@@ -361,6 +363,7 @@ pub struct HostBuilder {
     on_compile: Option<CompileObserver>,
     wrapped_deadline: Duration,
     max_component_bytes: u64,
+    forbid_fail_open: bool,
     state: Option<crate::state::StateStore>,
     instance_pool: u32,
     direct_calls: bool,
@@ -434,6 +437,7 @@ impl Default for HostBuilder {
             on_compile: None,
             wrapped_deadline: DEFAULT_WRAPPED_EXECUTION_DEADLINE,
             max_component_bytes: DEFAULT_MAX_COMPONENT_BYTES,
+            forbid_fail_open: false,
             state: None,
             instance_pool: DEFAULT_INSTANCE_POOL,
             direct_calls: true,
@@ -503,6 +507,16 @@ impl HostBuilder {
     /// [`MAX_MANIFEST_BYTES`](crate::manifest::MAX_MANIFEST_BYTES).
     pub fn max_component_bytes(mut self, bytes: u64) -> Self {
         self.max_component_bytes = bytes;
+        self
+    }
+
+    /// Refuses, at load, every manifest with a hook that would fail open: a foreground hook
+    /// that can change an outcome (a guard, a transform, a wrapper, a steer) on a point that
+    /// fails closed, with `on_failure = "allow"`. The seeds' rule is that foreground failures
+    /// fail closed; this makes it one an operator enforces, not one each plugin's author
+    /// chooses (docs/semantics.md, "Failures").
+    pub fn forbid_fail_open(mut self, forbid: bool) -> Self {
+        self.forbid_fail_open = forbid;
         self
     }
 
@@ -672,6 +686,7 @@ impl HostBuilder {
                 state: self.state.unwrap_or_default(),
                 limits: LoadLimits {
                     max_component_bytes: self.max_component_bytes,
+                    forbid_fail_open: self.forbid_fail_open,
                 },
                 stop_ticker,
             }),

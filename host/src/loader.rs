@@ -312,6 +312,29 @@ impl Host {
             manifest_path,
             manifest,
         } = pending;
+        if self.inner.limits.forbid_fail_open {
+            let before = problems.len();
+            for (i, hook) in manifest.hooks.iter().enumerate() {
+                if hook.fails_open() {
+                    problems.push(
+                        Problem::new(
+                            &manifest_path,
+                            format!(
+                                "the `{}` hook fails open (`on_failure = \"allow\"`), and this \
+                                 host forbids it: a crash or timeout of it would let through \
+                                 what it exists to stop",
+                                hook.point
+                            ),
+                        )
+                        .field(format!("hooks[{i}].on_failure"))
+                        .fix("remove `on_failure = \"allow\"` (failures then fail closed), or make the hook observe-only"),
+                    );
+                }
+            }
+            if problems.len() > before {
+                return None;
+            }
+        }
         let runtime = match &manifest.runtime {
             RuntimeSpec::Wasm(_) => None,
             RuntimeSpec::Command { argv } => {

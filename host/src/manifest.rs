@@ -369,6 +369,15 @@ impl HookSpec {
             && self.can_change_outcome()
     }
 
+    /// Whether a runtime failure of this hook would fail closed but for its
+    /// `on_failure = "allow"`: it fails open.
+    pub fn fails_open(&self) -> bool {
+        self.on_failure == OnFailure::Allow
+            && self.mode == Mode::Foreground
+            && self.point.fails_closed()
+            && self.can_change_outcome()
+    }
+
     /// Whether the hook runs for a tool of this name (always, without a matcher).
     pub fn matches_tool(&self, name: &str) -> bool {
         self.compiled_matcher

@@ -10,17 +10,25 @@ use std::process::ExitCode;
 pub struct CheckCommand {
     /// The plugin directory (one folder per plugin, each with a plugin.toml).
     dir: PathBuf,
+    /// Refuse hooks that fail open (`on_failure = "allow"` on a guard, a transform, a
+    /// wrapper or a steer), as every command does when PALISADE_STRICT=1.
+    #[arg(long)]
+    strict: bool,
 }
 
 impl CheckCommand {
     /// Loads the directory and prints its hooks, or its problems (exit 1).
     pub fn execute(self) -> anyhow::Result<ExitCode> {
-        check(&self.dir)
+        check(&self.dir, self.strict)
     }
 }
 
-fn check(dir: &Path) -> anyhow::Result<ExitCode> {
-    let host = crate::cache::host_builder().build()?;
+fn check(dir: &Path, strict: bool) -> anyhow::Result<ExitCode> {
+    let mut builder = crate::cache::host_builder();
+    if strict {
+        builder = builder.forbid_fail_open(true);
+    }
+    let host = builder.build()?;
     let plugins = match host.load_dir(dir) {
         Ok(plugins) => plugins,
         Err(Error::Invalid { problems }) => {
@@ -150,7 +158,16 @@ fn plugins_table(plugins: &Plugins) -> String {
         let wasm = runtime.family() == "wasm";
         rows.push(vec![
             plugin.name().to_string(),
-            runtime.family().to_string(),
+            if wasm {
+                runtime.family().to_string()
+            } else {
+                // An external hook's answers are read as its protocol says.
+                format!(
+                    "{} ({} protocol)",
+                    runtime.family(),
+                    plugin.manifest().protocol.as_str()
+                )
+            },
             if wasm {
                 plugin.manifest().instance.as_str()
             } else {
@@ -246,20 +263,35 @@ fn print_warnings(plugins: &Plugins) {
         }
     }
     for plugin in plugins.iter() {
-        for hook in &plugin.manifest().hooks {
-            if hook.on_failure == palisade::OnFailure::Allow
-                && (hook.has(Capability::Guard) || hook.has(Capability::Transform))
-            {
+        let manifest = plugin.manifest();
+        for hook in &manifest.hooks {
+            let held: Vec<_> = hook
+                .capabilities
+                .iter()
+                .filter(|c| **c != Capability::Observe)
+                .map(|c| c.as_str())
+                .collect();
+            if hook.enforce && hook.fails_open() {
                 println!(
-                    "warning: {}/{} holds `{}` and says on_failure = \"allow\": when it fails \
-                     (times out, traps, answers garbage), what it guards goes through unchecked",
+                    "warning: {}/{} holds `{}` and fails open (on_failure = \"allow\"): when it \
+                     fails (times out, traps, answers garbage), what it guards goes through \
+                     unchecked; PALISADE_STRICT=1 (or `check --strict`) refuses such a hook",
                     plugin.name(),
                     hook.point,
-                    if hook.has(Capability::Guard) {
-                        "guard"
-                    } else {
-                        "transform"
-                    }
+                    held.join("+")
+                );
+            }
+            if manifest.runtime.family() != "wasm"
+                && manifest.protocol == palisade::Protocol::ClaudeCode
+                && hook.has(Capability::Guard)
+            {
+                println!(
+                    "warning: {}/{} is a guard speaking Claude Code's lenient protocol: an exit \
+                     status or plain text counts as its answer, and its denials carry no \
+                     reason_code or payload; `protocol = \"palisade\"` takes only a typed \
+                     decision",
+                    plugin.name(),
+                    hook.point,
                 );
             }
         }
