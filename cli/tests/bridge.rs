@@ -799,6 +799,60 @@ fn bridged_logging_to(dir: &Path, log: &Path, budget_ms: u64) -> Output {
     answered_in_time(child, budget_ms)
 }
 
+/// Two turns bridged a process per event, whose agent gives them no id of its own: the turns
+/// are numbered by the session's durable counter, so their facts' interaction ids differ
+/// (each process would otherwise number its turn 1).
+#[test]
+fn bridged_turns_without_an_agent_turn_id_get_distinct_interaction_ids() {
+    let dir = tempfile::tempdir().unwrap();
+    server::scripted(
+        dir.path(),
+        "ids",
+        "[[hooks]]\npoint = \"message-committed\"\ncapability = \"observe\"\n\
+         [[hooks]]\npoint = \"turn-completed\"\ncapability = \"observe\"\n",
+    );
+    let log = dir.path().join("audit.jsonl");
+    let session = format!("no-turn-ids-{}", std::process::id());
+    let event = |name: &str| {
+        json!({ "session_id": session, "hook_event_name": name, "cwd": "/",
+                "prompt": "go", "stop_hook_active": false })
+        .to_string()
+    };
+    for _ in 0..2 {
+        for name in ["UserPromptSubmit", "Stop"] {
+            let args = [
+                "claude-code",
+                dir.path().to_str().unwrap(),
+                "--audit-log",
+                log.to_str().unwrap(),
+            ];
+            let out = palisade(&args, &event(name));
+            assert!(
+                out.status.success(),
+                "{}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+    }
+    let ids: Vec<String> = std::fs::read_to_string(&log)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap())
+        .filter(|e| e["event"] == "plugin_log")
+        .map(|e| e["message"].as_str().unwrap().to_string())
+        .collect();
+    let expected: Vec<String> = [1, 2]
+        .iter()
+        .flat_map(|turn| {
+            [
+                format!("message {session}:turn-{turn}:message-0"),
+                format!("turn-completed {session}:turn-{turn}:completed"),
+            ]
+        })
+        .collect();
+    assert_eq!(ids, expected);
+}
+
 /// An audit log that cannot be opened in time (a FIFO no one reads: opening it for writing
 /// waits for a reader) is an overrun like any other: the event gets its fail-closed answer
 /// within its budget. (It was opened on the thread that runs the event's budget, which then

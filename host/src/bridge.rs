@@ -385,20 +385,20 @@ async fn dispatch(lifecycle: &Lifecycle, dialect: Dialect, input: &HookEvent) ->
         "UserPromptSubmit" => prompt_submit(lifecycle, turn, input).await,
         "PreToolUse" => match tool_call(input) {
             Ok(call) => {
-                lifecycle.in_turn(turn);
+                lifecycle.in_turn_durably(turn).await;
                 pre_tool(lifecycle, dialect, &call).await
             }
             Err(why) => failure(event, &why),
         },
         "PostToolUse" => match tool_call(input) {
             Ok(call) => {
-                lifecycle.in_turn(turn);
+                lifecycle.in_turn_durably(turn).await;
                 post_tool(lifecycle, dialect, input, &call).await
             }
             Err(why) => failure(event, &why),
         },
         "Stop" | "SubagentStop" => {
-            lifecycle.in_turn(turn);
+            lifecycle.in_turn_durably(turn).await;
             stop(lifecycle, event, input).await
         }
         "SessionEnd" => {
@@ -437,7 +437,7 @@ async fn session_start(lifecycle: &Lifecycle, input: &HookEvent) -> Reply {
 
 async fn prompt_submit(lifecycle: &Lifecycle, turn: Option<&str>, input: &HookEvent) -> Reply {
     let prompt = vec![Message::user(input.prompt.clone().unwrap_or_default())];
-    lifecycle.open_turn(turn);
+    lifecycle.open_turn_durably(turn).await;
     let mut reply = match lifecycle.pre_step(1, prompt.clone()).await {
         PreStepDecision::Reject(denial) => Reply::answer(HookAnswer::block(denial.message)),
         PreStepDecision::Enter { messages, .. } if messages != prompt => {

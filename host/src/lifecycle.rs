@@ -25,10 +25,13 @@
 //! | the session's end | `{session}:session-ended` |
 //!
 //! `{turn}` is the agent's own id for the turn where it gives one (Claude Code's `prompt_id`,
-//! Codex's `turn_id`), else the turn's number. Turn numbers count the turns this lifecycle has
-//! seen ([`Lifecycle::resumed`] continues a count): a bridge that runs a process per event sees
-//! one turn, so there every turn is number 1 (its ids stay distinct: they use the agent's turn
-//! id); `palisade serve` numbers the turns of a session.
+//! Codex's `turn_id`), else the turn's number. A driver whose turns the agent gives no id
+//! (ACP, a bridge whose agent sends none) numbers them by the session's durable turn counter
+//! in the host's state store ([`Lifecycle::open_turn_durably`],
+//! [`Lifecycle::in_turn_durably`]): a process per event, a second proxy on a loaded session
+//! and a restarted server all go on from the session's last turn, so no turn-scoped id
+//! repeats. Otherwise turn numbers count the turns this lifecycle has seen
+//! ([`Lifecycle::resumed`] continues a count).
 
 use crate::pipeline::{ToolExecution, ToolRegistry, ToolRequest};
 use crate::point::Point;
@@ -121,6 +124,50 @@ impl Lifecycle {
     /// turn's number.
     pub fn open_turn(&self, key: Option<&str>) -> u32 {
         self.state().open(key)
+    }
+
+    /// Opens the next turn as [`Lifecycle::open_turn`] does; without a `key` of the agent's,
+    /// numbered by the session's durable turn counter (in the host's state store), so that
+    /// the turn's number and its facts' interaction ids never repeat across the processes
+    /// that serve the session or across restarts. When the store cannot be reached, the turn
+    /// gets a random key: its ids are unique, though no later process can reproduce them.
+    pub async fn open_turn_durably(&self, key: Option<&str>) -> u32 {
+        if key.is_some() {
+            return self.open_turn(key);
+        }
+        match self.counted_turns(1).await {
+            Ok(turns) => {
+                let mut state = self.state();
+                state.turns = turns.saturating_sub(1);
+                state.open(None)
+            }
+            Err(_) => self.open_turn(Some(&random_turn_key())),
+        }
+    }
+
+    /// Makes a turn current as [`Lifecycle::in_turn`] does; in a process that has seen no
+    /// turn of the session and has no `key`, the turn the session's durable counter is in (a
+    /// new one if the counter has none), not a turn 1 of its own.
+    pub async fn in_turn_durably(&self, key: Option<&str>) -> u32 {
+        if key.is_some() || self.turn() > 0 {
+            return self.in_turn(key);
+        }
+        match self.counted_turns(0).await {
+            Ok(0) => self.open_turn_durably(None).await,
+            Ok(turns) => {
+                let mut state = self.state();
+                state.turns = turns;
+                state.key = None;
+                turns
+            }
+            Err(_) => self.open_turn(Some(&random_turn_key())),
+        }
+    }
+
+    /// The session's durable turn counter after adding `add`.
+    async fn counted_turns(&self, add: i64) -> Result<u32, crate::state::StateUnavailable> {
+        let store = &self.session.shared.plugins.host.inner.state;
+        store.turns(self.session.id(), add).await
     }
 
     /// Makes the turn the agent calls `key` the current one: opened if it is not (a process
@@ -463,6 +510,19 @@ pub struct ToolStep {
     pub decision: ToolDecision,
     /// The points that ran (the committed tool call first).
     pub points: Vec<Point>,
+}
+
+/// A turn key no other process makes: `r` and 64 random bits.
+fn random_turn_key() -> String {
+    use std::hash::{BuildHasher, Hasher};
+    let mut hasher = std::collections::hash_map::RandomState::new().build_hasher();
+    hasher.write_u128(
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos()),
+    );
+    hasher.write_u32(std::process::id());
+    format!("r{:016x}", hasher.finish())
 }
 
 /// The denial of an ask that no one can answer.

@@ -26,6 +26,9 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+/// The state domain of the lifecycle's own counters: a `#` no plugin name holds.
+const LIFECYCLE_DOMAIN: &str = "#lifecycle";
+
 /// Longest key, in bytes.
 pub const MAX_KEY_BYTES: usize = 256;
 
@@ -278,6 +281,31 @@ impl StateStore {
         .map_err(|why| StateUnavailable(format!("{} ({why})", self.inner.what)))?;
         *self.inner.backend.lock().unwrap_or_else(|e| e.into_inner()) = Some(opened.clone());
         Ok(opened)
+    }
+
+    /// The durable turn counter of agent session `session`, after adding `add` (0 reads
+    /// it): what a [`crate::Lifecycle`] numbers turns by when the agent gives them no id of
+    /// its own, so that turn numbers — and the interaction ids made of them — go on across
+    /// processes and restarts. Kept in a domain of the host's own, which no manifest can
+    /// name.
+    pub(crate) async fn turns(&self, session: &str, add: i64) -> Result<u32, StateUnavailable> {
+        let ns = Namespace {
+            domain: Arc::from(LIFECYCLE_DOMAIN),
+            session: Some(Arc::from(session)),
+        };
+        let bounds = Bounds {
+            max_keys: 1,
+            max_bytes: 64,
+        };
+        match self
+            .apply(ns, "turns".into(), Op::Increment(add), bounds)
+            .await?
+        {
+            Ok(Done::Count(n)) => Ok(u32::try_from(n).unwrap_or(0)),
+            other => Err(StateUnavailable(format!(
+                "the turn counter of session `{session}` is not a counter ({other:?})"
+            ))),
+        }
     }
 
     pub(crate) async fn apply(

@@ -83,7 +83,7 @@ impl Proxy {
             })
             .collect();
         let claimed = vec![Message::user(text.join("\n"))];
-        lifecycle.open_turn(None);
+        lifecycle.open_turn_durably(None).await;
         let decision = lifecycle.pre_step_until(1, claimed.clone(), &cancel).await;
         let (messages, more) = match decision {
             None => {
