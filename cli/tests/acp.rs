@@ -263,8 +263,12 @@ fn a_rejected_first_prompt_settles_as_end_turn_and_never_reaches_the_model() {
     plugins.scripted(
         "notes",
         "[[hooks]]\npoint = \"prompt-submit\"\ncapability = \"transform\"\n\
-         [[hooks]]\npoint = \"session-start\"\ncapability = \"transform\"\n\
-         [config]\ncontexts = [\"ACP-CONTEXT-5e1\"]\n",
+         [config]\ncontexts = [\"ACP-PROMPT-5e1\"]\n",
+    );
+    plugins.scripted(
+        "starter",
+        "[[hooks]]\npoint = \"session-start\"\ncapability = \"transform\"\n\
+         [config]\ncontexts = [\"ACP-START-7c2\"]\n",
     );
     let (report, mock) = editor(
         &plugins,
@@ -284,13 +288,14 @@ fn a_rejected_first_prompt_settles_as_end_turn_and_never_reaches_the_model() {
         bodies.iter().all(|b| !b.contains("hunter2")),
         "the rejected prompt reached the model"
     );
-    // The next prompt went through, with the session's and the prompt's contexts.
+    // The next prompt went through, with the prompt's contexts and the session-start ones,
+    // which waited for the first prompt that entered.
     let next = turn(&report, 1);
     assert_eq!(next["stopReason"], "end_turn", "{report:#}");
     assert!(
-        bodies
-            .first()
-            .is_some_and(|b| b.contains("list the files") && b.contains("ACP-CONTEXT-5e1")),
+        bodies.first().is_some_and(|b| b.contains("list the files")
+            && b.contains("ACP-PROMPT-5e1")
+            && b.contains("ACP-START-7c2")),
         "{bodies:?}"
     );
 }

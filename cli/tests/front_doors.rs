@@ -65,7 +65,7 @@ fn peer(dir: &Path, name: &str, source: &str) -> (PathBuf, PathBuf) {
 /// A proxy process driven line by line: what it writes is read on a thread.
 struct Driven {
     child: Child,
-    input: ChildStdin,
+    input: Option<ChildStdin>,
     lines: mpsc::Receiver<String>,
 }
 
@@ -91,14 +91,28 @@ impl Driven {
         });
         Driven {
             child,
-            input,
+            input: Some(input),
             lines,
         }
     }
 
     fn send_bytes(&mut self, bytes: &[u8]) {
-        self.input.write_all(bytes).unwrap();
-        self.input.flush().unwrap();
+        let input = self.input.as_mut().expect("its input is open");
+        input.write_all(bytes).unwrap();
+        input.flush().unwrap();
+    }
+
+    /// Closes its input, as a peer that goes away does, and waits for it to exit.
+    fn close(&mut self) {
+        self.input = None;
+        let started = Instant::now();
+        while self.child.try_wait().unwrap().is_none() {
+            assert!(
+                started.elapsed() < Duration::from_secs(30),
+                "it did not exit"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
     }
 
     fn send(&mut self, message: &Value) {
@@ -486,6 +500,99 @@ fn acp_args(plugins: &PluginDir, agent: &[String]) -> Vec<String> {
     ];
     args.extend(agent.iter().cloned());
     args
+}
+
+/// Two `palisade acp` processes, one after the other, on one session (the second loads it):
+/// the second's turns go on from the first's, so no interaction id repeats; its session-start
+/// sees `resume`, and its contexts wait for the first prompt that enters — a rejected first
+/// prompt does not lose them.
+#[test]
+fn acp_a_loaded_session_goes_on_numbering_its_turns_and_starts_as_resume() {
+    let dir = tempfile::tempdir().unwrap();
+    let plugins = PluginDir::new();
+    plugins.scripted(
+        "ids",
+        "[[hooks]]\npoint = \"message-committed\"\ncapability = \"observe\"\n",
+    );
+    plugins.scripted(
+        "starter",
+        "[[hooks]]\npoint = \"session-start\"\ncapability = \"transform\"\n\
+         [config]\ncontexts = [\"START-CTX\"]\n",
+    );
+    plugins.scripted(
+        "gate",
+        "[[hooks]]\npoint = \"prompt-submit\"\ncapability = \"guard\"\n\
+         [config]\nprompt_submit = \"reject-secrets\"\n",
+    );
+    let audit = dir.path().join("audit.jsonl");
+    let (agent, agent_log) = peer(dir.path(), "agent", SCRIPTED_AGENT);
+    let mut args = vec![
+        "acp".to_string(),
+        "--plugins".into(),
+        plugins.path().display().to_string(),
+        "--audit-log".into(),
+        audit.display().to_string(),
+        "--".into(),
+        python(),
+    ];
+    args.extend([
+        agent.display().to_string(),
+        agent_log.display().to_string(),
+        "[]".into(),
+    ]);
+    let prompt = |id: u64, text: &str| {
+        json!({ "jsonrpc": "2.0", "id": id, "method": "session/prompt",
+            "params": { "sessionId": "s1", "prompt": [{ "type": "text", "text": text }] } })
+    };
+    // The first process: two turns.
+    let mut first = Driven::start(&args, dir.path());
+    for id in [1, 2] {
+        first.send(&prompt(id, "go"));
+        first.until(|m| m["id"] == id);
+    }
+    first.close();
+    // The second loads the session: a rejected prompt, then one that enters.
+    let mut second = Driven::start(&args, dir.path());
+    second.send(
+        &json!({ "jsonrpc": "2.0", "id": 9, "method": "session/load",
+        "params": { "sessionId": "s1", "cwd": "/", "mcpServers": [] } }),
+    );
+    second.send(&prompt(3, "my password is hunter2"));
+    second.until(|m| m["id"] == 3);
+    second.send(&prompt(4, "go on"));
+    second.until(|m| m["id"] == 4);
+    second.close();
+    let ids: Vec<String> = recorded(&audit, 1)
+        .iter()
+        .filter(|e| e["event"] == "plugin_log")
+        .filter_map(|e| {
+            e["message"]
+                .as_str()?
+                .strip_prefix("message ")
+                .map(String::from)
+        })
+        .collect();
+    assert_eq!(
+        ids,
+        [
+            "s1:turn-1:message-0",
+            "s1:turn-2:message-0",
+            "s1:turn-4:message-0"
+        ],
+        "the second process goes on from the first's turns"
+    );
+    let prompts: Vec<Value> = std::fs::read_to_string(&agent_log)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .filter(|m: &Value| m["method"] == "session/prompt")
+        .collect();
+    let last = prompts.last().unwrap().to_string();
+    assert!(
+        last.contains("go on") && last.contains("START-CTX (SessionSource::Resume)"),
+        "the loaded session's start contexts go with its first prompt that enters: {last}"
+    );
+    assert!(!last.contains("hunter2"), "{last}");
 }
 
 fn read_request(id: u64, path: &str) -> Value {

@@ -39,7 +39,7 @@ use crate::jsonrpc::relay::{self, Relay};
 use crate::jsonrpc::strict::Kind;
 use crate::jsonrpc::{Lines, Writer, load_plugins, reap, spawn_child, until_exit};
 use agent_client_protocol_schema::v1 as schema;
-use palisade::{Lifecycle, Plugins, Signal};
+use palisade::{Context, Lifecycle, Plugins, SessionSource, Signal};
 use serde_json::Value;
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -102,8 +102,12 @@ const REFUSED: i64 = -32000;
 /// One ACP session as Palisade sees it.
 struct AcpSession {
     lifecycle: Arc<Lifecycle>,
-    /// Whether `session-start` ran (on the first prompt).
+    /// `session-start`'s source: `resume` once the editor loaded or resumed the session.
+    source: SessionSource,
+    /// Whether `session-start` ran (before the first prompt).
     started: bool,
+    /// Its contexts, until a prompt enters: a rejected first prompt does not lose them.
+    start_contexts: Vec<Context>,
     /// Fired by `session/cancel`; a new one for each prompt.
     cancel: Signal,
     /// The agent's message text of the current turn, for `turn-stopping`.
@@ -158,7 +162,9 @@ impl Proxy {
                         session_id: id.to_string(),
                     }),
                 ))),
+                source: SessionSource::Startup,
                 started: false,
+                start_contexts: Vec::new(),
                 cancel: Signal::new(),
                 said: String::new(),
                 tools: HashMap::new(),
@@ -207,6 +213,13 @@ impl Proxy {
                     let Some(own) = self.to_agent.relay_or_refuse(&id, &self.editor) else {
                         continue;
                     };
+                    let names = &schema::AGENT_METHOD_NAMES;
+                    if (method == names.session_load || method == names.session_resume)
+                        && let Some(session) = message.value["params"]["sessionId"].as_str()
+                    {
+                        // A session that existed before: its hooks see `resume`.
+                        self.with_session(session, |s| s.source = SessionSource::Resume);
+                    }
                     if method == schema::AGENT_METHOD_NAMES.session_prompt {
                         // A cancel read after the prompt is the prompt's, however soon its
                         // task runs: its signal is made before the next line is read.

@@ -3,7 +3,7 @@
 
 use super::{INVALID_PARAMS, Proxy, id_key, lock, schema};
 use palisade::agent::MAX_CONTINUATIONS;
-use palisade::{Context, Message, PreStepDecision, SessionSource, StopEvent, TurnOutcome};
+use palisade::{Message, PreStepDecision, StopEvent, TurnOutcome};
 use serde_json::{Value, json};
 use std::sync::Arc;
 
@@ -64,15 +64,15 @@ impl Proxy {
             }
         };
         let session_id = request.session_id.0.to_string();
-        let (lifecycle, first) = self.with_session(&session_id, |s| {
+        let (lifecycle, start) = self.with_session(&session_id, |s| {
             s.said.clear();
-            let first = !s.started;
+            let start = (!s.started).then_some(s.source);
             s.started = true;
-            (s.lifecycle.clone(), first)
+            (s.lifecycle.clone(), start)
         });
-        let mut contexts: Vec<Context> = Vec::new();
-        if first {
-            contexts.extend(lifecycle.session_start(SessionSource::Startup).await);
+        if let Some(source) = start {
+            let contexts = lifecycle.session_start(source).await;
+            self.with_session(&session_id, |s| s.start_contexts.extend(contexts));
         }
         let text: Vec<&str> = request
             .prompt
@@ -104,6 +104,9 @@ impl Proxy {
             Some(PreStepDecision::Enter { messages, contexts }) => (messages, contexts),
         };
         lifecycle.messages(messages.clone());
+        // The session-start contexts go with the first prompt that enters.
+        let mut contexts =
+            self.with_session(&session_id, |s| std::mem::take(&mut s.start_contexts));
         contexts.extend(more);
         let blocks = message["params"]["prompt"].take();
         let mut prompt: Vec<Value> = blocks.as_array().cloned().unwrap_or_default();
