@@ -515,3 +515,42 @@ async fn a_freed_slot_keeps_the_scattered_pages_its_instance_wrote() {
         "a reused slot faulted its pages in again: {faults:?} faults a session"
     );
 }
+
+/// A plugin's observer never holds the per-session instance its guard needs: while the
+/// plugin's background `tool-result` observer spins to its deadline, the guard of the same
+/// plugin decides as it would alone (its own deny, not a timeout waiting for the instance).
+#[tokio::test]
+async fn a_busy_observer_leaves_a_same_plugin_guards_decisions_unchanged() {
+    let dir = PluginDir::new();
+    dir.scripted(
+        "both",
+        "instance = \"per-session\"\n\
+         [[hooks]]\npoint = \"pre-tool\"\ncapability = \"guard\"\ntimeout_ms = 500\n\
+         [[hooks]]\npoint = \"tool-result\"\ncapability = \"observe\"\nmode = \"background\"\n\
+         timeout_ms = 5000\nfuel = 1_000_000_000_000_000\n\
+         [config]\npre_tool = \"deny\"\ntool_result = \"loop\"\n",
+    );
+    let (plugins, recorder) = load_recorded(&dir);
+    let session = plugins.session("s");
+    // The guard's instance exists before the observer starts.
+    let first = session.pre_tool(&call("Bash")).await;
+    session
+        .tool_result(&call("Bash"), &palisade::ToolOutcome::text("ran"))
+        .await;
+    // The observer is running (its instance taken) when the guard is asked again.
+    while !recorder
+        .lifecycle()
+        .contains(&("hook_started".into(), "both/tool-result".into()))
+    {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    let second = session.pre_tool(&call("Bash")).await;
+    for decision in [first, second] {
+        let denial = decision.denial().cloned().expect("the guard denies");
+        assert!(
+            denial.failure.is_none(),
+            "the guard's own decision, not a failure: {denial:?}"
+        );
+    }
+}

@@ -927,25 +927,21 @@ async fn a_post_tool_replacement_over_the_answer_bound_blocks_unparsed() {
 
 #[tokio::test]
 async fn a_busy_session_instance_fails_a_foreground_hook_at_its_own_deadline() {
-    // One plugin, one per-session instance: a background observer that runs for 6 s, and a
-    // guard with a 200 ms deadline.
+    // One plugin, one per-session instance for its guards: a tool guard that runs for 6 s,
+    // and a pre-tool guard with a 200 ms deadline asked while it runs (a concurrent call).
     let dir = PluginDir::new();
     dir.scripted(
         "both",
-        "[[hooks]]\npoint = \"message-committed\"\ncapability = \"observe\"\nmode = \"background\"\n\
+        "[[hooks]]\npoint = \"tool-guard\"\ncapability = \"guard\"\n\
          timeout_ms = 6000\nfuel = 1_000_000_000_000\n\
          [[hooks]]\npoint = \"pre-tool\"\ncapability = \"guard\"\ntimeout_ms = 200\n\
-         [config]\ncommitted = \"loop\"\n",
+         [config]\ntool_guard = \"loop\"\n",
     );
     let plugins = load(&dir);
     let session = plugins.session("s");
-    session.committed(&observation(
-        "s:1",
-        CommittedFact::Message {
-            message: Message::user("hi"),
-        },
-    ));
-    // Let the observer take the instance.
+    let busy = session.clone();
+    let _spinning = tokio::spawn(async move { busy.tool_guard(&bash("sleep")).await });
+    // Let the tool guard take the instance.
     tokio::time::sleep(Duration::from_millis(100)).await;
     let started = Instant::now();
     let decision = session.pre_tool(&bash("ls")).await;

@@ -66,7 +66,8 @@ impl std::fmt::Debug for Session {
 pub(crate) struct SessionShared {
     pub id: Arc<str>,
     pub plugins: Arc<PluginsInner>,
-    /// One slot per plugin: its live instance, for `per-session` plugins.
+    /// Two slots per plugin, for `per-session` plugins: the live instance its foreground
+    /// hooks run in, and the one its observers run in (see [`SessionShared::slot`]).
     instances: Vec<Slot>,
     dropped: AtomicU64,
 }
@@ -89,7 +90,7 @@ impl Plugins {
                     .inner
                     .plugins
                     .iter()
-                    .map(|_| tokio::sync::Mutex::new(None))
+                    .flat_map(|_| [tokio::sync::Mutex::new(None), tokio::sync::Mutex::new(None)])
                     .collect(),
                 plugins: self.inner.clone(),
                 dropped: AtomicU64::new(0),
@@ -837,6 +838,16 @@ impl SessionShared {
     /// Runs one hook: emits `hook_started`, then runs it in its runtime (`reentrant`: an
     /// invocation up this call chain holds the plugin's per-session instance, see
     /// [`crate::runtime::wasm::run`]), its time counted from `started`.
+    /// The per-session instance `hook` runs in. A plugin's observers — background,
+    /// observe-only and shadow hooks, none of which can change an outcome — have an instance
+    /// of their own, so a busy observer never holds the instance a guard of the same plugin
+    /// needs: its guard's decisions and latency do not depend on what its observers do.
+    fn slot(&self, hook: &HookRef) -> &Slot {
+        let spec = self.plugins.spec(hook);
+        let observer = spec.mode == Mode::Background || !spec.can_change_outcome() || !spec.enforce;
+        &self.instances[hook.plugin * 2 + usize::from(observer)]
+    }
+
     async fn run(
         &self,
         hook: &HookRef,
@@ -861,7 +872,7 @@ impl SessionShared {
             lifetime: plugin.manifest().instance,
             host: &self.plugins.host.inner,
             sink: &self.plugins.host.inner.log_sink,
-            slot: (!reentrant).then(|| &self.instances[hook.plugin]),
+            slot: (!reentrant).then(|| self.slot(hook)),
             started,
         };
         let mut run = plugin.runtime.call(site, request).await;

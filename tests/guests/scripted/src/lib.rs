@@ -420,6 +420,7 @@ impl ToolGuard for Scripted {
         match behaviour("tool_guard", "abstain").as_str() {
             "deny" => GuardDecision::deny("invariant", format!("{} is never allowed", call.name)),
             "panic" => panic!("scripted panic"),
+            "loop" => spin(),
             _ => GuardDecision::Abstain,
         }
     }
