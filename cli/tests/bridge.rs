@@ -799,6 +799,125 @@ fn bridged_logging_to(dir: &Path, log: &Path, budget_ms: u64) -> Output {
     answered_in_time(child, budget_ms)
 }
 
+/// A bridged agent keeps its own result where its protocol cannot carry post-tool's answer
+/// back, and what it keeps is what `tool-result` sees and the audit log shows: Claude Code
+/// keeps the result after a replacement and after a block (whose feedback its model reads
+/// beside it), Gemini CLI's model reads a block's feedback instead of the result. What was
+/// not applied is recorded as `hook_not_applied`.
+#[test]
+fn a_bridged_agent_commits_the_result_it_keeps_and_records_what_it_could_not_apply() {
+    let cases = [
+        (
+            "claude-code",
+            "upper",
+            "PostToolUse",
+            "saw hello world",
+            Some("replace"),
+        ),
+        (
+            "claude-code",
+            "block",
+            "PostToolUse",
+            "saw hello world",
+            Some("block"),
+        ),
+        ("gemini", "block", "AfterTool", "saw error blocked", None),
+    ];
+    for (agent, post_tool, event, saw, not_applied) in cases {
+        let dir = tempfile::tempdir().unwrap();
+        server::scripted(
+            dir.path(),
+            "post",
+            &format!(
+                "[[hooks]]\npoint = \"post-tool\"\ncapability = [\"guard\", \"transform\"]\n\
+                 [config]\npost_tool = \"{post_tool}\"\n"
+            ),
+        );
+        server::scripted(
+            dir.path(),
+            "audit",
+            "[[hooks]]\npoint = \"tool-result\"\ncapability = \"observe\"\n\
+             [config]\ntool_result = \"echo\"\n",
+        );
+        let log = dir.path().join("audit.jsonl");
+        let response = match agent {
+            "gemini" => json!({ "llmContent": "hello world" }),
+            _ => json!({ "stdout": "hello world", "stderr": "" }),
+        };
+        let input = json!({ "session_id": "kept", "hook_event_name": event, "cwd": "/",
+            "tool_name": "Bash", "tool_input": { "command": "echo hello world" },
+            "tool_use_id": "toolu_1", "tool_response": response });
+        let args = [
+            agent,
+            dir.path().to_str().unwrap(),
+            "--audit-log",
+            log.to_str().unwrap(),
+        ];
+        let out = palisade(&args, &input.to_string());
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let events: Vec<Value> = std::fs::read_to_string(&log)
+            .unwrap()
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        let saw_lines: Vec<&str> = events
+            .iter()
+            .filter(|e| e["event"] == "plugin_log")
+            .filter_map(|e| e["message"].as_str())
+            .collect();
+        assert!(
+            saw_lines.iter().any(|l| l.starts_with(saw)),
+            "{agent} {post_tool}: {saw_lines:?}"
+        );
+        let recorded: Vec<&Value> = events
+            .iter()
+            .filter(|e| e["event"] == "hook_not_applied")
+            .collect();
+        match not_applied {
+            Some(decision) => {
+                assert_eq!(recorded.len(), 1, "{agent} {post_tool}: {events:?}");
+                assert_eq!(recorded[0]["decision"], decision);
+                assert_eq!(recorded[0]["hook_id"], "post/post-tool");
+            }
+            None => assert!(recorded.is_empty(), "{agent} {post_tool}: {recorded:?}"),
+        }
+        if not_applied.is_none() {
+            continue;
+        }
+        // `logs` shows it; a replay of the agent's recorded events says it too.
+        let shown = palisade(
+            &["logs", log.to_str().unwrap(), "--outcome", "not-applied"],
+            "",
+        );
+        let shown = String::from_utf8_lossy(&shown.stdout).to_string();
+        assert!(shown.contains("not applied by the agent"), "{shown}");
+        let recording = dir.path().join("recording.jsonl");
+        let recorded = json!({ "event": "agent_event", "at_ms": 1, "dialect": agent,
+            "session_id": "kept", "input": input });
+        std::fs::write(&recording, format!("{recorded}\n")).unwrap();
+        let replayed = palisade(
+            &[
+                "replay",
+                dir.path().to_str().unwrap(),
+                recording.to_str().unwrap(),
+            ],
+            "",
+        );
+        let replayed = String::from_utf8_lossy(&replayed.stdout).to_string();
+        assert!(
+            replayed.contains(&format!(
+                "{} by post/post-tool not applied by claude-code",
+                not_applied.unwrap()
+            )),
+            "{replayed}"
+        );
+    }
+}
+
 /// Two turns bridged a process per event, whose agent gives them no id of its own: the turns
 /// are numbered by the session's durable counter, so their facts' interaction ids differ
 /// (each process would otherwise number its turn 1).

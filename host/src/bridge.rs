@@ -24,7 +24,7 @@
 
 use crate::claude_code::{HookAnswer, HookEvent, Permission};
 use crate::gemini::{self, GeminiAnswer};
-use crate::lifecycle::{AskPolicy, Lifecycle, ToolDecision};
+use crate::lifecycle::{AgentApplies, AskPolicy, Lifecycle, ToolDecision};
 use crate::plugin::Plugins;
 use crate::point::Point;
 use crate::types::{
@@ -268,6 +268,16 @@ impl Dialect {
         }
     }
 
+    /// How much of `post-tool`'s answer the agent applies to its own tools: Gemini CLI's
+    /// model reads a block's feedback instead of the result; Claude Code's and Codex's read it
+    /// beside the result; none of them takes a replaced result.
+    pub fn applies(self) -> AgentApplies {
+        match self {
+            Dialect::Gemini => AgentApplies::Blocks,
+            Dialect::ClaudeCode | Dialect::Codex => AgentApplies::Feedback,
+        }
+    }
+
     /// The dialect a recording names.
     pub fn from_name(name: &str) -> Option<Dialect> {
         match name {
@@ -336,6 +346,7 @@ pub fn session_events(events: &[(Dialect, Value)]) -> Vec<Value> {
                     "event": "tool-call",
                     "call": call,
                     "result": ToolOutcome { content_blocks: vec![], is_error: false, value: None },
+                    "agent": dialect.name(),
                 }));
             }
             "PostToolUse" => {
@@ -345,7 +356,12 @@ pub fn session_events(events: &[(Dialect, Value)]) -> Vec<Value> {
                 let result = serde_json::to_value(outcome(&input)).unwrap_or(Value::Null);
                 match calls.get(&call.tool_use_id) {
                     Some(&at) if !call.tool_use_id.is_empty() => out[at]["result"] = result,
-                    _ => out.push(json!({ "event": "tool-call", "call": call, "result": result })),
+                    _ => out.push(json!({
+                        "event": "tool-call",
+                        "call": call,
+                        "result": result,
+                        "agent": dialect.name(),
+                    })),
                 }
             }
             "Stop" => out.push(json!({
@@ -546,7 +562,11 @@ async fn post_tool(
         Dialect::Gemini => gemini::outcome(input.tool_response.as_ref()),
         _ => outcome(input),
     };
-    let result = lifecycle.tool_finished(call, &original).await;
+    // What the agent keeps is what is committed.
+    let result = lifecycle
+        .tool_reported(call, &original, dialect.applies())
+        .await
+        .post;
     let context = joined(result.contexts.iter().map(|c| c.text.clone()));
     let mut reply = match &result.blocked {
         Some(denial) => {

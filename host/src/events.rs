@@ -177,6 +177,15 @@ pub enum EventKind {
         /// The failure, when it failed.
         failure: Option<FailureReason>,
     },
+    /// The agent could not apply what the hook decided — a `post-tool` replacement or block
+    /// that its hook protocol cannot carry for its own tools — and kept its own result, which
+    /// is what `tool-result` and the committed result show.
+    HookNotApplied {
+        /// What the hook decided: `block`, `replace`.
+        decision: String,
+        /// What the agent did instead.
+        message: String,
+    },
     /// A line the plugin logged through the host.
     PluginLog {
         /// `trace`, `debug`, `info`, `warn` or `error`.
@@ -195,6 +204,7 @@ impl EventKind {
             EventKind::HookFailed { .. } => "hook_failed",
             EventKind::HookDenied { .. } => "hook_denied",
             EventKind::HookShadowed { .. } => "hook_shadowed",
+            EventKind::HookNotApplied { .. } => "hook_not_applied",
             EventKind::PluginLog { .. } => "plugin_log",
         }
     }

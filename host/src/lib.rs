@@ -61,7 +61,9 @@ pub use error::{Error, Problem};
 pub use events::{AuditLoss, Dispatch, Event, EventKind, EventSink, Interest, JsonlSink};
 pub use failure::{Failure, FailureReason};
 pub use hook::BoxFuture;
-pub use lifecycle::{AskPolicy, Lifecycle, ToolDecision, ToolStep};
+pub use lifecycle::{
+    AgentApplies, AskPolicy, Lifecycle, NotApplied, Reported, ToolDecision, ToolStep,
+};
 pub use loader::{Loads, Manifests};
 pub use manifest::{
     DEFAULT_PAYLOAD_MAX_BYTES, HookSpec, HttpGrant, HttpHost, Limits, Manifest, Network, Protocol,

@@ -313,6 +313,54 @@ impl Lifecycle {
         result
     }
 
+    /// After a tool the agent ran itself and reported (a bridged `PostToolUse`): `post-tool`
+    /// over `outcome`, then `tool-result` and the committed result with what the agent
+    /// actually keeps — as `applies` says its protocol carries post-tool's answer back — never
+    /// a result its model did not read. A replacement or block the agent cannot apply is
+    /// recorded as `hook_not_applied` and returned with what `post-tool` decided (for the
+    /// agent's answer).
+    pub async fn tool_reported(
+        &self,
+        call: &ToolCall,
+        outcome: &ToolOutcome,
+        applies: AgentApplies,
+    ) -> Reported {
+        let post = self.session.post_tool(call, outcome).await;
+        let applied = matches!((&post.blocked, applies), (Some(_), AgentApplies::Blocks));
+        let kept = if applied { &post.outcome } else { outcome };
+        let not_applied = if *kept == post.outcome {
+            None
+        } else {
+            match (&post.blocked, &post.replaced_by) {
+                (Some(block), _) => Some(NotApplied {
+                    hook_id: block.hook_id.clone(),
+                    decision: "block",
+                }),
+                (None, Some(hook)) => Some(NotApplied {
+                    hook_id: hook.clone(),
+                    decision: "replace",
+                }),
+                (None, None) => None,
+            }
+        };
+        if let Some(not) = &not_applied {
+            let instead = match not.decision {
+                "block" => {
+                    "the agent keeps the tool's result; its model reads the block's feedback \
+                     beside it"
+                }
+                _ => {
+                    "the agent's hook protocol cannot carry a replaced result back for its \
+                     own tools: its model reads the tool's own result"
+                }
+            };
+            self.session
+                .not_applied(call, &not.hook_id, not.decision, instead);
+        }
+        self.tool_observed(call, kept).await;
+        Reported { post, not_applied }
+    }
+
     /// A call the tool step denied, as its error outcome: through `post-tool` when the denial
     /// is a hook's decision (every resolved decision reaches it); straight to `tool-result`
     /// when it is a hook's failure failing closed — a final failure, which no transform may
@@ -327,6 +375,7 @@ impl Lifecycle {
             outcome,
             blocked: None,
             contexts: Vec::new(),
+            replaced_by: None,
         }
     }
 
@@ -486,6 +535,37 @@ pub enum AskPolicy {
     Agent,
     /// No one can be asked: a denial.
     Deny,
+}
+
+/// How much of `post-tool`'s answer an agent applies to a tool it ran itself
+/// ([`Lifecycle::tool_reported`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum AgentApplies {
+    /// Nothing changes the result its model reads: a block reaches the model as feedback
+    /// beside the result, a replacement not at all (Claude Code, Codex).
+    Feedback,
+    /// A block replaces the result with its feedback; a replacement is not carried back
+    /// (Gemini CLI).
+    Blocks,
+}
+
+/// What [`Lifecycle::tool_reported`] decided.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Reported {
+    /// What `post-tool` decided.
+    pub post: PostToolResult,
+    /// The decision of it the agent could not apply, if any.
+    pub not_applied: Option<NotApplied>,
+}
+
+/// A `post-tool` decision the agent could not apply: it kept its own result.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NotApplied {
+    /// The hook that decided.
+    pub hook_id: String,
+    /// `block` or `replace`.
+    pub decision: &'static str,
 }
 
 /// What [`Lifecycle::authorize`] decided before a call runs.

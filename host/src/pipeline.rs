@@ -324,6 +324,7 @@ impl Session {
                 outcome,
                 blocked: None,
                 contexts: Vec::new(),
+                replaced_by: None,
             }
         } else {
             self.post_tool_checked(&call, &outcome, tool.and_then(|t| t.output.as_deref()))

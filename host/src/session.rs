@@ -480,6 +480,32 @@ impl Session {
         });
     }
 
+    /// Records that the agent did not apply what the `post-tool` hook `hook_id` decided on
+    /// `call` (`decision`: `block`, `replace`), and what it did instead (`hook_not_applied`).
+    pub(crate) fn not_applied(
+        &self,
+        call: &ToolCall,
+        hook_id: &str,
+        decision: &str,
+        instead: &str,
+    ) {
+        let inv = self.begin(Point::PostTool);
+        let hook = self
+            .matching(Point::PostTool, Some(&call.name))
+            .find(|(hook, _)| &*hook.id == hook_id)
+            .map(|(hook, _)| hook.clone());
+        if let Some(hook) = hook {
+            self.shared.emit(
+                &hook,
+                inv,
+                EventKind::HookNotApplied {
+                    decision: decision.to_string(),
+                    message: instead.to_string(),
+                },
+            );
+        }
+    }
+
     /// Runs every hook of an observe-only point, awaiting the foreground ones, one after
     /// another, each under its own deadline, its failure contained (recorded, never
     /// escalated); background hooks go to the session's queue, as in [`Session::notify`].

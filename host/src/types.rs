@@ -322,6 +322,9 @@ pub struct PostToolResult {
     /// Contexts to append after the batch's results settle, in hook order. After a block,
     /// only the blocking decision's contexts.
     pub contexts: Vec<Context>,
+    /// The last hook whose replacement changed the outcome, if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replaced_by: Option<String>,
 }
 
 /// Steering content a `turn-stopping` hook returned: the turn continues with it.

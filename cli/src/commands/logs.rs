@@ -26,7 +26,8 @@ pub struct LogsCommand {
     #[arg(long)]
     hook: Option<String>,
     /// Only events of these outcomes (repeatable): `deny`, `fail`, `fail-closed`, `shadow`,
-    /// a completed hook's decision (`allow`, `ask`, `none`, …), `log`, `started`, `agent`
+    /// a completed hook's decision (`allow`, `ask`, `none`, …), `log`, `started`, `not-applied`
+    /// (a post-tool decision the agent could not apply), `agent`
     /// (the agent's events a bridge recorded with `--record`), `lost` (the log's own record of
     /// lines it could not take: its reader stopped, or its disk failed).
     #[arg(long)]
@@ -220,6 +221,7 @@ fn outcomes(event: &Value) -> Vec<&str> {
         "hook_failed" if event["failed_closed"] == true => vec!["fail", "fail-closed"],
         "hook_failed" => vec!["fail"],
         "hook_shadowed" => vec!["shadow"],
+        "hook_not_applied" => vec!["not-applied"],
         "hook_completed" => vec![event["decision"].as_str().unwrap_or("?")],
         "plugin_log" => vec!["log"],
         "agent_event" => vec!["agent"],
@@ -299,6 +301,11 @@ fn describe(event: &Value) -> String {
             "{} {} in {us} µs: {} (shadow: not enforced)",
             str_of(event, "decision"),
             str_of(event, "reason_code"),
+            str_of(event, "message")
+        ),
+        "hook_not_applied" => format!(
+            "{}: not applied by the agent: {}",
+            str_of(event, "decision"),
             str_of(event, "message")
         ),
         "plugin_log" => format!("[{}] {}", str_of(event, "level"), str_of(event, "message")),

@@ -69,6 +69,10 @@ pub(crate) enum Recorded {
     ToolCall {
         call: ToolCall,
         result: ToolOutcome,
+        /// The agent that ran the tool (`claude-code`, `codex`, `gemini`), for a recording a
+        /// bridge made: its protocol decides what of post-tool's answer it could apply.
+        #[serde(default)]
+        agent: Option<String>,
     },
     Stop {
         turn: u32,
@@ -273,12 +277,13 @@ pub(crate) async fn steps(
 /// `agent_event` lines, by session, made into session events
 /// ([`palisade::bridge::session_events`]); its lifecycle events are skipped.
 pub(crate) fn sessions(text: &str, name: &str) -> anyhow::Result<Vec<(String, Vec<Recorded>)>> {
-    const LIFECYCLE: [&str; 6] = [
+    const LIFECYCLE: [&str; 7] = [
         "hook_started",
         "hook_completed",
         "hook_failed",
         "hook_denied",
         "hook_shadowed",
+        "hook_not_applied",
         "plugin_log",
     ];
     let mut recorded = Vec::new();
@@ -522,7 +527,16 @@ impl Replayer<'_> {
                 )
             }
             Recorded::Prompt { turn, text } => self.prompt(turn, text).await,
-            Recorded::ToolCall { call, result } => self.tool_call(call, result).await,
+            Recorded::ToolCall {
+                call,
+                result,
+                agent,
+            } => {
+                let agent = agent
+                    .as_deref()
+                    .and_then(palisade::bridge::Dialect::from_name);
+                self.tool_call(call, result, agent).await
+            }
             Recorded::Stop {
                 turn,
                 step,
@@ -572,7 +586,12 @@ impl Replayer<'_> {
     }
 
     /// A tool call: authorized, then post-tool over the recorded result (or the denial).
-    async fn tool_call(&mut self, call: ToolCall, result: ToolOutcome) -> Line {
+    async fn tool_call(
+        &mut self,
+        call: ToolCall,
+        result: ToolOutcome,
+        agent: Option<palisade::bridge::Dialect>,
+    ) -> Line {
         let subject = format!("{} {}", call.name, subject_of(&call));
         // Every resolved decision reaches post-tool (docs/semantics.md), a denial as its error
         // outcome, and a failed hook's denial does not; the recorded result stands for what
@@ -594,14 +613,33 @@ impl Replayer<'_> {
                 })
             }
         };
-        let post = match &denied {
-            Err(denial) => self.lifecycle.tool_denied(&call, denial).await,
-            Ok(_) => self.lifecycle.tool_finished(&call, &result).await,
+        // A recorded agent's tool: what the agent would keep of post-tool's answer.
+        let (post, not_applied) = match (&denied, agent) {
+            (Err(denial), _) => (self.lifecycle.tool_denied(&call, denial).await, None),
+            (Ok(_), Some(agent)) => {
+                let reported = self
+                    .lifecycle
+                    .tool_reported(&call, &result, agent.applies())
+                    .await;
+                let not_applied = reported.not_applied.map(|not| {
+                    format!(
+                        "{} by {} not applied by {}",
+                        not.decision,
+                        not.hook_id,
+                        agent.name()
+                    )
+                });
+                (reported.post, not_applied)
+            }
+            (Ok(_), None) => (self.lifecycle.tool_finished(&call, &result).await, None),
         };
         self.detail = format!(
-            "result: {}; contexts: {}",
+            "result: {}; contexts: {}{}",
             text_of(&post.outcome),
-            texts(post.contexts.iter().map(|c| c.text.as_str()))
+            texts(post.contexts.iter().map(|c| c.text.as_str())),
+            not_applied
+                .as_deref()
+                .map_or(String::new(), |not| format!("; {not}"))
         );
         let (outcome, by, reason) = match (denied, post.blocked) {
             (Err(denial), _) => (
@@ -624,6 +662,11 @@ impl Replayer<'_> {
                 approved_by,
                 None,
             ),
+        };
+        // What the recorded agent could not apply shows beside what was decided.
+        let outcome = match not_applied {
+            Some(not) => format!("{outcome} ({not})"),
+            None => outcome,
         };
         ("tool-call".into(), subject, outcome, by, reason)
     }

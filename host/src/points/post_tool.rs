@@ -30,6 +30,8 @@ struct State {
     /// The outcome as the next hook is handed it.
     shared: Arc<Shared<ToolOutcome>>,
     contexts: Vec<Context>,
+    /// The last hook whose replacement changed the outcome.
+    replaced_by: Option<String>,
 }
 
 impl Session {
@@ -52,6 +54,7 @@ impl Session {
             outcome: outcome.clone(),
             shared: Shared::new(outcome.clone()),
             contexts: Vec::new(),
+            replaced_by: None,
         };
         let blocked = self
             .waterfall(
@@ -73,6 +76,7 @@ impl Session {
                 outcome: state.outcome,
                 blocked: None,
                 contexts: state.contexts,
+                replaced_by: state.replaced_by,
             },
             Some(denial) => PostToolResult {
                 outcome: ToolOutcome::error(denial.message.clone()),
@@ -83,6 +87,7 @@ impl Session {
                     state.contexts
                 },
                 blocked: Some(denial),
+                replaced_by: state.replaced_by,
             },
         }
     }
@@ -135,6 +140,7 @@ fn judge(
                 Err(failure) => return Verdict::Invalid(failure),
             }
             s.shared = Shared::new(s.outcome.clone());
+            s.replaced_by = Some(hook.id.to_string());
         }
         hook::PostToolAction::ReplaceValue(json) => {
             let value = match parse_json("the replacement value", &json) {
@@ -154,6 +160,7 @@ fn judge(
             s.outcome.content_blocks = project_value(&value);
             s.outcome.value = Some(value);
             s.shared = Shared::new(s.outcome.clone());
+            s.replaced_by = Some(hook.id.to_string());
         }
     }
     s.contexts.extend(contexts);

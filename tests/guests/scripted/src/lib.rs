@@ -8,7 +8,7 @@
 //! `state-count`, `state-global-count`, `state-count-panic`, `state-tamper` (host-kept state),
 //! `scatter` (write every other page of a 1 MiB block), `seed` (deny with a hash under a new
 //! `RandomState`, as the `direct` guest's `seed` does).
-//! `[config] tool_result` is one of: `ok`, `panic`, `loop`.
+//! `[config] tool_result` is one of: `ok`, `panic`, `loop`, `echo` (logs `saw [error] TEXT`).
 //! `[config] panic_on_call = N` panics on the N-th `pre-tool` call of the instance.
 //! `[config] log_new = true` logs `made` when the instance makes the plugin's value.
 //! The other points read `session_start`, `prompt_submit`, `tool_guard`, `post_tool`,
@@ -336,11 +336,16 @@ impl PreTool for Scripted {
 }
 
 impl ToolResult for Scripted {
-    fn on_tool_result(&mut self, _call: ToolCall, _outcome: ToolOutcome) {
+    fn on_tool_result(&mut self, _call: ToolCall, outcome: ToolOutcome) {
         tag();
         match palisade_sdk::config::<String>("tool_result").as_deref() {
             Some("panic") => panic!("scripted panic"),
             Some("loop") => spin(),
+            Some("echo") => log::info(&format!(
+                "saw{} {}",
+                if outcome.is_error { " error" } else { "" },
+                outcome.joined_text()
+            )),
             _ => {}
         }
     }
