@@ -38,11 +38,15 @@ pub(crate) const PROTOCOL: &str = "palisade/0.1";
 pub(crate) fn encode(caller: &Caller<'_>, request: &Request) -> Value {
     let input = match request {
         Request::SessionStart(source) => json!({ "source": wire::source_name(*source) }),
-        Request::PromptSubmit(step) => json!({ "step": {
-            "messages": step.messages.iter().map(wire::message).collect::<Vec<_>>(),
-            "turn": step.turn,
-            "step": step.step,
-        }}),
+        Request::PromptSubmit(step) => json!({
+            "step": {
+                "messages": step.messages.iter().map(wire::message).collect::<Vec<_>>(),
+                "turn": step.turn,
+                "step": step.step,
+            },
+            // A serialize-only projection (seed 2): the user's text, never read back.
+            "prompt": wire::prompt_text(&step.messages),
+        }),
         Request::PreTool(call) | Request::ToolGuard(call) | Request::ToolExecute(call, _) => {
             json!({ "call": call_json(call) })
         }
@@ -81,13 +85,18 @@ fn call_json(call: &ToolCall) -> Value {
 }
 
 fn outcome_json(outcome: &ToolOutcome) -> Value {
-    json!({
+    let content = wire::content_text(&outcome.content_blocks);
+    let mut json = json!({
         "content_blocks": wire::blocks(&outcome.content_blocks),
         "is_error": outcome.is_error,
         "value": outcome.value.clone().unwrap_or(Value::Null),
-        // A serialize-only projection (seed 2): never read back.
-        "content": wire::content_text(&outcome.content_blocks),
-    })
+    });
+    // Serialize-only projections (seed 2): never read back.
+    if outcome.is_error {
+        json["error"] = content.clone().into();
+    }
+    json["content"] = content.into();
+    json
 }
 
 /// The whole answer: only `decision`.
@@ -302,6 +311,38 @@ mod tests {
 
     fn outcome() -> Arc<Shared<ToolOutcome>> {
         Shared::new(ToolOutcome::text("TOKEN=secret"))
+    }
+
+    /// Seed 2: command and HTTP serialization adds `prompt` and `error` text projections —
+    /// in both protocols.
+    #[test]
+    fn both_protocols_project_the_prompt_and_the_error_text() {
+        let config = Map::new();
+        let caller = |point| wire::Caller {
+            session_id: "s",
+            hook_id: "p/x",
+            invocation_id: "i",
+            point,
+            config: &config,
+            guarding: false,
+        };
+        let step = Request::PromptSubmit(Shared::new(crate::types::PreStep {
+            messages: vec![Message::user("list the files")],
+            turn: 1,
+            step: 1,
+        }));
+        let failed = Request::ToolResult(call(), Shared::new(ToolOutcome::error("no such file")));
+        let native_prompt = encode(&caller(Point::PromptSubmit), &step);
+        let native_error = encode(&caller(Point::ToolResult), &failed);
+        assert_eq!(native_prompt["input"]["prompt"], "list the files");
+        assert_eq!(native_error["input"]["outcome"]["error"], "no such file");
+        let claude_prompt = wire::encode(&caller(Point::PromptSubmit), &step);
+        let claude_error = wire::encode(&caller(Point::ToolResult), &failed);
+        assert_eq!(claude_prompt["prompt"], "list the files");
+        assert_eq!(claude_error["error"], "no such file");
+        // Never accepted back as authority: an answer carrying them is invalid.
+        let answer = br#"{"decision": "allow", "prompt": "rm -rf /"}"#;
+        assert!(decode(Point::PreTool, &Request::PreTool(call().into()), answer).is_err());
     }
 
     #[test]

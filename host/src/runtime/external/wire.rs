@@ -68,13 +68,7 @@ pub(crate) fn encode(caller: &Caller<'_>, request: &Request) -> Value {
     match request {
         Request::SessionStart(source) => event.source = Some(source_name(*source).into()),
         Request::PromptSubmit(step) => {
-            let prompt: Vec<&str> = step
-                .messages
-                .iter()
-                .filter(|m| m.role == Role::User)
-                .map(|m| m.text.as_str())
-                .collect();
-            event.prompt = Some(prompt.join("\n\n"));
+            event.prompt = Some(prompt_text(&step.messages));
             ours.insert(
                 "messages".into(),
                 step.messages.iter().map(message).collect::<Vec<_>>().into(),
@@ -113,6 +107,16 @@ pub(crate) fn encode(caller: &Caller<'_>, request: &Request) -> Value {
     }
     // Strings and JSON values only: serializing cannot fail.
     serde_json::to_value(event).unwrap_or(Value::Null)
+}
+
+/// The prompt's text projection: the user messages' text, a blank line between them.
+pub(crate) fn prompt_text(messages: &[Message]) -> String {
+    let prompt: Vec<&str> = messages
+        .iter()
+        .filter(|m| m.role == Role::User)
+        .map(|m| m.text.as_str())
+        .collect();
+    prompt.join("\n\n")
 }
 
 pub(crate) fn source_name(source: SessionSource) -> &'static str {
