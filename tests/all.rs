@@ -4,6 +4,7 @@
 
 mod agent_loop;
 mod direct;
+mod facts;
 mod grants;
 mod interception;
 mod languages;

@@ -84,6 +84,8 @@ pub(crate) struct HostInner {
     pub wrapped_deadline: Duration,
     /// Where granted plugin state is kept.
     pub state: crate::state::StateStore,
+    /// Where committed facts and decisions are appended ([`HostBuilder::fact_stream`]).
+    pub facts: Option<crate::facts::FactStream>,
     pub limits: LoadLimits,
     stop_ticker: Arc<AtomicBool>,
 }
@@ -365,6 +367,7 @@ pub struct HostBuilder {
     max_component_bytes: u64,
     forbid_fail_open: bool,
     state: Option<crate::state::StateStore>,
+    facts: Option<crate::facts::FactStream>,
     instance_pool: u32,
     direct_calls: bool,
     spare_instances: bool,
@@ -439,6 +442,7 @@ impl Default for HostBuilder {
             max_component_bytes: DEFAULT_MAX_COMPONENT_BYTES,
             forbid_fail_open: false,
             state: None,
+            facts: None,
             instance_pool: DEFAULT_INSTANCE_POOL,
             direct_calls: true,
             spare_instances: true,
@@ -525,6 +529,15 @@ impl HostBuilder {
     /// user's state directory, opened at the first state call).
     pub fn state(mut self, store: crate::state::StateStore) -> Self {
         self.state = Some(store);
+        self
+    }
+
+    /// Appends every fact the host's sessions commit, and every foreground decision their
+    /// lifecycles make, to `stream`, in order, keyed by interaction id; a decision waits for
+    /// the stream to take the records before it, and fails closed when it cannot (see
+    /// [`crate::facts`]). Default: no stream.
+    pub fn fact_stream(mut self, stream: crate::facts::FactStream) -> Self {
+        self.facts = Some(stream);
         self
     }
 
@@ -684,6 +697,7 @@ impl HostBuilder {
                 on_compile: self.on_compile,
                 wrapped_deadline: self.wrapped_deadline,
                 state: self.state.unwrap_or_default(),
+                facts: self.facts,
                 limits: LoadLimits {
                     max_component_bytes: self.max_component_bytes,
                     forbid_fail_open: self.forbid_fail_open,

@@ -40,6 +40,10 @@ pub enum FailureReason {
     /// The host's state store could not do a state call the hook made (a database that cannot
     /// be written, a Redis that is down): the hook is stopped, rather than reading "no state".
     StateUnavailable,
+    /// The host's fact stream has not taken the session's facts (its backend fails, or too
+    /// many wait for it): the decision is refused rather than made off the record. Not a
+    /// hook's failure: the denial names the stream (`palisade/fact-stream`).
+    FactStreamUnavailable,
 }
 
 impl FailureReason {
@@ -58,6 +62,7 @@ impl FailureReason {
             FailureReason::Dropped => "dropped",
             FailureReason::HookError => "hook-error",
             FailureReason::StateUnavailable => "state-unavailable",
+            FailureReason::FactStreamUnavailable => "fact-stream-unavailable",
         }
     }
 

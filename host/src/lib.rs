@@ -33,6 +33,7 @@ pub mod claude_code;
 mod engine;
 mod error;
 pub mod events;
+pub mod facts;
 mod failure;
 #[cfg(any(test, feature = "fuzzing"))]
 #[doc(hidden)]
@@ -59,6 +60,7 @@ pub use engine::{
 };
 pub use error::{Error, Problem};
 pub use events::{AuditLoss, Dispatch, Event, EventKind, EventSink, Interest, JsonlSink};
+pub use facts::FactStream;
 pub use failure::{Failure, FailureReason};
 pub use hook::BoxFuture;
 pub use lifecycle::{

@@ -24,6 +24,12 @@
 //! | a turn's end | `{session}:turn-{turn}:completed` |
 //! | the session's end | `{session}:session-ended` |
 //!
+//! The decisions it makes are recorded beside the facts on the host's fact stream
+//! ([`crate::facts`]), under ids made the same way: `{session}:tool-decision:{tool_use_id}`
+//! (a call's tool step), `{session}:turn-{turn}:step-{step}:prompt-submit` (a step's), and
+//! `{session}:turn-{turn}:step-{step}:stop-{continuations}` (a stop's; `subagent-stop-…` for a
+//! subagent's).
+//!
 //! `{turn}` is the agent's own id for the turn where it gives one (Claude Code's `prompt_id`,
 //! Codex's `turn_id`), else the turn's number. A driver whose turns the agent gives no id
 //! (ACP, a bridge whose agent sends none) numbers them by the session's durable turn counter
@@ -33,6 +39,7 @@
 //! repeats. Otherwise turn numbers count the turns this lifecycle has seen
 //! ([`Lifecycle::resumed`] continues a count).
 
+use crate::facts::Decision;
 use crate::pipeline::{ToolExecution, ToolRegistry, ToolRequest};
 use crate::point::Point;
 use crate::session::Session;
@@ -220,7 +227,7 @@ impl Lifecycle {
     pub async fn pre_step(&self, step: u32, claimed: Vec<Message>) -> PreStepDecision {
         let pre_step = self.proposed(step, claimed);
         let decision = self.session.prompt_submit(&pre_step).await;
-        self.decided(&decision);
+        self.decided(step, &decision);
         decision
     }
 
@@ -239,7 +246,7 @@ impl Lifecycle {
             self.turn_completed(TurnOutcome::Interrupted);
             return None;
         };
-        self.decided(&decision);
+        self.decided(step, &decision);
         Some(decision)
     }
 
@@ -251,7 +258,11 @@ impl Lifecycle {
         }
     }
 
-    fn decided(&self, decision: &PreStepDecision) {
+    fn decided(&self, step: u32, decision: &PreStepDecision) {
+        self.session.stream_decision(|| {
+            let (turn, id) = self.in_current_turn(format_args!("step-{step}:prompt-submit"));
+            (id, turn, Decision::of_pre_step(decision))
+        });
         if let PreStepDecision::Reject(_) = decision {
             self.turn_completed(TurnOutcome::Blocked);
         }
@@ -277,6 +288,15 @@ impl Lifecycle {
     /// approved or asked call. An ask never becomes an allow: it is approved once by the
     /// session's approver, returned for the agent to ask its user, or denied.
     pub async fn authorize(&self, call: &ToolCall, asks: AskPolicy) -> ToolStep {
+        let step = self.tool_step(call, asks).await;
+        self.session.stream_decision(|| {
+            let id = self.call_id("tool-decision", &call.tool_use_id);
+            (id, self.turn(), Decision::of_tool_step(&step))
+        });
+        step
+    }
+
+    async fn tool_step(&self, call: &ToolCall, asks: AskPolicy) -> ToolStep {
         self.tool_call(call);
         let mut points = vec![Point::ToolCallCommitted, Point::PreTool];
         let step = |decision, points| ToolStep { decision, points };
@@ -396,6 +416,12 @@ impl Lifecycle {
     /// `closes` (a main agent's stop, not a subagent's), the turn completes (committed).
     pub async fn stopping(&self, event: &StopEvent, closes: bool) -> Vec<Steering> {
         let steering = self.session.turn_stopping(event).await;
+        self.session.stream_decision(|| {
+            let stop = if closes { "stop" } else { "subagent-stop" };
+            let what = format_args!("step-{}:{stop}-{}", event.step, event.continuations);
+            let (turn, id) = self.in_current_turn(what);
+            (id, turn, Decision::of_stop(&steering))
+        });
         if steering.is_empty() && closes {
             self.turn_completed(TurnOutcome::Completed);
         }

@@ -324,6 +324,11 @@ impl Session {
         mut judge: impl FnMut(&mut S, &HookRef, &HookSpec, Answer) -> Verdict<T>,
         fail_closed: impl Fn(Denial) -> T,
     ) -> Option<T> {
+        // No decision off the record: the facts before it are on the fact stream first, or
+        // it fails closed (`crate::facts`).
+        if let Err(denial) = self.admitted().await {
+            return Some(fail_closed(denial));
+        }
         let inv = self.begin(point);
         let mut report = self.report(inv);
         for (hook, spec) in self.matching(point, tool) {

@@ -6,7 +6,9 @@
 //! returns at once, the hooks run in tasks the session owns (foreground hooks one after
 //! another, background hooks each on its own), and nothing they return or do can alter or
 //! delay the fact. They are best-effort — a crash may lose or replay one — so observers use
-//! the observation's `interaction_id` as the idempotency key of their side effects.
+//! the observation's `interaction_id` as the idempotency key of their side effects. The
+//! durable record of the fact is the host's fact stream, where it is queued first
+//! ([`crate::facts`]).
 
 use crate::hook::{Request, Shared};
 use crate::session::Session;
@@ -21,6 +23,7 @@ impl Session {
     /// [`Session::committed`], given the observation (not copied again).
     pub(crate) fn commit(&self, observation: Observation) {
         let shared = Shared::new(observation);
+        self.stream_fact(&shared);
         let request = Request::Committed(shared.clone());
         self.notify(shared.point(), shared.tool_name(), request);
     }
