@@ -918,6 +918,33 @@ fn a_bridged_agent_commits_the_result_it_keeps_and_records_what_it_could_not_app
     }
 }
 
+/// A bridged agent names an MCP tool only by its display name, which may be read more than one
+/// way (`mcp__a__b__c`: server `a`, or `a__b`?): the bridge gives hooks the name and no
+/// provenance made up from it.
+#[test]
+fn a_bridged_call_carries_no_provenance_made_from_its_name() {
+    let dir = tempfile::tempdir().unwrap();
+    server::scripted(
+        dir.path(),
+        "origin",
+        "[[hooks]]\npoint = \"pre-tool\"\ncapability = \"observe\"\n\
+         [config]\npre_tool = \"provenance\"\n",
+    );
+    let log = dir.path().join("audit.jsonl");
+    let input = json!({ "session_id": "names", "hook_event_name": "PreToolUse", "cwd": "/",
+        "tool_name": "mcp__a__b__c", "tool_input": {}, "tool_use_id": "toolu_1" });
+    let args = [
+        "claude-code",
+        dir.path().to_str().unwrap(),
+        "--audit-log",
+        log.to_str().unwrap(),
+    ];
+    let out = palisade(&args, &input.to_string());
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let audit = std::fs::read_to_string(&log).unwrap();
+    assert!(audit.contains("provenance none"), "{audit}");
+}
+
 /// Two turns bridged a process per event, whose agent gives them no id of its own: the turns
 /// are numbered by the session's durable counter, so their facts' interaction ids differ
 /// (each process would otherwise number its turn 1).

@@ -298,13 +298,14 @@ async fn the_timeout_wrapper_stops_a_slow_tool() {
 /// Without `--name`, tool names carry the name the server gives in its `initialize` answer
 /// (the filesystem server's is `secure-filesystem-server`).
 #[tokio::test(flavor = "multi_thread")]
-async fn hooks_see_the_server_by_the_name_it_gives() {
+async fn hooks_see_the_server_by_the_name_it_gives_and_its_provenance() {
     let project = Project::new(&[("notes.txt", "plain notes")]);
     let plugins = PluginDir::new();
     plugins.scripted(
         "named",
         "[[hooks]]\npoint = \"pre-tool\"\ncapability = \"observe\"\n\
-         matcher = \"mcp__secure-filesystem-server__read_text_file\"\n",
+         matcher = \"mcp__secure-filesystem-server__read_text_file\"\n\
+         [config]\npre_tool = \"provenance\"\n",
     );
     let mut command = tokio::process::Command::new(env!("CARGO_BIN_EXE_palisade"));
     command
@@ -325,6 +326,11 @@ async fn hooks_see_the_server_by_the_name_it_gives() {
     assert_eq!(text(&result), "plain notes");
     let audit = project.audit(&["\"hook_id\":\"named/pre-tool\""]);
     assert!(audit.contains("\"hook_id\":\"named/pre-tool\""), "{audit}");
+    // Where the tool comes from, as data: the server and the tool, not a parsed name.
+    assert!(
+        audit.contains("provenance mcp secure-filesystem-server read_text_file"),
+        "{audit}"
+    );
     client.cancel().await.unwrap();
 }
 

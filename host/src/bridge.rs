@@ -28,8 +28,8 @@ use crate::lifecycle::{AgentApplies, AskPolicy, Lifecycle, ToolDecision};
 use crate::plugin::Plugins;
 use crate::point::Point;
 use crate::types::{
-    ContentBlock, Message, PreStepDecision, Provenance, SessionSource, StopEvent, ToolCall,
-    ToolOutcome, TurnOutcome,
+    ContentBlock, Message, PreStepDecision, SessionSource, StopEvent, ToolCall, ToolOutcome,
+    TurnOutcome,
 };
 use serde::Deserialize;
 use serde_json::{Value, json};
@@ -482,19 +482,14 @@ fn tool_call(input: &HookEvent) -> Result<ToolCall, String> {
         .tool_name
         .clone()
         .ok_or("the tool event has no `tool_name`")?;
-    // Claude Code names MCP tools `mcp__<server>__<tool>`.
-    let provenance = match name.strip_prefix("mcp__").and_then(|r| r.split_once("__")) {
-        Some((server, tool)) => Provenance::Mcp {
-            server: server.to_string(),
-            tool: tool.to_string(),
-        },
-        None => Provenance::Builtin,
-    };
     Ok(ToolCall {
         tool_use_id: input.tool_use_id.clone().unwrap_or_default(),
         name,
         arguments: input.tool_input.clone().unwrap_or(json!({})),
-        provenance: Some(provenance),
+        // The agents send only a display name (`mcp__<server>__<tool>`, where a server's
+        // name may hold `__` too): where the tool comes from is not known here, and is never
+        // made up from the name (docs/semantics.md). Hooks match on the name.
+        provenance: None,
     })
 }
 

@@ -2,7 +2,7 @@
 //! component serves every behaviour the tests need (allow, deny, loop forever, bomb memory,
 //! panic, ...). `tag` is logged on every call so tests can see the order hooks ran in.
 //!
-//! `[config] pre_tool` is one of: `allow`, `deny`, `ask`, `loop`, `membomb`, `panic`,
+//! `[config] pre_tool` is one of: `allow`, `deny`, `ask`, `provenance` (logs the call's), `loop`, `membomb`, `panic`,
 //! `bad-payload`, `probe` (try files, env and network), `http` (see [`http_behaviour`]), `deny-after:N` (deny from the N+1-th call of this instance on),
 //! `huge-payload` / `huge-message` (`size_mb` MiB), `pollables` (hoard WASI resources),
 //! `state-count`, `state-global-count`, `state-count-panic`, `state-tamper` (host-kept state),
@@ -17,8 +17,8 @@
 use palisade_sdk::{
     Committed, CommittedFact, Config, ContentBlock, Deny, GuardDecision, Message, Observation,
     Plugin, PostTool, PostToolAction, PostToolDecision, PreStep, PreStepDecision, PreTool,
-    PreToolDecision, PromptSubmit, SessionSource, SessionStart, StopEvent, ToolCall, ToolExecute,
-    ToolGuard, ToolOutcome, ToolResult, TurnStopping, export, log, next, state,
+    PreToolDecision, PromptSubmit, Provenance, SessionSource, SessionStart, StopEvent, ToolCall,
+    ToolExecute, ToolGuard, ToolOutcome, ToolResult, TurnStopping, export, log, next, state,
 };
 use std::hint::black_box;
 
@@ -207,6 +207,17 @@ impl PreTool for Scripted {
                     .with_payload(&serde_json::json!({ "call": n })),
             ),
             "ask" => PreToolDecision::ask(format!("may {} run?", call.name)),
+            "provenance" => {
+                log::info(&match &call.provenance {
+                    None => "provenance none".to_string(),
+                    Some(Provenance::Builtin) => "provenance builtin".to_string(),
+                    Some(Provenance::Mcp(mcp)) => {
+                        format!("provenance mcp {} {}", mcp.server, mcp.tool)
+                    }
+                    Some(Provenance::Plugin(name)) => format!("provenance plugin {name}"),
+                });
+                PreToolDecision::Allow
+            }
             "loop" => spin(),
             "membomb" => membomb(),
             "panic" => panic!("scripted panic"),
