@@ -531,14 +531,15 @@ impl FactStream {
             inner.bound.load(Ordering::Relaxed) as u64 - 1
         };
         let target = inner.lock().queued;
+        // Whether the decision may be made; `Err`: why the backend fails.
         let ready = || {
             let queue = inner.lock();
             match &queue.failing {
-                Some(why) => Err(self.refusal(format!("it fails: {why}"))),
+                Some(why) => Err(format!("it fails: {why}")),
                 None => Ok(queue.acknowledged + slack >= target),
             }
         };
-        if ready()? {
+        if ready().map_err(|why| self.refusal(why))? {
             return Ok(());
         }
         let wait = Duration::from_millis(inner.wait_ms.load(Ordering::Relaxed));
@@ -547,7 +548,7 @@ impl FactStream {
             let notified = inner.room.notified();
             tokio::pin!(notified);
             notified.as_mut().enable();
-            if ready()? {
+            if ready().map_err(|why| self.refusal(why))? {
                 return Ok(());
             }
             if tokio::time::timeout_at(deadline, notified).await.is_err() {
