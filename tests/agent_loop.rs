@@ -162,9 +162,24 @@ async fn an_interrupted_turn_answers_every_call_and_flushes_the_fifo_before_it_c
         reply("on it", &[("t1", "first"), ("t2", "second")]),
         reply("never asked", &[]),
     ]);
-    let mut agent = Agent::new(no_plugins().session("s"), tools, model);
+    // A tool-result observer sees every call's result, the one that did not run included.
+    let dir = PluginDir::new();
+    dir.scripted(
+        "audit",
+        "[[hooks]]\npoint = \"tool-result\"\ncapability = \"observe\"\n\
+         [config]\ntool_result = \"echo\"\n",
+    );
+    let (plugins, recorder) = load_recorded(&dir);
+    let mut agent = Agent::new(plugins.session("s"), tools, model);
     *handle.lock().unwrap() = Some(agent.handle());
     assert_eq!(agent.run_turn("go").await, TurnOutcome::Interrupted);
+    assert_eq!(
+        recorder.logs(),
+        [
+            "saw one",
+            "saw error second did not run: the turn was interrupted"
+        ]
+    );
 
     assert_eq!(
         *ran.lock().unwrap(),

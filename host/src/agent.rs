@@ -30,7 +30,7 @@ use crate::signal::Signal;
 use crate::types::Context;
 use crate::types::{
     ContentBlock, LlmResponse, Message, PreStepDecision, Role, SessionSource, StopEvent,
-    ToolOutcome, ToolResult, TurnOutcome,
+    ToolOutcome, TurnOutcome,
 };
 use serde::{Deserialize, Serialize};
 use std::collections::VecDeque;
@@ -488,13 +488,9 @@ impl Agent {
                     "{} did not run: the turn was interrupted",
                     call.name
                 ));
+                // Its result goes where every result goes: tool-result, then committed.
                 self.lifecycle.tool_call(&call);
-                self.lifecycle.tool_result(ToolResult {
-                    tool_use_id: call.tool_use_id.clone(),
-                    name: call.name,
-                    provenance: call.provenance,
-                    outcome: outcome.clone(),
-                });
+                self.lifecycle.tool_observed(&call, &outcome).await;
                 (call.tool_use_id, outcome)
             } else {
                 let execution = self.lifecycle.execute(&self.tools, request).await;
