@@ -16,6 +16,7 @@ fn reply(text: &str, calls: &[(&str, &str)]) -> ModelReply {
             .iter()
             .map(|(id, name)| ToolRequest::new(*id, *name, json!({})))
             .collect(),
+        ..Default::default()
     }
 }
 
@@ -368,4 +369,58 @@ async fn an_interrupt_cuts_off_the_pre_step_in_flight_and_opens_no_step() {
             ..
         }
     )));
+}
+
+/// Seed 2: "HookLlmResponse.server_tool_content projects provider-native server-tool blocks,
+/// such as web search, into typed kinds": the model's web search and code execution blocks
+/// reach the committed `llm-response` typed; a block of another kind is kept as it is.
+#[tokio::test]
+async fn a_models_server_tool_blocks_are_committed_projected_into_typed_kinds() {
+    let seen = tempfile::tempdir().unwrap();
+    let file = seen.path().join("seen.jsonl");
+    let dir = PluginDir::new();
+    let manifest = format!(
+        "name = \"watch\"\ncommand = [\"sh\", \"-c\", \"cat >> '{}'; echo >> '{}'\"]\n\
+         protocol = \"palisade\"\n\
+         [[hooks]]\npoint = \"llm-response-committed\"\ncapability = \"observe\"\n",
+        file.display(),
+        file.display()
+    );
+    dir.raw("watch", &[("plugin.toml", manifest.as_bytes())]);
+    let plugins = load(&dir);
+    let session = plugins.session("s");
+    let blocks = vec![
+        json!({ "type": "server_tool_use", "id": "srv_1", "name": "web_search",
+                "input": { "query": "wasm component model" } }),
+        json!({ "type": "web_search_tool_result", "tool_use_id": "srv_1", "content": [
+            { "type": "web_search_result", "url": "https://a.example/1", "title": "one" },
+            { "type": "web_search_result", "url": "https://b.example/2", "title": "two" } ] }),
+        json!({ "type": "server_tool_use", "id": "srv_2", "name": "code_execution",
+                "input": { "code": "print(6 * 7)" } }),
+        json!({ "type": "code_execution_tool_result", "tool_use_id": "srv_2",
+                "content": { "type": "code_execution_result", "stdout": "42\n", "stderr": "",
+                             "return_code": 0 } }),
+        json!({ "type": "mcp_tool_use", "id": "m_1", "name": "x", "server_name": "y" }),
+    ];
+    let model = ScriptedModel::new([ModelReply {
+        text: "found it".into(),
+        server_blocks: blocks.clone(),
+        ..Default::default()
+    }]);
+    let mut agent = Agent::new(session.clone(), ToolRegistry::default(), model);
+    agent.run_turn("search for it").await;
+    session.drain_background().await;
+    let text = std::fs::read_to_string(&file).unwrap();
+    let request: serde_json::Value = serde_json::from_str(text.lines().next().unwrap()).unwrap();
+    let fact = &request["input"]["observation"]["fact"];
+    assert_eq!(
+        fact["server_tool_content"],
+        json!([
+            { "kind": "web-search", "query": "wasm component model",
+              "result_urls": ["https://a.example/1", "https://b.example/2"] },
+            { "kind": "code-execution", "code": "print(6 * 7)", "output": "42\n" },
+            { "kind": "other", "value": blocks[4] },
+        ]),
+        "{fact:#}"
+    );
 }

@@ -191,14 +191,17 @@ async fn every_extension_point_through_the_agent_loop() {
                 call("t8", "leak", json!({})),
                 call("t9", "outer", json!({})),
             ],
+            ..Default::default()
         },
         ModelReply {
             text: "all done".into(),
             tool_calls: vec![],
+            ..Default::default()
         },
         ModelReply {
             text: "double-checked".into(),
             tool_calls: vec![],
+            ..Default::default()
         },
     ]);
     let mut agent = Agent::new(session.clone(), tools(flaky_runs.clone()), model);

@@ -54,10 +54,12 @@ fn turn_with_a_tool(id: &str) -> Vec<ModelReply> {
         ModelReply {
             text: "let me look".into(),
             tool_calls: vec![ToolRequest::new(id, "echo", json!({ "x": 1 }))],
+            ..Default::default()
         },
         ModelReply {
             text: "done".into(),
             tool_calls: vec![],
+            ..Default::default()
         },
     ]
 }

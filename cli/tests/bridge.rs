@@ -940,7 +940,11 @@ fn a_bridged_call_carries_no_provenance_made_from_its_name() {
         log.to_str().unwrap(),
     ];
     let out = palisade(&args, &input.to_string());
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let audit = std::fs::read_to_string(&log).unwrap();
     assert!(audit.contains("provenance none"), "{audit}");
 }

@@ -131,6 +131,7 @@ fn reply(text: &str, calls: Vec<ToolRequest>) -> ModelReply {
     ModelReply {
         text: text.into(),
         tool_calls: calls,
+        ..Default::default()
     }
 }
 

@@ -112,6 +112,12 @@ pub struct ModelReply {
     /// The tool calls it proposes.
     #[serde(default)]
     pub tool_calls: Vec<ToolRequest>,
+    /// The provider's own server-tool blocks, as it sent them (Anthropic's `server_tool_use`
+    /// and its `web_search_tool_result` or `code_execution_tool_result`): the committed
+    /// `llm-response` carries them projected into typed kinds ([`ServerToolContent`]: a web
+    /// search, code execution, or the block as it is).
+    #[serde(default)]
+    pub server_blocks: Vec<serde_json::Value>,
 }
 
 /// A model: anything that answers a transcript.
@@ -144,6 +150,7 @@ impl Model for ScriptedModel {
         let reply = self.replies.pop_front().unwrap_or_else(|| ModelReply {
             text: "done".into(),
             tool_calls: Vec::new(),
+            ..Default::default()
         });
         Box::pin(async move { reply })
     }
@@ -409,7 +416,7 @@ impl Agent {
                 model: self.model.name().to_string(),
                 text: reply.text.clone(),
                 tool_calls: reply.tool_calls.iter().map(ToolRequest::call).collect(),
-                server_tool_content: Vec::new(),
+                server_tool_content: crate::types::project_server_tools(&reply.server_blocks),
                 stop_reason: if reply.tool_calls.is_empty() {
                     "end_turn"
                 } else {

@@ -395,6 +395,65 @@ pub struct LlmResponse {
     pub stop_reason: String,
 }
 
+/// Provider-native server-tool blocks projected into typed kinds, in order (seed 2:
+/// "server_tool_content projects provider-native server-tool blocks, such as web search, into
+/// typed kinds"): a `server_tool_use` block and its result block (`tool_use_id`) become one
+/// [`ServerToolContent::WebSearch`] (the query, the results' URLs) or
+/// [`ServerToolContent::CodeExecution`] (the code, its output); any other block, or a use
+/// without its result, is kept as [`ServerToolContent::Other`].
+pub(crate) fn project_server_tools(blocks: &[Value]) -> Vec<ServerToolContent> {
+    let result_of = |id: &Value| {
+        blocks
+            .iter()
+            .find(|b| b["tool_use_id"] == *id && b["type"] != "server_tool_use")
+    };
+    let is_result_of_a_use = |block: &Value| {
+        block.get("tool_use_id").is_some()
+            && blocks
+                .iter()
+                .any(|b| b["type"] == "server_tool_use" && b["id"] == block["tool_use_id"])
+    };
+    let mut projected = Vec::new();
+    for block in blocks {
+        if is_result_of_a_use(block) {
+            continue;
+        }
+        let text = |v: &Value| v.as_str().unwrap_or_default().to_string();
+        let typed = match (block["type"].as_str(), block["name"].as_str()) {
+            (Some("server_tool_use"), Some("web_search")) => {
+                result_of(&block["id"]).map(|result| ServerToolContent::WebSearch {
+                    query: text(&block["input"]["query"]),
+                    result_urls: result["content"]
+                        .as_array()
+                        .into_iter()
+                        .flatten()
+                        .filter_map(|r| r["url"].as_str().map(str::to_string))
+                        .collect(),
+                })
+            }
+            (Some("server_tool_use"), Some("code_execution")) => {
+                result_of(&block["id"]).map(|result| {
+                    let out = &result["content"];
+                    let output = [text(&out["stdout"]), text(&out["stderr"])]
+                        .into_iter()
+                        .filter(|s| !s.is_empty())
+                        .collect::<Vec<_>>()
+                        .join("\n");
+                    ServerToolContent::CodeExecution {
+                        code: text(&block["input"]["code"]),
+                        output,
+                    }
+                })
+            }
+            _ => None,
+        };
+        projected.push(typed.unwrap_or_else(|| ServerToolContent::Other {
+            value: block.clone(),
+        }));
+    }
+    projected
+}
+
 /// How a turn ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
