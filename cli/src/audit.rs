@@ -24,11 +24,13 @@ pub fn open(path: &Path) -> std::io::Result<Arc<JsonlSink>> {
     Ok(sink)
 }
 
-/// Waits, `within` at most in all, for every open audit log to write the lines it was given;
-/// says on standard error what one could not write (lines that waited past the bound, or were
-/// lost), so that a log that misses lines never does so unsaid.
+/// Waits, `within` at most in all, for every open audit log to write the lines it was given
+/// (and every fact stream to acknowledge its records); says on standard error what one could
+/// not write (lines that waited past the bound, or were lost), so that a log that misses lines
+/// never does so unsaid.
 pub fn flush(within: Duration) {
     let deadline = Instant::now() + within;
+    crate::facts::flush(within);
     let open: Vec<Arc<JsonlSink>> = OPEN.lock().unwrap_or_else(|e| e.into_inner()).clone();
     for log in open {
         if let Err(loss) = log.flush(deadline.saturating_duration_since(Instant::now())) {

@@ -133,14 +133,16 @@ pub fn strict() -> bool {
 pub fn state_store(spec: Option<&str>) -> palisade::StateStore {
     match spec {
         Some("memory") => palisade::StateStore::memory(),
-        Some(url)
-            if ["redis://", "rediss://", "redis+unix://"]
-                .iter()
-                .any(|p| url.starts_with(p)) =>
-        {
-            palisade::StateStore::redis(url)
-        }
+        Some(url) if is_redis_url(url) => palisade::StateStore::redis(url),
         Some(dir) => palisade::StateStore::embedded(dir),
         None => palisade::StateStore::default(),
     }
+}
+
+/// Whether `spec` is a Redis URL (`redis://…`, `rediss://…`, `redis+unix://…`), not a
+/// directory.
+pub fn is_redis_url(spec: &str) -> bool {
+    ["redis://", "rediss://", "redis+unix://"]
+        .iter()
+        .any(|p| spec.starts_with(p))
 }

@@ -8,6 +8,7 @@
 mod audit;
 mod cache;
 mod commands;
+mod facts;
 mod hook_io;
 mod jsonrpc;
 mod metrics;

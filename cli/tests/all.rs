@@ -17,6 +17,7 @@ mod bridge;
 mod cli;
 mod conformance;
 mod docs;
+mod facts;
 mod front_doors;
 mod languages;
 mod mcp;

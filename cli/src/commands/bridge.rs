@@ -241,7 +241,7 @@ fn prepare(
         doing: doing.clone(),
         inner: crate::telemetry::with(audit.clone().map(|audit| audit as Arc<dyn EventSink>)),
     });
-    let builder = builder
+    let builder = crate::facts::appending(builder)
         .event_sink(watch)
         .on_compile(compile_observer(doing, dir));
     let host = prebuilt.and_then(|prebuilt| builder.build_from(prebuilt));
@@ -312,6 +312,17 @@ async fn bridge_event(dialect: Dialect, mut options: BridgeCommand) -> anyhow::R
     let work = decide(dialect, &options, preparing, &event, started, answer_by);
     match tokio::time::timeout_at(answer_by.into(), work).await {
         Ok(Ok((reply, lifecycle))) => {
+            // The event's facts and decisions are on the fact stream before the agent hears
+            // the answer, or the answer is the event's refusal.
+            let reply = match crate::facts::flush_before_answering(
+                answer_by.saturating_duration_since(Instant::now()),
+            ) {
+                Ok(()) => reply,
+                Err(e) => {
+                    let event = event.lock().unwrap_or_else(|e| e.into_inner()).clone();
+                    bridge::failure(&event, &e.to_string())
+                }
+            };
             write(&reply);
             // Observers get what is left of the budget, and no more than MAX_DRAIN.
             let left = deadline.saturating_duration_since(Instant::now());

@@ -14,11 +14,42 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 /// Read an audit log: filter its events by session, hook, outcome and time, follow it, or
-/// summarise it per hook.
+/// summarise it per hook. Or (`--facts`) read the durable fact stream.
 #[derive(clap::Args)]
 pub struct LogsCommand {
     /// The JSONL audit log (`--audit-log` of the bridges, `serve`, `mcp`, `acp`).
-    log: PathBuf,
+    #[arg(required_unless_present = "facts")]
+    log: Option<PathBuf>,
+    /// Read the fact stream (what `PALISADE_FACTS` names) instead: the embedded log's
+    /// directory, or a Redis URL. One line per record — its offset, time, session,
+    /// interaction id, and the fact or decision; `--outcome` takes a fact's kind
+    /// (`tool-call`, …) or a decision's outcome (`deny`, …), `--hook` a decision's hook.
+    #[arg(long, value_name = "DIR|URL", conflicts_with_all = ["log", "summary"])]
+    facts: Option<String>,
+    /// With `--facts`: read from this record's offset on (default: the first).
+    #[arg(
+        long,
+        value_name = "OFFSET",
+        requires = "facts",
+        conflicts_with = "group"
+    )]
+    from: Option<String>,
+    /// With `--facts`: read as this consumer group, from where it left off; each record
+    /// printed is acknowledged, so the group is not given it again.
+    #[arg(long, value_name = "NAME", requires = "facts")]
+    group: Option<String>,
+    /// With `--group`: this consumer's name in the group (Redis shares a group's records
+    /// among its consumers).
+    #[arg(
+        long,
+        value_name = "NAME",
+        requires = "group",
+        default_value = "palisade-logs"
+    )]
+    consumer: String,
+    /// With `--facts`: each record as one JSON line (with its `offset` and `next`).
+    #[arg(long, requires = "facts")]
+    json: bool,
     /// Only this session's events.
     #[arg(long)]
     session: Option<String>,
@@ -64,6 +95,23 @@ impl LogsCommand {
             .map(|t| time(t, now))
             .transpose()
             .context("--until")?;
+        if let Some(facts) = &self.facts {
+            let filter = crate::facts::Filter {
+                session: self.session.clone(),
+                hook: self.hook.clone(),
+                outcomes: self.outcome.clone(),
+                since,
+                until,
+            };
+            let group = self
+                .group
+                .clone()
+                .map(|group| (group, self.consumer.clone()));
+            let stream = crate::facts::stream(facts);
+            return crate::facts::logs(stream, self.from, group, self.follow, self.json, filter)
+                .await;
+        }
+        let log = self.log.clone().unwrap_or_default();
         let filter = Filter {
             session: self.session.clone(),
             hook: self.hook.clone(),
@@ -71,8 +119,8 @@ impl LogsCommand {
             since,
             until,
         };
-        let file = std::fs::File::open(&self.log)
-            .with_context(|| format!("cannot open the audit log {}", self.log.display()))?;
+        let file = std::fs::File::open(&log)
+            .with_context(|| format!("cannot open the audit log {}", log.display()))?;
         let mut reader = BufReader::new(file);
         let mut stats: BTreeMap<String, Tally> = BTreeMap::new();
         let mut line = String::new();
@@ -82,7 +130,7 @@ impl LogsCommand {
             line.clear();
             let read = reader
                 .read_line(&mut line)
-                .with_context(|| format!("reading {}", self.log.display()))?;
+                .with_context(|| format!("reading {}", log.display()))?;
             if read == 0 || !line.ends_with('\n') {
                 if !self.follow {
                     break;
@@ -90,14 +138,13 @@ impl LogsCommand {
                 // A line being written: read it again once it is whole.
                 let at = reader.stream_position()? - read as u64;
                 tokio::time::sleep(Duration::from_millis(200)).await;
-                match std::fs::metadata(&self.log) {
+                match std::fs::metadata(&log) {
                     // Another file at the path: the log was rotated; read the new one from
                     // its start.
                     Ok(now) if !same_file(&now, reader.get_ref()) => {
-                        reader =
-                            BufReader::new(std::fs::File::open(&self.log).with_context(|| {
-                                format!("cannot open the audit log {}", self.log.display())
-                            })?);
+                        reader = BufReader::new(std::fs::File::open(&log).with_context(|| {
+                            format!("cannot open the audit log {}", log.display())
+                        })?);
                     }
                     // The same file, shorter: truncated; read it again from its start.
                     Ok(now) if now.len() < at => {
@@ -115,7 +162,7 @@ impl LogsCommand {
                 unreadable += 1;
                 eprintln!(
                     "{}:{number}: not a lifecycle event (skipped)",
-                    palisade::events::printable(&self.log.display().to_string())
+                    palisade::events::printable(&log.display().to_string())
                 );
                 continue;
             };

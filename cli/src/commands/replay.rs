@@ -39,7 +39,24 @@ pub struct ReplayCommand {
     /// The plugin directory.
     dir: PathBuf,
     /// The recorded session.
-    session: PathBuf,
+    #[arg(required_unless_present = "facts")]
+    session: Option<PathBuf>,
+    /// Replay a session from the fact stream instead (what `PALISADE_FACTS` names): the
+    /// embedded log's directory, or a Redis URL. Its prompts, tool calls with their committed
+    /// results, completed turns and end become the events above.
+    #[arg(
+        long,
+        value_name = "DIR|URL",
+        conflicts_with = "session",
+        requires = "session_id"
+    )]
+    facts: Option<String>,
+    /// With `--facts`: the session to replay.
+    #[arg(long = "session", value_name = "ID", requires = "facts")]
+    session_id: Option<String>,
+    /// With `--facts`: from this record's offset on (default: the first).
+    #[arg(long, value_name = "OFFSET", requires = "facts")]
+    from: Option<String>,
     /// Output format.
     #[arg(long, value_enum, default_value_t = Format::Text)]
     format: Format,
@@ -51,7 +68,16 @@ pub struct ReplayCommand {
 impl ReplayCommand {
     /// Replays the session and prints its timeline.
     pub async fn execute(self) -> anyhow::Result<ExitCode> {
-        replay(&self.dir, &self.session, self.format, self.approve).await
+        if let Some(facts) = &self.facts {
+            let stream = crate::facts::stream(facts);
+            let id = self.session_id.clone().unwrap_or_default();
+            let recorded = crate::facts::recorded(&stream, &id, self.from.as_deref())?;
+            let name = format!("session {id} of {}", stream.describe());
+            return replay_session(&self.dir, &id, recorded, &name, self.format, self.approve)
+                .await;
+        }
+        let session = self.session.clone().unwrap_or_default();
+        replay(&self.dir, &session, self.format, self.approve).await
     }
 }
 
@@ -206,7 +232,19 @@ pub async fn replay_text(
         );
     }
     let (session_id, recorded) = sessions.remove(0);
-    let steps = steps(dir, &session_id, recorded, approve).await?;
+    replay_session(dir, &session_id, recorded, name, format, approve).await
+}
+
+/// Replays session `session_id`'s `recorded` events (from `name`) and prints its timeline.
+async fn replay_session(
+    dir: &Path,
+    session_id: &str,
+    recorded: Vec<Recorded>,
+    name: &str,
+    format: Format,
+    approve: Approve,
+) -> anyhow::Result<ExitCode> {
+    let steps = steps(dir, session_id, recorded, approve).await?;
     let tallies = tallies(&steps);
 
     match format {

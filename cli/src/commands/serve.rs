@@ -213,7 +213,7 @@ fn load(
     sink: Option<Arc<dyn EventSink>>,
     state: palisade::StateStore,
 ) -> anyhow::Result<Plugins> {
-    let mut builder = crate::cache::host_builder().state(state);
+    let mut builder = crate::facts::appending(crate::cache::host_builder().state(state));
     if let Some(sink) = sink {
         builder = builder.event_sink(sink);
     }

@@ -231,7 +231,7 @@ pub async fn load_plugins(
     audit_log: Option<&std::path::Path>,
 ) -> anyhow::Result<palisade::Plugins> {
     use anyhow::Context as _;
-    let mut builder = crate::cache::quiet_host_builder();
+    let mut builder = crate::facts::appending(crate::cache::quiet_host_builder());
     let mut sink: Option<std::sync::Arc<dyn palisade::EventSink>> = None;
     if let Some(path) = audit_log {
         let audit = crate::audit::open(path)
