@@ -318,7 +318,7 @@ mod tests {
     #[test]
     fn both_protocols_project_the_prompt_and_the_error_text() {
         let config = Map::new();
-        let caller = |point| wire::Caller {
+        let caller = |point| Caller {
             session_id: "s",
             hook_id: "p/x",
             invocation_id: "i",
