@@ -691,3 +691,40 @@ async fn a_tool_result_observer_sees_every_result_while_the_background_queue_is_
     assert_eq!(audited, 3, "{:?}", recorder.lifecycle());
     assert!(session.dropped_background() > 0, "the queue was full");
 }
+
+/// Seed 1: "a final observer sees the execution-local canonical value beside exactly the
+/// presentation fields the session log can persist": a `tool-result` observer is handed the
+/// tool's canonical value and the content blocks projected from it.
+#[tokio::test]
+async fn a_tool_result_observer_sees_the_canonical_value_beside_the_content() {
+    let seen = tempfile::tempdir().unwrap();
+    let file = seen.path().join("seen.json");
+    let dir = PluginDir::new();
+    let manifest = format!(
+        "name = \"watch\"\ncommand = [\"sh\", \"-c\", \"cat > '{}'\"]\nprotocol = \"palisade\"\n\
+         [[hooks]]\npoint = \"tool-result\"\ncapability = \"observe\"\n",
+        file.display()
+    );
+    dir.raw("watch", &[("plugin.toml", manifest.as_bytes())]);
+    let plugins = load(&dir);
+    let registry = ToolRegistry::new([Tool::new("count", |_| async {
+        Ok(ToolOutcome {
+            content_blocks: Vec::new(),
+            is_error: false,
+            value: Some(json!({ "rows": 3 })),
+        })
+    })]);
+    plugins
+        .session("s")
+        .execute(&registry, ToolRequest::new("t1", "count", json!({})))
+        .await;
+    let request: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
+    let outcome = &request["input"]["outcome"];
+    assert_eq!(outcome["value"], json!({ "rows": 3 }), "{request:#}");
+    assert_eq!(
+        outcome["content_blocks"],
+        json!([{ "type": "json", "value": { "rows": 3 } }]),
+        "{request:#}"
+    );
+}
