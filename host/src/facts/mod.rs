@@ -21,8 +21,8 @@
 //!
 //! **Never dropped, and failing closed.** A commit never waits and never drops: it queues the
 //! record for the stream's writer thread, which appends what is queued as one batch. What
-//! waits is the session's next foreground decision (every point's waterfall, see
-//! [`FactStream::admit`]): by default until every record queued before it is acknowledged (so
+//! waits is the session's next foreground decision (every point's waterfall checks first):
+//! by default until every record queued before it is acknowledged (so
 //! a tool runs only once its call is on record), or, relaxed
 //! ([`FactStream::acknowledge_before_decisions`]), until fewer than the queue's bound wait.
 //! When the backend fails (a full disk, a Redis that is down), or the wait passes its
