@@ -114,8 +114,9 @@ pub struct ModelReply {
     pub tool_calls: Vec<ToolRequest>,
     /// The provider's own server-tool blocks, as it sent them (Anthropic's `server_tool_use`
     /// and its `web_search_tool_result` or `code_execution_tool_result`): the committed
-    /// `llm-response` carries them projected into typed kinds ([`ServerToolContent`]: a web
-    /// search, code execution, or the block as it is).
+    /// `llm-response` carries them projected into typed kinds
+    /// ([`ServerToolContent`](crate::ServerToolContent): a web search, code execution, or the
+    /// block as it is).
     #[serde(default)]
     pub server_blocks: Vec<serde_json::Value>,
 }

@@ -3,7 +3,7 @@
 //! instance.
 //!
 //! A domain is whose values they are, decided by the operator, never by a plugin's name: a
-//! plugin folder's own ([`folder_domain`]), or one that the manifests of several plugins name
+//! plugin folder's own (`folder_domain`), or one that the manifests of several plugins name
 //! to share it (`[state] shared`).
 //!
 //! A [`StateStore`] is the backend, chosen by the embedder ([`crate::HostBuilder::state`]):
