@@ -29,9 +29,12 @@ fn guarded() -> PluginDir {
     dir
 }
 
+/// A lifecycle of a host of its own (a process of its own), with state in memory: never the
+/// user's state store.
 fn lifecycle(dir: &PluginDir, stream: &FactStream, session: &str) -> Lifecycle {
     let plugins = Host::builder()
         .fact_stream(stream.clone())
+        .state(palisade::StateStore::memory())
         .build()
         .unwrap()
         .load_dir(dir.path())
@@ -110,7 +113,7 @@ async fn every_fact_and_decision_is_on_the_stream_in_order_keyed_by_interaction_
             "s:tool-call:t2 tool-call",
             "s:tool-decision:t2 pre-tool deny",
             "s:tool-result:t2 tool-result",
-            "s:turn-1:step-2:stop-0 turn-stopping stop",
+            "s:turn-1:step-2:stop-1 turn-stopping stop",
             "s:turn-1:completed turn-completed",
             "s:session-ended session-ended",
         ]
@@ -336,4 +339,43 @@ fn a_writer_killed_mid_stream_loses_nothing_acknowledged_on_redis() {
     let redis = Redis::start();
     let spec = redis.url();
     nothing_acknowledged_lost_nothing_duplicated(&spec, &FactStream::redis(&spec));
+}
+
+/// Every stop of a turn gets a decision record of its own: two subagents stopping in one step,
+/// in each of two processes that serve the turn one event at a time (whose agent says only
+/// whether it continued, so every stop looks the same). Their numbers come from the
+/// session's durable counter, which both processes share through the state store.
+#[tokio::test]
+async fn every_stop_of_a_turn_has_a_decision_record_of_its_own() {
+    let dir = PluginDir::new();
+    let facts = tempfile::tempdir().unwrap();
+    let state = tempfile::tempdir().unwrap();
+    let stream = FactStream::embedded(facts.path());
+    let stop = StopEvent {
+        turn: 1,
+        step: 1,
+        last_assistant_message: None,
+        continuations: 1,
+    };
+    for _process in 0..2 {
+        let plugins = Host::builder()
+            .fact_stream(stream.clone())
+            .state(palisade::StateStore::embedded(state.path()))
+            .build()
+            .unwrap()
+            .load_dir(dir.path())
+            .unwrap();
+        let lifecycle = Lifecycle::new(plugins.session("s"));
+        lifecycle.in_turn(Some("p1"));
+        for _subagent in 0..2 {
+            assert!(lifecycle.stopping(&stop, false).await.is_empty());
+        }
+    }
+    stream.flush(Duration::from_secs(30)).unwrap();
+    assert_eq!(
+        described(&read_all(&stream)),
+        (1..=4)
+            .map(|n| format!("s:turn-p1:step-1:subagent-stop-{n} turn-stopping stop"))
+            .collect::<Vec<_>>()
+    );
 }

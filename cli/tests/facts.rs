@@ -161,7 +161,7 @@ fn bridged_events_are_on_the_stream_and_logs_and_replay_read_it() {
     )));
     assert_eq!(
         logged_ids(facts, &["--group", "audit"]),
-        ["s1:turn-p1:step-1:stop-0", "s1:turn-p1:completed"]
+        ["s1:turn-p1:step-1:stop-1", "s1:turn-p1:completed"]
     );
 
     // Replayed from the stream through the same guard: the same decisions.

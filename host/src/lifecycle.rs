@@ -27,8 +27,8 @@
 //! The decisions it makes are recorded beside the facts on the host's fact stream
 //! ([`crate::facts`]), under ids made the same way: `{session}:tool-decision:{tool_use_id}`
 //! (a call's tool step), `{session}:turn-{turn}:step-{step}:prompt-submit` (a step's), and
-//! `{session}:turn-{turn}:step-{step}:stop-{continuations}` (a stop's; `subagent-stop-…` for a
-//! subagent's).
+//! `{session}:turn-{turn}:step-{step}:stop-{n}` (a stop's, `n` its number among the turn's
+//! stops by a durable counter; `subagent-stop-…` for a subagent's).
 //!
 //! `{turn}` is the agent's own id for the turn where it gives one (Claude Code's `prompt_id`,
 //! Codex's `turn_id`), else the turn's number. A driver whose turns the agent gives no id
@@ -174,7 +174,29 @@ impl Lifecycle {
     /// The session's durable turn counter after adding `add`.
     async fn counted_turns(&self, add: i64) -> Result<u32, crate::state::StateUnavailable> {
         let store = &self.session.shared.plugins.host.inner.state;
-        store.turns(self.session.id(), add).await
+        store.counter(self.session.id(), "turns", add).await
+    }
+
+    /// The number of this stop among the current turn's, by the session's durable counter of
+    /// them (a random key when the store cannot be reached): the stops of one step — a
+    /// subagent's, a continued turn's bridged a process per event, whose agent says only
+    /// whether it continued — each get a decision record of their own on the fact stream.
+    /// Counted only when there is a stream.
+    async fn stop_number(&self) -> Option<String> {
+        self.session.shared.plugins.host.inner.facts.as_ref()?;
+        let key = {
+            let turn = self.state().key();
+            // A key within the store's bound, whatever the agent's turn id.
+            match turn.len() > 200 {
+                true => format!("stops:{}", crate::loader::sha256_hex(turn.as_bytes())),
+                false => format!("stops:{turn}"),
+            }
+        };
+        let store = &self.session.shared.plugins.host.inner.state;
+        Some(match store.counter(self.session.id(), &key, 1).await {
+            Ok(n) => n.to_string(),
+            Err(_) => random_turn_key(),
+        })
     }
 
     /// Makes the turn the agent calls `key` the current one: opened if it is not (a process
@@ -416,9 +438,10 @@ impl Lifecycle {
     /// `closes` (a main agent's stop, not a subagent's), the turn completes (committed).
     pub async fn stopping(&self, event: &StopEvent, closes: bool) -> Vec<Steering> {
         let steering = self.session.turn_stopping(event).await;
+        let number = self.stop_number().await.unwrap_or_default();
         self.session.stream_decision(|| {
             let stop = if closes { "stop" } else { "subagent-stop" };
-            let what = format_args!("step-{}:{stop}-{}", event.step, event.continuations);
+            let what = format_args!("step-{}:{stop}-{number}", event.step);
             let (turn, id) = self.in_current_turn(what);
             (id, turn, Decision::of_stop(&steering))
         });

@@ -283,27 +283,33 @@ impl StateStore {
         Ok(opened)
     }
 
-    /// The durable turn counter of agent session `session`, after adding `add` (0 reads
-    /// it): what a [`crate::Lifecycle`] numbers turns by when the agent gives them no id of
-    /// its own, so that turn numbers — and the interaction ids made of them — go on across
-    /// processes and restarts. Kept in a domain of the host's own, which no manifest can
-    /// name.
-    pub(crate) async fn turns(&self, session: &str, add: i64) -> Result<u32, StateUnavailable> {
+    /// The durable counter `key` of agent session `session`, after adding `add` (0 reads it):
+    /// what a [`crate::Lifecycle`] numbers turns and stops by when the agent gives them no id
+    /// of its own, so that their numbers — and the interaction ids made of them — go on
+    /// across processes and restarts. Kept in a domain of the host's own, which no manifest
+    /// can name.
+    pub(crate) async fn counter(
+        &self,
+        session: &str,
+        key: &str,
+        add: i64,
+    ) -> Result<u32, StateUnavailable> {
         let ns = Namespace {
             domain: Arc::from(LIFECYCLE_DOMAIN),
             session: Some(Arc::from(session)),
         };
+        // A counter per turn of the session, at most.
         let bounds = Bounds {
-            max_keys: 1,
-            max_bytes: 64,
+            max_keys: 1 << 24,
+            max_bytes: 1 << 30,
         };
         match self
-            .apply(ns, "turns".into(), Op::Increment(add), bounds)
+            .apply(ns, key.into(), Op::Increment(add), bounds)
             .await?
         {
             Ok(Done::Count(n)) => Ok(u32::try_from(n).unwrap_or(0)),
             other => Err(StateUnavailable(format!(
-                "the turn counter of session `{session}` is not a counter ({other:?})"
+                "the counter `{key}` of session `{session}` is not a counter ({other:?})"
             ))),
         }
     }
