@@ -1,5 +1,5 @@
-//! The agent loop, with the three load-bearing loop decisions of seed 1, as a small loop an
-//! embedder can use or copy.
+//! The agent loop, with the three load-bearing loop decisions of docs/semantics.md ("The agent
+//! loop"), as a small loop an embedder can use or copy.
 //!
 //! 1. **Pre-step at every proposed step.** The turn opens before the first claim; each step
 //!    submits its claimed batch to `prompt-submit` — an empty batch for a tool continuation,
@@ -16,7 +16,7 @@
 //! Every committed fact (message, tool call, tool result, model response, turn completed,
 //! session ended) is handed to the committed-fact hooks, which never delay the loop.
 //!
-//! Also seed 1's: `session-start` runs exactly once, before turn 1 (the loop runs it if the
+//! Also: `session-start` runs exactly once, before turn 1 (the loop runs it if the
 //! embedder did not); contexts injected from outside ([`Handle::inject`]) enter the same FIFO
 //! as the batch's own; an interrupted turn ([`Handle::interrupt`]) records a result for every
 //! call of its batch and flushes the FIFO before it closes; a tool that marks its result
@@ -180,8 +180,7 @@ struct HandleInner {
 impl Handle {
     /// Injects a context, sourced to `source`. It enters the active batch's FIFO and is
     /// appended when the batch settles (after every result of it); outside a batch, it is
-    /// appended before the next model request (seed 1: "asynchronous injections enter the
-    /// active-batch FIFO and append when that batch settles").
+    /// appended before the next model request (docs/semantics.md S1.52).
     pub fn inject(&self, source: impl Into<String>, text: impl Into<String>) {
         self.fifo().push(Context {
             hook_id: source.into(),
@@ -311,7 +310,7 @@ impl Agent {
     /// Starts the session: `session-start` contexts open the transcript, then what was
     /// injected so far. Runs once: a second call does nothing, and the first turn starts the
     /// session itself when this was not called (with `startup`, or `resume` for a resumed
-    /// transcript) — seed 1: "emit, once before turn 1".
+    /// transcript): once, before turn 1 (docs/semantics.md S1.5).
     pub async fn start(&mut self, source: SessionSource) {
         if std::mem::replace(&mut self.started, true) {
             return;

@@ -424,7 +424,7 @@ async fn dispatch(lifecycle: &Lifecycle, dialect: Dialect, input: &HookEvent) ->
                 ..Reply::nothing()
             }
         }
-        // No canonical point: compaction is reserved (seed 1), a notification is a UI event,
+        // No canonical point: compaction is reserved (docs/semantics.md S1.66), a notification is a UI event,
         // not an agent fact. Answered with nothing, so the agent goes on.
         _ => Reply::nothing(),
     }

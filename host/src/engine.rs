@@ -516,8 +516,7 @@ impl HostBuilder {
 
     /// Refuses, at load, every manifest with a hook that would fail open: a foreground hook
     /// that can change an outcome (a guard, a transform, a wrapper, a steer) on a point that
-    /// fails closed, with `on_failure = "allow"`. The seeds' rule is that foreground failures
-    /// fail closed; this makes it one an operator enforces, not one each plugin's author
+    /// fails closed, with `on_failure = "allow"`. Foreground failures fail closed by rule; this makes it one an operator enforces, not one each plugin's author
     /// chooses (docs/semantics.md, "Failures").
     pub fn forbid_fail_open(mut self, forbid: bool) -> Self {
         self.forbid_fail_open = forbid;

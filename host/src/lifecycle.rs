@@ -10,8 +10,8 @@
 //! the door — and [`Lifecycle::stopping`]; a loop that runs its steps and tools through
 //! Palisade uses [`Lifecycle::pre_step`] and [`Lifecycle::execute`] instead.
 //!
-//! **Interaction ids** (seed 2: "interaction_id as the idempotency key for completion side
-//! effects") are derived from the session id and the fact's own identity, never from a counter
+//! **Interaction ids** (the idempotency key of side effects: docs/semantics.md S2.31) are
+//! derived from the session id and the fact's own identity, never from a counter
 //! of the process that happens to run — so the same fact gets the same id in every process,
 //! after a resume and in a replay, and two facts never share one:
 //!
@@ -230,8 +230,8 @@ impl Lifecycle {
 
     /// A prompt from the agent's user: opens the turn (`key`: the agent's own id for it), runs
     /// `prompt-submit` on step 1 with the prompt; on enter the prompt is committed, on reject
-    /// the turn closes blocked (committed), with no step (seed 1: "rejection closes a durable
-    /// blocked turn with no step or model-visible message").
+    /// the turn closes blocked (committed), with no step and no model-visible message
+    /// (docs/semantics.md S1.49).
     pub async fn prompt(&self, key: Option<&str>, text: impl Into<String>) -> PreStepDecision {
         self.open_turn(key);
         let decision = self.pre_step(1, vec![Message::user(text)]).await;
@@ -253,8 +253,8 @@ impl Lifecycle {
         decision
     }
 
-    /// [`Lifecycle::pre_step`] with the request's cancellation signal (seed 1: "the payload
-    /// carries the request's turn, step, and cancellation signal"). `None` when the signal
+    /// [`Lifecycle::pre_step`] with the request's cancellation signal (docs/semantics.md
+    /// S1.10). `None` when the signal
     /// fired before the decision: the hook in flight was cut off, no step opens, and the turn
     /// closes interrupted (committed).
     pub async fn pre_step_until(
@@ -486,8 +486,8 @@ impl Lifecycle {
         self.commit(turn, id, CommittedFact::LlmResponse { response });
     }
 
-    /// Commits a tool call as recorded — before any policy runs on it (seed 1: "History and
-    /// the audit call are logged before execution").
+    /// Commits a tool call as recorded — before any policy runs on it (docs/semantics.md
+    /// S1.64).
     pub fn tool_call(&self, call: &ToolCall) {
         let id = self.call_id("tool-call", &call.tool_use_id);
         self.commit(

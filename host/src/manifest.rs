@@ -58,7 +58,7 @@ use std::time::Duration;
 
 /// The file name of a plugin's manifest inside its folder.
 pub const MANIFEST_FILE: &str = "plugin.toml";
-/// Default deadline of one hook invocation (seed 2: "Hook timeouts default to 5000 ms").
+/// Default deadline of one hook invocation (docs/semantics.md S2.4).
 pub const DEFAULT_TIMEOUT_MS: u64 = 5_000;
 /// Longest deadline a manifest may set.
 pub const MAX_TIMEOUT_MS: u64 = 600_000;
@@ -74,8 +74,8 @@ pub const MAX_MEMORY_MB: u64 = 4_096;
 pub const MAX_FUEL: u64 = 1_000_000_000_000_000;
 /// Largest `plugin.toml` read; a larger file is refused unread.
 pub const MAX_MANIFEST_BYTES: u64 = 1024 * 1024;
-/// Default bound of the JSON crossing to and from a command or HTTP hook (seed 2: "Command
-/// and HTTP payloads are bounded by payload_max_bytes (128 KiB by default)").
+/// Default bound of the JSON crossing to and from a command or HTTP hook (docs/semantics.md
+/// S2.3).
 pub const DEFAULT_PAYLOAD_MAX_BYTES: usize = 128 * 1024;
 /// Largest payload bound a manifest may set.
 pub const MAX_PAYLOAD_MAX_BYTES: usize = 64 * 1024 * 1024;
@@ -258,7 +258,7 @@ pub enum Protocol {
     /// Claude Code's hook protocol: an existing Claude Code hook runs unchanged. The default.
     #[default]
     ClaudeCode,
-    /// Palisade's own (seed 2): the request is the point's typed payload, the answer only an
+    /// Palisade's own (docs/semantics.md S2.2): the request is the point's typed payload, the answer only an
     /// optional `decision` — the point's WIT answer as JSON, with `reason_code` and `payload`.
     Palisade,
 }
@@ -360,8 +360,8 @@ impl HookSpec {
     /// Whether a runtime failure of this hook fails closed (see [`Point::fails_closed`]): a
     /// foreground hook that could change the outcome, on a point that has a closed answer,
     /// unless `on_failure = "allow"`. An observe-only hook's failure is recorded only: its
-    /// answers are never honoured, so its failure lets nothing through (seed 2: "Observe
-    /// hooks never deny").
+    /// answers are never honoured, so its failure lets nothing through (docs/semantics.md
+    /// S2.15).
     pub fn fails_closed(&self) -> bool {
         self.mode == Mode::Foreground
             && self.on_failure == OnFailure::Deny

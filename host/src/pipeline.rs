@@ -98,8 +98,7 @@ impl ToolContext {
     }
 
     /// Marks this call's result terminal: when its batch settles, the turn ends — no further
-    /// step, no steering (seed 1: "terminal monotonic stopping is expressed by tool-result
-    /// data"). Monotonic: nothing after the tool, no hook and no later call, unmarks it.
+    /// step, no steering (docs/semantics.md S1.67). Monotonic: nothing after the tool, no hook and no later call, unmarks it.
     pub fn end_turn(&self) {
         self.terminal.store(true, Ordering::Relaxed);
     }
@@ -518,8 +517,8 @@ impl Chain {
             Ok(Err(message)) => ToolOutcome::error(message),
             Err(panic) => ToolOutcome::error(format!("{} failed: {panic}", self.call.name)),
         };
-        // A wrapper's `next()` gets the canonical result, already normalized (seed 1:
-        // "receives the already-normalized canonical success/failure result").
+        // A wrapper's `next()` gets the canonical result, already normalized (docs/semantics.md
+        // S1.32).
         normalize_value(Some(tool), outcome)
     }
 }

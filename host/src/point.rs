@@ -145,8 +145,8 @@ impl Point {
     /// | `tool-execute` | the call's outcome is an error naming the wrapper and the failure |
     ///
     /// At `session-start` and `turn-stopping` a failure is recorded and the point's safe
-    /// default applies: startup goes on without that hook's contexts (seed 1: session-start
-    /// "CANNOT block startup"), and the turn stops as it would have without that hook's
+    /// default applies: startup goes on without that hook's contexts (session-start cannot
+    /// block startup: docs/semantics.md S1.7), and the turn stops as it would have without that hook's
     /// steering. `tool-result` and the committed facts are observe-only: failures are
     /// contained there.
     pub fn fails_closed(self) -> bool {

@@ -1,4 +1,4 @@
-//! A cancellation signal, as seed 1's pre-step payload carries one: the agent (or its user)
+//! A cancellation signal, as a pre-step's payload carries one (docs/semantics.md S1.10): the agent (or its user)
 //! cancels the request a step was proposed for, and whatever still decides that step stops.
 
 use std::sync::Arc;

@@ -241,9 +241,8 @@ pub struct PreStep {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "decision", rename_all = "kebab-case")]
 pub enum PreStepDecision {
-    /// Open the step with the complete batch: `messages`, then `contexts` (seed 1: "enter
-    /// returns the complete message batch, including any current-request context a listener
-    /// contributes").
+    /// Open the step with the complete batch: `messages`, then `contexts`, the current
+    /// request's context included (docs/semantics.md S1.12).
     Enter {
         /// The batch's messages: the claimed ones, or the batch a `transform` hook reshaped
         /// them into (`enter-batch`).
@@ -395,9 +394,8 @@ pub struct LlmResponse {
     pub stop_reason: String,
 }
 
-/// Provider-native server-tool blocks projected into typed kinds, in order (seed 2:
-/// "server_tool_content projects provider-native server-tool blocks, such as web search, into
-/// typed kinds"): a `server_tool_use` block and its result block (`tool_use_id`) become one
+/// Provider-native server-tool blocks projected into typed kinds, in order (docs/semantics.md
+/// S2.14): a `server_tool_use` block and its result block (`tool_use_id`) become one
 /// [`ServerToolContent::WebSearch`] (the query, the results' URLs) or
 /// [`ServerToolContent::CodeExecution`] (the code, its output); any other block, or a use
 /// without its result, is kept as [`ServerToolContent::Other`].

@@ -314,8 +314,8 @@ fn enter_batch(texts: &[(Role, &str)]) -> Answer {
     ))
 }
 
-/// Seed 1: "enter returns the complete message batch, including any current-request context a
-/// listener contributes".
+/// docs/semantics.md S1.12: "enter returns the complete message batch, including any
+/// current-request context a listener contributes".
 #[tokio::test]
 async fn enter_batch_reshapes_the_batch_for_the_hooks_after_it_and_needs_transform() {
     let (reshape, _) = counted(enter_batch(&[(Role::User, "password=***")]));
@@ -381,7 +381,7 @@ async fn a_reshaped_batch_that_speaks_as_the_system_is_invalid_and_fails_closed(
     assert_eq!(denial.failure, Some(FailureReason::InvalidResponse));
 }
 
-/// Seed 1: "The payload carries the request's turn, step, and cancellation signal".
+/// docs/semantics.md S1.10: "The payload carries the request's turn, step, and cancellation signal".
 #[tokio::test]
 async fn a_cancelled_pre_step_cuts_off_the_hook_in_flight_and_runs_no_later_hook() {
     let slow = Fake::new(|_| Ok(Answer::PromptSubmit(hook::PreStepDecision::Enter(vec![]))))

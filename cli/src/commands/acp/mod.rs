@@ -4,8 +4,8 @@
 //!
 //! - `session/prompt` (editor → agent) runs `prompt-submit`. A rejection is answered to the
 //!   editor as `{"stopReason": "end_turn"}` without reaching the agent, after a
-//!   `session/update` message chunk naming the hook and its reason (seed 1: the ACP bridge
-//!   settles an initial pre-step rejection from its blocked no-step turn as `end_turn`).
+//!   `session/update` message chunk naming the hook and its reason, then `end_turn`
+//!   (docs/semantics.md S1.70).
 //!   Contexts (and `session-start`'s, on a session's first prompt) are appended to the prompt
 //!   as text blocks.
 //! - The agent's answer to a prompt ends the turn: `end_turn` runs `turn-stopping`, and a

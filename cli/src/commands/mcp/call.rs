@@ -8,8 +8,8 @@
 //! - `tool-execute` wrappers: each `next()` is one `tools/call` to the server (a wrapper's
 //!   time limit cuts a call off, and the server is told `notifications/cancelled`).
 //! - `post-tool`: a block answers its feedback as an error result; a content replacement
-//!   replaces `content` (the structured content, the tool's canonical value, is kept: seed 1,
-//!   "content replacement preserves programmatic value"); a value replacement replaces
+//!   replaces `content` (the structured content, the tool's canonical value, is kept:
+//!   docs/semantics.md S1.36); a value replacement replaces
 //!   `structuredContent` and the content is recomputed from it. Contexts follow the content
 //!   as text blocks. A result no hook changed reaches the client as the server sent it.
 //! - a client's `notifications/cancelled` stops the pipeline where it is, and the call is not

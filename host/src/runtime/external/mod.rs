@@ -1,4 +1,4 @@
-//! The external runtime families (seed 2): `command` hooks (a process per invocation) and
+//! The external runtime families (docs/semantics.md, "Runtime families"): `command` hooks (a process per invocation) and
 //! `http` hooks (a POST per invocation). Both speak Claude Code's hook protocol ([`wire`],
 //! the default) or Palisade's own ([`native`], `protocol = "palisade"`), and obey the same decisions, capabilities, ordering and lifecycle events as
 //! wasm hooks; what differs is how they are bounded: a payload bound (`payload_max_bytes`,

@@ -44,7 +44,7 @@ pub(crate) fn encode(caller: &Caller<'_>, request: &Request) -> Value {
                 "turn": step.turn,
                 "step": step.step,
             },
-            // A serialize-only projection (seed 2): the user's text, never read back.
+            // A serialize-only projection (docs/semantics.md S2.9): never read back.
             "prompt": wire::prompt_text(&step.messages),
         }),
         Request::PreTool(call) | Request::ToolGuard(call) | Request::ToolExecute(call, _) => {
@@ -91,7 +91,7 @@ fn outcome_json(outcome: &ToolOutcome) -> Value {
         "is_error": outcome.is_error,
         "value": outcome.value.clone().unwrap_or(Value::Null),
     });
-    // Serialize-only projections (seed 2): never read back.
+    // Serialize-only projections (docs/semantics.md S2.9, S2.13): never read back.
     if outcome.is_error {
         json["error"] = content.clone().into();
     }
@@ -313,8 +313,8 @@ mod tests {
         Shared::new(ToolOutcome::text("TOKEN=secret"))
     }
 
-    /// Seed 2: command and HTTP serialization adds `prompt` and `error` text projections —
-    /// in both protocols.
+    /// Command and HTTP serialization adds `prompt` and `error` text projections, in both
+    /// protocols (docs/semantics.md S2.9).
     #[test]
     fn both_protocols_project_the_prompt_and_the_error_text() {
         let config = Map::new();

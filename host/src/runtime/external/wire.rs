@@ -5,8 +5,8 @@
 //! `tool_name`, `tool_input`, `tool_use_id`, `tool_response`, `prompt`, `source`, ...), plus
 //! Palisade's own (`point`, `hook_id`, `invocation_id`, the plugin's `config`, the typed
 //! payloads) and the
-//! serialize-only projections seed 2 names (`prompt`, `content`, `error`), which are never
-//! read back. Back: only the protocol's fields, per point; anything else — an unknown field,
+//! serialize-only projections (`prompt`, `content`, `error`; docs/semantics.md S2.9), which
+//! are never read back. Back: only the protocol's fields, per point; anything else — an unknown field,
 //! a field the point does not take, a legacy `patches` rewrite — is an invalid response.
 
 use crate::claude_code::{Decision, HookAnswer, HookEvent, HookSpecificOutput, Permission};
