@@ -90,8 +90,8 @@ pub fn quiet_host_builder() -> palisade::HostBuilder {
 }
 
 /// [`quiet_host_builder`] for a process that handles one hook event and exits (the bridges):
-/// no instance pool, whose reservation costs such a process more (2.7 ms with the default
-/// pool, `cargo bench -p palisade-cli --bench bridge`) than reusing slots saves it, no
+/// no instance pool, whose reservation costs such a process more than reusing slots saves it
+/// (docs/performance.md, "Choices measured"), no
 /// direct calls, whose linker such a process would build for calls it makes once, no
 /// spare instances, which no later call would take, and used instances kept for its exit to
 /// free.

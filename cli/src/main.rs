@@ -153,9 +153,9 @@ fn quiet_on_broken_pipe() {
 }
 
 /// The static build's allocator (`scripts/install-static.sh`): musl's own takes one lock for
-/// every thread's allocations and gives pages back eagerly, which made loading plugins 2×
-/// slower than with glibc's. mimalloc, built without transparent huge pages: a hook process
-/// lives milliseconds, and zeroing 2 MiB pages for it cost more than the whole event.
+/// every thread's allocations and gives pages back eagerly, which slows loading plugins.
+/// mimalloc, built without transparent huge pages: a hook process lives milliseconds, and
+/// zeroing huge pages for it costs more than the event.
 #[cfg(target_env = "musl")]
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
@@ -184,8 +184,7 @@ fn main() -> ExitCode {
     }
     // A hook command serves one event and exits: one thread is enough, and starting workers
     // would only add to the agent's wait. The stdio MCP proxy serves one client, whose calls
-    // cost fewer hops between threads on one (measured: 0.26 ms over the direct call instead of
-    // 0.41 ms, `cargo bench -p palisade-cli --bench mcp`).
+    // cost fewer hops between threads on one.
     let mut builder = match &cli.command {
         Command::ClaudeCode(_) | Command::Codex(_) | Command::Gemini(_) | Command::Forward(_) => {
             tokio::runtime::Builder::new_current_thread()

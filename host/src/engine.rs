@@ -158,14 +158,10 @@ pub const DEFAULT_INSTANCE_POOL: u32 = 1_000;
 
 /// Most bytes of a freed slot's linear memory kept mapped and reset in place: all a Rust
 /// guard writes, the first MiB of what an interpreter writes. A freed slot holds at most this
-/// much until an instance reuses it. Measured (`cargo bench -p palisade --bench instances --
-/// spare/pool`, and `--bench dispatch -- minimal`): a quarter of it made a call on a Python
-/// spare 4× slower (160 → 636 µs) and on a JavaScript one 2.3× (231 → 520 µs), the minimal
-/// guard no faster; 8 MiB made none of them faster.
+/// much until an instance reuses it. Less slows interpreters' calls, more speeds up none
+/// (docs/performance.md, "Choices measured").
 const KEEP_RESIDENT_MEMORY: usize = 1 << 20;
-/// Likewise for a freed slot's tables. Measured the same way: 16 KiB made a call on a
-/// JavaScript spare 1.25× slower (228 → 287 µs) and on a Python one 1.05–1.08×, the minimal
-/// guard no faster.
+/// Likewise for a freed slot's tables.
 const KEEP_RESIDENT_TABLE: usize = 256 << 10;
 
 /// The pool for `slots` component instances. Each slot admits what the sandbox admits (its
@@ -197,8 +193,7 @@ fn pool(slots: u32) -> PoolingAllocationConfig {
         .max_component_instance_size(16 << 20);
     // Where the kernel can say which pages an instance wrote (Linux 6.7+), a freed slot is
     // reset by rewriting those pages only, up to a bound, and they stay mapped: the next
-    // instance in the slot takes no page faults and the process no TLB shootdowns (a fresh
-    // minimal guard 39 -> 13 µs). Without it, the bound would be spent rewriting the
+    // instance in the slot takes no page faults and the process no TLB shootdowns. Without it, the bound would be spent rewriting the
     // lowest bytes whether written or not, which costs more than it saves.
     if PoolingAllocationConfig::is_pagemap_scan_available() {
         pool.pagemap_scan(Enabled::Yes)
@@ -560,7 +555,7 @@ impl HostBuilder {
     /// Whether each per-call plugin keeps a spare instance, made after one of its calls
     /// (on the tokio runtime of that call) for the next one to take (default: yes). The
     /// call that takes it does not wait for instantiating, only for a new instance's first
-    /// call (the minimal guard 1.9 µs instead of 9.5 µs), while calls come no faster than
+    /// call, while calls come no faster than
     /// spares are made: the CPU is the same, the wait moves. It holds one
     /// instance (a slot of the pool) per per-call plugin. A process that serves one hook
     /// event (a bridge) would make spares no call takes; it turns them off. What may be made

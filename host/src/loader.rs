@@ -201,9 +201,8 @@ impl Host {
     /// parallel with the largest component's load — or, with no helper, on a thread of its
     /// own ([`StateStore::open_ahead`](crate::StateStore::open_ahead)). Not on a thread of its
     /// own beside the helpers: on two cores, a third busy thread takes the idle core, and the
-    /// helper is placed behind the thread loading the largest component (a Python
-    /// interpreter's, 3 ms), where it waited 1–3 ms in half of the bridged events measured,
-    /// the other core idle.
+    /// helper waits behind the thread loading the largest component while the other core
+    /// idles.
     fn load_parallel(&self, pending: Vec<Pending>, open_state: bool) -> Vec<Loaded> {
         let sizes: Vec<u64> = pending.iter().map(Pending::component_size).collect();
         let work: fn(&Host, Pending) -> Loaded = |host, pending| {

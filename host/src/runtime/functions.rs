@@ -7,10 +7,9 @@
 //! same CPython, and a plugin rebuilt after a change to its policy differs only in its data
 //! (a componentize-js or componentize-py build snapshots the interpreter's heap, which is
 //! never the same twice). With this store, Cranelift looks each function up by a hash of its
-//! body, modulo the names it calls, and compiles only the functions it has not seen: a
-//! JavaScript pair's 20 seconds of compiling (release build, two cores) become about 5 when
-//! the same sources were built and compiled before; about 5–10% of the functions still miss,
-//! since wasmtime's translation of some of them varies from one compile to the next.
+//! body, modulo the names it calls, and compiles only the functions it has not seen. Some
+//! functions still miss, since wasmtime's translation of some of them varies from one compile
+//! to the next (what it saves: docs/performance.md, "Choices measured").
 //!
 //! The functions a compile adds are written, when it ends, as one pack,
 //! `functions/<hash>.pack`, sealed like every entry of the cache: a keyed BLAKE3 MAC under the

@@ -167,8 +167,8 @@ fn plain_words<'a>(
 /// `program` as the process's `path` finds it (relative entries from `dir`, where it runs),
 /// as a path: so that the standard library starts it with `posix_spawn` (a `vfork`), which it
 /// does not when it must search a `PATH` it was given itself. A `fork` copies the page tables
-/// of all the host's memory — every live instance's — and made each command hook of a `serve`
-/// holding a thousand sessions cost 150 ms (`cargo bench -p palisade-cli --bench density`).
+/// of all the host's memory — every live instance's — which a `serve` holding many sessions
+/// pays at every command hook (docs/performance.md, "Choices measured").
 /// A program that is not found is left as it is, for the spawn to report.
 fn resolve(program: &str, path: Option<&std::ffi::OsStr>, dir: &Path) -> std::path::PathBuf {
     if program.contains('/') {
