@@ -1,14 +1,14 @@
 //! Lifecycle events: one record per step of every hook invocation.
 //!
 //! Every invocation emits `hook_started`, then exactly one of `hook_completed`, `hook_failed`,
-//! `hook_denied` or (a shadow hook's, `enforce = false`) `hook_shadowed`. Plugins' log lines arrive as `plugin_log`. The embedder receives them
-//! through an [`EventSink`]; [`JsonlSink`] writes an audit log, on a thread of its own.
+//! `hook_denied` or (a shadow hook's, `enforce = false`) `hook_shadowed`. Plugins' log lines
+//! arrive as `plugin_log`. The embedder receives them through an [`EventSink`];
+//! [`JsonlSink`](crate::JsonlSink) writes an audit log, on a thread of its own.
 
 use crate::failure::FailureReason;
 use crate::point::Point;
 use serde::Serialize;
 
-pub use crate::jsonl::{AuditLoss, JsonlSink};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 /// Receives lifecycle events. Called inline on the dispatch path: keep it cheap, or hand the

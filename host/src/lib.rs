@@ -59,10 +59,11 @@ pub use engine::{
     DEFAULT_WRAPPED_EXECUTION_DEADLINE, EPOCH_TICK, Host, HostBuilder, Prebuilt,
 };
 pub use error::{Error, Problem};
-pub use events::{AuditLoss, Dispatch, Event, EventKind, EventSink, Interest, JsonlSink};
+pub use events::{Dispatch, Event, EventKind, EventSink, Interest};
 pub use facts::FactStream;
 pub use failure::{Failure, FailureReason};
 pub use hook::BoxFuture;
+pub use jsonl::{AuditLoss, JsonlSink};
 pub use lifecycle::{
     AgentApplies, AskPolicy, Lifecycle, NotApplied, Reported, ToolDecision, ToolStep,
 };

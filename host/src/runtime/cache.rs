@@ -15,6 +15,7 @@
 //! component's sha256 is remembered the same way (`digests/`), keyed by its file's identity.
 
 use super::functions::Functions;
+use super::private::{private_dir, seal, temporary, write_private};
 use std::hash::{Hash, Hasher};
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -289,62 +290,6 @@ fn fingerprint(_meta: &std::fs::Metadata) -> Option<Fingerprint> {
     None
 }
 
-/// A temporary file's name beside `path`, unique to this write: the process and a count of
-/// its writes. (The process alone is not enough: two of its threads writing one file at once
-/// would truncate each other's temporary file and rename or link it from under the other.)
-fn temporary(path: &Path) -> PathBuf {
-    use std::sync::atomic::{AtomicU64, Ordering};
-    static WRITES: AtomicU64 = AtomicU64::new(0);
-    let n = WRITES.fetch_add(1, Ordering::Relaxed);
-    let mut name = path.file_name().unwrap_or_default().to_os_string();
-    name.push(format!(".tmp{}-{n}", std::process::id()));
-    path.with_file_name(name)
-}
-
-/// Writes `bytes` to `path` through a temporary file (mode 0600) and a rename.
-pub(super) fn write_private(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    let tmp = temporary(path);
-    let mut options = std::fs::OpenOptions::new();
-    options.write(true).create(true).truncate(true);
-    #[cfg(unix)]
-    std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
-    let mut file = options.open(&tmp)?;
-    file.write_all(bytes)?;
-    file.sync_all()?;
-    std::fs::rename(tmp, path)
-}
-
-/// Creates `dir` (mode 0700) if needed, and checks that no one but its owner — this user —
-/// can write to it.
-pub(super) fn private_dir(dir: &Path) -> std::io::Result<()> {
-    let mut builder = std::fs::DirBuilder::new();
-    builder.recursive(true);
-    #[cfg(unix)]
-    std::os::unix::fs::DirBuilderExt::mode(&mut builder, 0o700);
-    builder.create(dir)?;
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::MetadataExt;
-        let meta = std::fs::metadata(dir)?;
-        let me = nix::unistd::geteuid().as_raw();
-        if meta.uid() != me {
-            return Err(std::io::Error::other(format!(
-                "{} belongs to another user (uid {}); use a cache directory of your own",
-                dir.display(),
-                meta.uid()
-            )));
-        }
-        if meta.mode() & 0o022 != 0 {
-            return Err(std::io::Error::other(format!(
-                "{} can be written by other users; make it private (`chmod 700`) or use \
-                 another cache directory",
-                dir.display()
-            )));
-        }
-    }
-    Ok(())
-}
-
 /// The cache's sealing key, created on first use from the OS's random source, readable by its
 /// owner only. A key file that is not the user's own, or that others can read, is refused:
 /// whoever knows the key can seal compiled code that this host would then run natively.
@@ -416,11 +361,6 @@ fn read_key(path: &Path) -> std::io::Result<[u8; 32]> {
             path.display()
         ))
     })
-}
-
-/// The MAC of `code` under `key`.
-pub(super) fn seal(key: &[u8; 32], code: &[u8]) -> blake3::Hash {
-    blake3::keyed_hash(key, code)
 }
 
 #[cfg(test)]

@@ -22,7 +22,7 @@
 //! Every failure here only costs time: an unreadable pack is a miss, a pack that cannot be
 //! written is functions compiled again next time.
 
-use super::cache::{seal, write_private};
+use super::private::{private_dir, seal, write_private};
 use std::borrow::Cow;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -236,7 +236,7 @@ impl Place {
                 total -= old;
             }
         }
-        super::cache::private_dir(&self.dir)?;
+        private_dir(&self.dir)?;
         let name = blake3::hash(&body).to_hex();
         let mac = seal(&self.key, &body);
         body.extend_from_slice(mac.as_bytes());

@@ -21,6 +21,7 @@ pub(crate) mod functions;
 pub(crate) mod instance;
 pub(crate) mod loading;
 pub(crate) mod outbound;
+pub(crate) mod private;
 pub(crate) mod sandbox;
 pub(crate) mod signatures;
 pub(crate) mod wasm;
