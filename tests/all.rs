@@ -3,6 +3,7 @@
 //! `… --test all sandbox::` one file's.
 
 mod agent_loop;
+mod architecture;
 mod direct;
 mod facts;
 mod grants;
