@@ -10,6 +10,7 @@ mod cache;
 mod commands;
 mod facts;
 mod hook_io;
+mod http_front;
 mod jsonrpc;
 mod metrics;
 mod output;

@@ -31,7 +31,7 @@
 
 use super::call::{Upstream, approval, call_tool, elicitation, tool_use_id};
 use super::{id_key, lock};
-use crate::commands::serve::{AllowedHost, bearer_matches, problem, serve_connections};
+use crate::http_front::{AllowedHost, bearer_matches, problem, serve_connections};
 use crate::jsonrpc::relay::own_id;
 use crate::jsonrpc::strict::{self, Kind};
 use axum::body::{Body, Bytes};
@@ -166,7 +166,15 @@ pub(super) async fn serve(plugins: Plugins, listen: Listen) -> anyhow::Result<()
         let _ = tokio::signal::ctrl_c().await;
     };
     let token = gateway.token.clone();
-    serve_connections(listener, app, (MAX_CONNECTIONS, READ_TIMEOUT), token, stop).await;
+    serve_connections(
+        "palisade mcp",
+        listener,
+        app,
+        (MAX_CONNECTIONS, READ_TIMEOUT),
+        token,
+        stop,
+    )
+    .await;
     Ok(())
 }
 
