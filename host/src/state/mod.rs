@@ -8,23 +8,33 @@
 //!
 //! A [`StateStore`] is the backend, chosen by the embedder ([`crate::HostBuilder::state`]):
 //!
-//! - [`StateStore::embedded`] (the default, in [`default_dir`]): SQLite, bundled, in WAL mode.
-//!   SQLite rather than a pure-Rust store such as redb because the bridges run one process per
-//!   agent event, and agents run hooks of parallel tool calls at once: several processes must
-//!   share the file, which SQLite's locking allows and redb's single-process lock refuses;
-//! - [`StateStore::memory`]: in the process, for tests and short-lived embedders.
+//! - [`StateStore::embedded`] (the default, in [`default_dir`]; `sqlite.rs`): SQLite, bundled,
+//!   in WAL mode. SQLite rather than a pure-Rust store such as redb because the bridges run one
+//!   process per agent event, and agents run hooks of parallel tool calls at once: several
+//!   processes must share the file, which SQLite's locking allows and redb's single-process
+//!   lock refuses;
+//! - [`StateStore::redis`] (`redis.rs`): a Redis server, for a fleet of hosts;
+//! - [`StateStore::memory`] (`memory.rs`): in the process, for tests and short-lived embedders.
+//!
+//! This module holds what they share: the store's handle, opening it (ahead, on a thread),
+//! the operations and their effect on a scope; each backend applies them atomically.
 //!
 //! Every operation is atomic in its backend (a compare-and-swap or an increment is one
 //! transaction), and checks the scope's bounds (`max_keys`, `max_bytes`: every value of the
 //! scope together) in the same transaction. A backend failure is a [`StateUnavailable`] error,
 //! which stops the hook with the failure `state-unavailable` (failing closed).
 
+mod memory;
+mod redis;
+mod sqlite;
+
 use crate::hook::BoxFuture;
-use rusqlite::OptionalExtension;
-use std::collections::HashMap;
+use memory::Memory;
+use redis::Redis;
+pub(crate) use redis::redacted;
+use sqlite::Sqlite;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
 /// The state domain of the lifecycle's own counters: a `#` no plugin name holds.
 const LIFECYCLE_DOMAIN: &str = "#lifecycle";
@@ -190,7 +200,7 @@ impl StateStore {
     pub fn redis(url: &str) -> StateStore {
         let url = url.to_string();
         StateStore::lazy(redacted(&url), move || {
-            let client = redis::Client::open(url.as_str()).map_err(|e| e.to_string())?;
+            let client = ::redis::Client::open(url.as_str()).map_err(|e| e.to_string())?;
             Ok(Arc::new(Redis {
                 client,
                 idle: Mutex::new(Vec::new()),
@@ -403,389 +413,10 @@ fn effect(
     Ok((write, done))
 }
 
-/// State in memory.
-#[derive(Debug, Default)]
-struct Memory {
-    scopes: Mutex<HashMap<Namespace, Scope>>,
-}
-
-#[derive(Debug, Default)]
-struct Scope {
-    values: HashMap<String, Vec<u8>>,
-    bytes: u64,
-}
-
-impl Backend for Memory {
-    fn apply(&self, ns: Namespace, key: String, op: Op, bounds: Bounds) -> BoxFuture<'_, Outcome> {
-        let mut scopes = self.scopes.lock().unwrap_or_else(|e| e.into_inner());
-        let scope = scopes.entry(ns).or_default();
-        let current = scope.values.get(&key).map(Vec::as_slice);
-        let outcome = effect(current, op, scope.values.len() as u64, scope.bytes, bounds).map(
-            |(write, done)| {
-                if !matches!(write, Write::Keep)
-                    && let Some(old) = scope.values.remove(&key)
-                {
-                    scope.bytes -= old.len() as u64;
-                }
-                if let Write::Put(new) = write {
-                    scope.bytes += new.len() as u64;
-                    scope.values.insert(key, new);
-                }
-                done
-            },
-        );
-        Box::pin(std::future::ready(Ok(outcome)))
-    }
-}
-
-/// State in a SQLite file. One connection, behind a mutex, used from blocking threads; each
-/// operation is one `IMMEDIATE` transaction (so a read-modify-write is atomic across
-/// processes too), and the scope's key count and size are kept in a table of their own.
-#[derive(Debug)]
-struct Sqlite {
-    connection: Arc<Mutex<rusqlite::Connection>>,
-}
-
-/// The statements of an operation ([`Sqlite::apply_now`]). The column `plugin` holds the
-/// domain; values that an earlier version kept under a plugin's name are the values of the
-/// domain of that name, which `shared = "<name>"` reads.
-const SELECT_VALUE: &str = "SELECT value FROM state WHERE plugin = ?1 AND scope = ?2 AND key = ?3";
-const SELECT_SCOPE: &str = "SELECT keys, bytes FROM scopes WHERE plugin = ?1 AND scope = ?2";
-const PUT_VALUE: &str =
-    "INSERT OR REPLACE INTO state (plugin, scope, key, value) VALUES (?1, ?2, ?3, ?4)";
-const REMOVE_VALUE: &str = "DELETE FROM state WHERE plugin = ?1 AND scope = ?2 AND key = ?3";
-const PUT_SCOPE: &str =
-    "INSERT OR REPLACE INTO scopes (plugin, scope, keys, bytes) VALUES (?1, ?2, ?3, ?4)";
-const STATEMENTS: [&str; 5] = [
-    SELECT_VALUE,
-    SELECT_SCOPE,
-    PUT_VALUE,
-    REMOVE_VALUE,
-    PUT_SCOPE,
-];
-
-/// How long an operation waits for another process's transaction before it is
-/// `state-unavailable` (the hook's own deadline usually comes first).
-const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
-
-impl Sqlite {
-    fn open(dir: &Path, path: &Path) -> Result<Sqlite, String> {
-        create_private(dir, path)?;
-        let connection = rusqlite::Connection::open(path).map_err(|e| e.to_string())?;
-        connection
-            .busy_timeout(BUSY_TIMEOUT)
-            .and_then(|()| {
-                connection.execute_batch(
-                    "PRAGMA journal_mode = WAL;
-                     PRAGMA synchronous = NORMAL;
-                     CREATE TABLE IF NOT EXISTS state (
-                         plugin TEXT NOT NULL, scope TEXT NOT NULL, key TEXT NOT NULL,
-                         value BLOB NOT NULL, PRIMARY KEY (plugin, scope, key));
-                     CREATE TABLE IF NOT EXISTS scopes (
-                         plugin TEXT NOT NULL, scope TEXT NOT NULL,
-                         keys INTEGER NOT NULL, bytes INTEGER NOT NULL,
-                         PRIMARY KEY (plugin, scope));",
-                )
-            })
-            .map_err(|e| e.to_string())?;
-        truncate_log(&connection, path);
-        // Compiled now, where the store is opened ahead of its first use (off the hooks'
-        // path), rather than by that use: SQLite's parser is most of a first operation.
-        for statement in STATEMENTS {
-            connection
-                .prepare_cached(statement)
-                .map_err(|e| e.to_string())?;
-        }
-        Ok(Sqlite {
-            connection: Arc::new(Mutex::new(connection)),
-        })
-    }
-
-    fn apply_now(
-        connection: &mut rusqlite::Connection,
-        ns: &Namespace,
-        key: &str,
-        op: Op,
-        bounds: Bounds,
-    ) -> rusqlite::Result<Result<Done, Refused>> {
-        let scope = ns.scope();
-        let domain: &str = &ns.domain;
-        let tx = connection.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
-        let current: Option<Vec<u8>> = tx
-            .prepare_cached(SELECT_VALUE)?
-            .query_row((domain, &scope, key), |row| row.get(0))
-            .optional()?;
-        let (keys, bytes): (u64, u64) = tx
-            .prepare_cached(SELECT_SCOPE)?
-            .query_row((domain, &scope), |row| Ok((row.get(0)?, row.get(1)?)))
-            .optional()?
-            .unwrap_or((0, 0));
-        let (write, done) = match effect(current.as_deref(), op, keys, bytes, bounds) {
-            Ok(effect) => effect,
-            Err(refused) => return Ok(Err(refused)),
-        };
-        let old = current.as_ref().map_or(0, |c| c.len() as u64);
-        let after = match &write {
-            Write::Keep => None,
-            Write::Put(value) => {
-                tx.prepare_cached(PUT_VALUE)?
-                    .execute((domain, &scope, key, value))?;
-                Some((
-                    keys + u64::from(current.is_none()),
-                    bytes - old + value.len() as u64,
-                ))
-            }
-            Write::Remove => {
-                tx.prepare_cached(REMOVE_VALUE)?
-                    .execute((domain, &scope, key))?;
-                Some((keys - u64::from(current.is_some()), bytes - old))
-            }
-        };
-        if let Some((keys, bytes)) = after {
-            tx.prepare_cached(PUT_SCOPE)?
-                .execute((domain, &scope, keys, bytes))?;
-        }
-        tx.commit()?;
-        Ok(Ok(done))
-    }
-}
-
-/// Creates the store's folder (mode 0700) and its database file (mode 0600) unless they are
-/// there, and makes the database file and its log and shared-memory files 0600 if they are
-/// not (an earlier version made them 0644). The file is made before SQLite opens it, since
-/// SQLite would create it 0644 whatever the umask, and gives the log and shared-memory files
-/// it creates the database file's mode. A folder that is there keeps its mode: it may be the
-/// operator's own (`serve --state .`).
-fn create_private(dir: &Path, path: &Path) -> Result<(), String> {
-    let mut folder = std::fs::DirBuilder::new();
-    folder.recursive(true);
-    #[cfg(unix)]
-    std::os::unix::fs::DirBuilderExt::mode(&mut folder, 0o700);
-    folder
-        .create(dir)
-        .map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
-    let mut file = std::fs::OpenOptions::new();
-    file.read(true).write(true).create(true);
-    #[cfg(unix)]
-    std::os::unix::fs::OpenOptionsExt::mode(&mut file, 0o600);
-    let file = file
-        .open(path)
-        .map_err(|e| format!("cannot create {}: {e}", path.display()))?;
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::PermissionsExt;
-        let wide = |meta: std::io::Result<std::fs::Metadata>| {
-            meta.is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o777 != 0o600)
-        };
-        let private = || std::fs::Permissions::from_mode(0o600);
-        let refused =
-            |at: &Path, e: std::io::Error| format!("cannot make {} private: {e}", at.display());
-        // Through the descriptor: the file just opened. The umask may also have narrowed
-        // a new file's mode past the owner's writing.
-        if wide(file.metadata()) {
-            file.set_permissions(private())
-                .map_err(|e| refused(path, e))?;
-        }
-        for suffix in ["-wal", "-shm"] {
-            let mut other = path.as_os_str().to_owned();
-            other.push(suffix);
-            let other = PathBuf::from(other);
-            if wide(std::fs::symlink_metadata(&other)) {
-                std::fs::set_permissions(&other, private()).map_err(|e| refused(&other, e))?;
-            }
-        }
-    }
-    #[cfg(not(unix))]
-    drop(file);
-    Ok(())
-}
-
-/// The size of write-ahead log past which opening the store checkpoints it and truncates it.
-///
-/// A process that exits without closing the store (a bridge serves one event and exits)
-/// leaves the log behind. The next process rebuilds the log's index by reading all of it, and
-/// cannot know how much of it was already copied into the database, so no writer ever starts
-/// the log over: it grew by every write of every process, each of which read all of it.
-/// Closing the store in every process would checkpoint every time (two `fsync`s, 7 ms per
-/// event here); truncating once the log passes this size bounds what a process reads.
-pub(crate) const WAL_TRUNCATE_BYTES: u64 = 256 * 1024;
-
-/// Checkpoints and truncates the log of the store at `path` when it is over
-/// [`WAL_TRUNCATE_BYTES`], unless another process is using it right now (then a later open
-/// does it): never waits, so that a hook never does.
-fn truncate_log(connection: &rusqlite::Connection, path: &Path) {
-    let mut wal = path.as_os_str().to_owned();
-    wal.push("-wal");
-    if std::fs::metadata(&wal).is_ok_and(|m| m.len() > WAL_TRUNCATE_BYTES) {
-        let _ = connection
-            .busy_timeout(Duration::ZERO)
-            .and_then(|()| connection.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(())));
-        let _ = connection.busy_timeout(BUSY_TIMEOUT);
-    }
-}
-
-impl Backend for Sqlite {
-    fn apply(&self, ns: Namespace, key: String, op: Op, bounds: Bounds) -> BoxFuture<'_, Outcome> {
-        let connection = self.connection.clone();
-        Box::pin(async move {
-            let run = tokio::task::spawn_blocking(move || {
-                let mut connection = connection.lock().unwrap_or_else(|e| e.into_inner());
-                Sqlite::apply_now(&mut connection, &ns, &key, op, bounds)
-            });
-            match run.await {
-                Ok(Ok(outcome)) => Ok(outcome),
-                Ok(Err(e)) => Err(StateUnavailable(e.to_string())),
-                Err(e) => Err(StateUnavailable(format!("the store's thread failed: {e}"))),
-            }
-        })
-    }
-}
-
-/// `url` without its password, for messages.
-pub(crate) fn redacted(url: &str) -> String {
-    match (url.find("://"), url.rfind('@')) {
-        (Some(scheme), Some(at)) if at > scheme => {
-            format!("{}://…@{}", &url[..scheme], &url[at + 1..])
-        }
-        _ => url.to_string(),
-    }
-}
-
-/// State in Redis. Connections are taken from a small pool and used by one operation at a
-/// time (a `WATCH` belongs to its connection).
-struct Redis {
-    client: redis::Client,
-    idle: Mutex<Vec<redis::aio::MultiplexedConnection>>,
-}
-
-impl std::fmt::Debug for Redis {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Redis").finish_non_exhaustive()
-    }
-}
-
-/// Connections kept for reuse, at most.
-const REDIS_IDLE: usize = 16;
-/// Tries of an operation whose `WATCH` saw a concurrent write, before it is unavailable.
-const REDIS_TRIES: usize = 32;
-
-impl Redis {
-    /// The value's key and its scope's size key.
-    fn keys(ns: &Namespace, key: &str) -> (String, String) {
-        let scope = match &ns.session {
-            None => "g".to_string(),
-            Some(id) => format!("s:{}:{id}", id.len()),
-        };
-        (
-            format!("palisade:{}:{scope}:{key}", ns.domain),
-            format!("palisade-scope:{}:{scope}", ns.domain),
-        )
-    }
-
-    async fn apply_now(
-        con: &mut redis::aio::MultiplexedConnection,
-        ns: &Namespace,
-        key: &str,
-        op: &Op,
-        bounds: Bounds,
-    ) -> redis::RedisResult<Option<Result<Done, Refused>>> {
-        let (value_key, scope_key) = Redis::keys(ns, key);
-        redis::cmd("WATCH")
-            .arg(&value_key)
-            .arg(&scope_key)
-            .query_async::<()>(con)
-            .await?;
-        type Read = (Option<Vec<u8>>, (Option<u64>, Option<u64>));
-        let (current, (keys, bytes)): Read = redis::pipe()
-            .get(&value_key)
-            .cmd("HMGET")
-            .arg(&scope_key)
-            .arg("keys")
-            .arg("bytes")
-            .query_async(con)
-            .await?;
-        let (keys, bytes) = (keys.unwrap_or(0), bytes.unwrap_or(0));
-        let unwatch = |con: &mut redis::aio::MultiplexedConnection| {
-            let mut con = con.clone();
-            async move { redis::cmd("UNWATCH").query_async::<()>(&mut con).await }
-        };
-        let (write, done) = match effect(current.as_deref(), op.clone(), keys, bytes, bounds) {
-            Ok((Write::Keep, done)) => {
-                unwatch(con).await?;
-                return Ok(Some(Ok(done)));
-            }
-            Ok(effect) => effect,
-            Err(refused) => {
-                unwatch(con).await?;
-                return Ok(Some(Err(refused)));
-            }
-        };
-        let old = current.as_ref().map_or(0, |c| c.len() as u64);
-        let mut transaction = redis::pipe();
-        transaction.atomic();
-        let (keys, bytes) = match write {
-            Write::Put(value) => {
-                let after = (
-                    keys + u64::from(current.is_none()),
-                    bytes - old + value.len() as u64,
-                );
-                transaction.set(&value_key, value).ignore();
-                after
-            }
-            _ => {
-                transaction.del(&value_key).ignore();
-                (keys - u64::from(current.is_some()), bytes - old)
-            }
-        };
-        transaction
-            .cmd("HSET")
-            .arg(&scope_key)
-            .arg("keys")
-            .arg(keys)
-            .arg("bytes")
-            .arg(bytes)
-            .ignore();
-        // `EXEC` answers nil when a watched key changed meanwhile: try again.
-        let committed: Option<()> = transaction.query_async(con).await?;
-        Ok(committed.map(|()| Ok(done)))
-    }
-}
-
-impl Backend for Redis {
-    fn apply(&self, ns: Namespace, key: String, op: Op, bounds: Bounds) -> BoxFuture<'_, Outcome> {
-        Box::pin(async move {
-            let unavailable = |e: redis::RedisError| StateUnavailable(format!("redis: {e}"));
-            let pooled = self.idle.lock().unwrap_or_else(|e| e.into_inner()).pop();
-            let mut con = match pooled {
-                Some(con) => con,
-                None => self
-                    .client
-                    .get_multiplexed_async_connection()
-                    .await
-                    .map_err(unavailable)?,
-            };
-            for _ in 0..REDIS_TRIES {
-                if let Some(outcome) = Redis::apply_now(&mut con, &ns, &key, &op, bounds)
-                    .await
-                    .map_err(unavailable)?
-                {
-                    let mut idle = self.idle.lock().unwrap_or_else(|e| e.into_inner());
-                    if idle.len() < REDIS_IDLE {
-                        idle.push(con);
-                    }
-                    return Ok(outcome);
-                }
-            }
-            Err(StateUnavailable(format!(
-                "redis: {REDIS_TRIES} tries of one operation all met a concurrent write"
-            )))
-        })
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::time::Duration;
 
     fn ns(domain: &str, session: Option<&str>) -> Namespace {
         Namespace {
