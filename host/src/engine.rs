@@ -371,6 +371,7 @@ pub struct HostBuilder {
 
 /// A host's engine, linkers, component cache and epoch ticker, built ahead of the rest of
 /// it ([`HostBuilder::prebuild`]); [`HostBuilder::build_from`] makes the host.
+#[doc(hidden)]
 pub struct Prebuilt {
     engine: Engine,
     linker: Linking,
@@ -575,6 +576,7 @@ impl HostBuilder {
     /// memory, the files it opened, an HTTP request of a granted origin it began and did not
     /// wait for (which freeing it would have cancelled). A host that lives would keep every
     /// instance it ever made: leave it off there.
+    #[doc(hidden)]
     pub fn keep_used_instances(mut self, on: bool) -> Self {
         self.keep_used_instances = on;
         self
@@ -593,6 +595,7 @@ impl HostBuilder {
     /// once the rest of its configuration (the event sink, say) is known. A process that
     /// serves one hook event starts this before it has parsed its command line. Dropped
     /// unused, its ticker ends at its next tick (it holds the engine weakly).
+    #[doc(hidden)]
     pub fn prebuild(&self) -> Result<Prebuilt, Error> {
         let engine_error = |e: wasmtime::Error| Error::Engine {
             message: format!("{e:#}"),
@@ -650,6 +653,7 @@ impl HostBuilder {
 
     /// Builds the host around `prebuilt` ([`prebuild`](Self::prebuild)); an error if it was
     /// made by a builder with another instance pool, direct calls or cache directory.
+    #[doc(hidden)]
     pub fn build_from(self, prebuilt: Prebuilt) -> Result<Host, Error> {
         if prebuilt.made_for != self.prebuilt_for() {
             return Err(Error::Engine {
@@ -724,6 +728,7 @@ impl Host {
     /// compiled, and a digest the cache does not hold (or that is not a sha256) costs a
     /// lookup. A load uses the component only if its own component file has that digest;
     /// one mapped for a digest no load needs is kept until the host is dropped.
+    #[doc(hidden)]
     pub fn load_ahead(&self, sha256: &str) {
         let is_digest = sha256.len() == 64
             && sha256
@@ -736,6 +741,7 @@ impl Host {
 
     /// How many used per-call instances this host keeps
     /// ([`HostBuilder::keep_used_instances`]; none when it frees them).
+    #[doc(hidden)]
     pub fn used_instances_kept(&self) -> usize {
         self.inner.kept.as_ref().map_or(0, |kept| {
             kept.lock()

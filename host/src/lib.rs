@@ -56,8 +56,11 @@ mod types;
 
 pub use engine::{
     CompileObserver, CompileProgress, DEFAULT_INSTANCE_POOL, DEFAULT_MAX_COMPONENT_BYTES,
-    DEFAULT_WRAPPED_EXECUTION_DEADLINE, EPOCH_TICK, Host, HostBuilder, Prebuilt,
+    DEFAULT_WRAPPED_EXECUTION_DEADLINE, EPOCH_TICK, Host, HostBuilder,
 };
+// Start-up knobs of the CLI's process-per-event bridges, not part of the documented API.
+#[doc(hidden)]
+pub use engine::Prebuilt;
 pub use error::{Error, Problem};
 pub use events::{Dispatch, Event, EventKind, EventSink, Interest};
 pub use facts::FactStream;
@@ -67,6 +70,7 @@ pub use jsonl::{AuditLoss, JsonlSink};
 pub use lifecycle::{
     AgentApplies, AskPolicy, Lifecycle, NotApplied, Reported, ToolDecision, ToolStep,
 };
+#[doc(hidden)]
 pub use loader::{Loads, Manifests};
 pub use manifest::{
     DEFAULT_PAYLOAD_MAX_BYTES, HookSpec, HttpGrant, HttpHost, Limits, Manifest, Network, Protocol,

@@ -86,6 +86,7 @@ impl Host {
     /// where a failure is. The caller refuses the event with those problems, as it would
     /// have before running anything; the hooks ordered before that component's may have run
     /// (as they run before a guard that refuses).
+    #[doc(hidden)]
     pub fn load_dir_overlapped(
         &self,
         dir: impl AsRef<Path>,
@@ -843,6 +844,7 @@ struct Read {
 
 /// A plugin directory's manifests, read and checked ([`Manifests::read`]) ahead of the event
 /// whose plugins are then loaded from them ([`Manifests::load_overlapped`]).
+#[doc(hidden)]
 pub struct Manifests {
     read: Result<Read, Error>,
 }
@@ -899,6 +901,7 @@ fn add_unique(plugins: &mut Vec<Plugin>, plugin: Plugin, problems: &mut Vec<Prob
 
 /// The components of a [`Host::load_dir_overlapped`], loading: [`Loads::finish`] does the
 /// calling thread's share and waits for the rest.
+#[doc(hidden)]
 pub struct Loads {
     host: Host,
     parallel: Parallel<ComponentJob, Vec<Problem>>,
