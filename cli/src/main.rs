@@ -16,6 +16,7 @@ mod metrics;
 mod output;
 mod progress;
 mod said;
+mod settings;
 mod telemetry;
 mod token;
 

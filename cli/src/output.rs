@@ -3,13 +3,13 @@
 use std::borrow::Cow;
 
 /// Renders rows as columns separated by two spaces, the first row a header. Every cell is
-/// made [`printable`](palisade::events::printable): a cell can hold text a plugin chose.
+/// made [`printable`](printable): a cell can hold text a plugin chose.
 pub fn table(rows: &[Vec<String>]) -> String {
     let rows: Vec<Vec<String>> = rows
         .iter()
         .map(|row| {
             row.iter()
-                .map(|cell| palisade::events::printable(cell).into_owned())
+                .map(|cell| printable(cell).into_owned())
                 .collect()
         })
         .collect();
@@ -47,9 +47,9 @@ pub fn table(rows: &[Vec<String>]) -> String {
 }
 
 /// Cuts `text` to `max` characters, marking the cut; made
-/// [`printable`](palisade::events::printable) first.
+/// [`printable`](printable) first.
 pub fn clip(text: &str, max: usize) -> String {
-    let text = palisade::events::printable(text);
+    let text = printable(text);
     let text = text.as_ref();
     match text.char_indices().nth(max) {
         Some((i, _)) => format!("{}…", &text[..i]),
@@ -58,7 +58,7 @@ pub fn clip(text: &str, max: usize) -> String {
 }
 
 /// JSON text safe to print to a terminal, the same JSON value: the characters
-/// [`printable`](palisade::events::printable) escapes that JSON leaves raw (DEL, the C1
+/// [`printable`](printable) escapes that JSON leaves raw (DEL, the C1
 /// controls, the bidirectional overrides) are written as `\uXXXX` escapes. Only a string can
 /// hold them (the serializer escapes the other controls), and there the escape stands for the
 /// character.
@@ -67,7 +67,7 @@ pub fn json_printable(json: &str) -> String {
     let mut utf8 = [0u8; 4];
     for c in json.chars() {
         let raw = c.encode_utf8(&mut utf8);
-        if c > '\u{7e}' && matches!(palisade::events::printable(raw), Cow::Owned(_)) {
+        if c > '\u{7e}' && matches!(printable(raw), Cow::Owned(_)) {
             out.push_str(&format!("\\u{:04x}", c as u32));
         } else {
             out.push(c);
@@ -77,13 +77,13 @@ pub fn json_printable(json: &str) -> String {
 }
 
 /// Multi-line text for a line-oriented log: each line made
-/// [`printable`](palisade::events::printable), continuation lines indented, so text from a
+/// [`printable`](printable), continuation lines indented, so text from a
 /// plugin or a client (a session id, a problem naming a file) cannot start a line that passes
 /// for one of ours.
 pub fn indented(text: &str) -> String {
     let lines: Vec<String> = text
         .lines()
-        .map(|line| palisade::events::printable(line).into_owned())
+        .map(|line| printable(line).into_owned())
         .collect();
     lines.join("\n    ")
 }
@@ -139,4 +139,45 @@ pub fn tally_table(first: &str, tallies: &std::collections::BTreeMap<String, Tal
         ]);
     }
     table(&rows)
+}
+
+/// `text` made safe to print as one line of a terminal or of a line-oriented text stream:
+/// control characters (newlines, carriage returns, escape sequences, ...) and the Unicode
+/// bidirectional overrides are written as escapes (`\n`, `\u{1b}`), so that nothing a plugin
+/// says — a log line, a deny message, a reason — can start a line of its own, pass for the
+/// host's output, or restyle the terminal. Text with none of them is returned as it is.
+pub fn printable(text: &str) -> Cow<'_, str> {
+    fn unsafe_char(c: char) -> bool {
+        c.is_control() || matches!(c, '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
+    }
+    if !text.chars().any(unsafe_char) {
+        return Cow::Borrowed(text);
+    }
+    let mut out = String::with_capacity(text.len() + 8);
+    for c in text.chars() {
+        match c {
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            c if unsafe_char(c) => out.push_str(&format!("\\u{{{:x}}}", c as u32)),
+            c => out.push(c),
+        }
+    }
+    Cow::Owned(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::printable;
+
+    #[test]
+    fn printable_escapes_what_could_forge_a_line_or_restyle_a_terminal() {
+        assert_eq!(printable("plain text, ünïcode"), "plain text, ünïcode");
+        assert_eq!(
+            printable("ok\nhook_completed other/pre-tool allow"),
+            "ok\\nhook_completed other/pre-tool allow"
+        );
+        assert_eq!(printable("\u{1b}[2Jcleared\r"), "\\u{1b}[2Jcleared\\r");
+        assert_eq!(printable("a\u{202e}b"), "a\\u{202e}b");
+    }
 }

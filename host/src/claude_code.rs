@@ -1,11 +1,10 @@
-//! Claude Code's hook protocol, which Codex speaks too: the event a hook reads, the answer it
-//! gives, and the settings entry that registers a hook command.
+//! Claude Code's hook protocol, which Codex speaks too: the event a hook reads and the answer
+//! it gives.
 //!
 //! One set of types for every place the protocol crosses: the bridges read [`HookEvent`]s and
 //! answer [`HookAnswer`]s (as does `palisade serve`); a command or HTTP hook with
 //! `protocol = "claude-code"` is sent a [`HookEvent`] (with Palisade's own fields beside it)
-//! and its answer is read as a [`HookAnswer`], refusing any field the protocol does not have;
-//! `palisade install` writes [`SettingsEntry`]s.
+//! and its answer is read as a [`HookAnswer`], refusing any field the protocol does not have.
 
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
@@ -293,45 +292,6 @@ pub enum Permission {
     Deny,
     /// Ask the user.
     Ask,
-}
-
-/// One entry of a settings file's `hooks.<Event>` list: the hooks to run for the tools that
-/// `matcher` matches.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct SettingsEntry {
-    /// Which tools (a regex; `*` for all); only on the tool events.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub matcher: Option<String>,
-    /// The hooks.
-    pub hooks: Vec<CommandHook>,
-}
-
-/// A hook command in a settings file.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct CommandHook {
-    /// Always `command`.
-    #[serde(rename = "type")]
-    pub kind: String,
-    /// The shell command.
-    pub command: String,
-    /// The agent's timeout for it, in seconds.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub timeout: Option<u64>,
-}
-
-impl SettingsEntry {
-    /// An entry that runs `command` on `event` (for every tool, on a tool event), with the
-    /// agent's timeout `timeout_secs`.
-    pub fn command(event: &str, command: &str, timeout_secs: u64) -> SettingsEntry {
-        SettingsEntry {
-            matcher: matches!(event, "PreToolUse" | "PostToolUse").then(|| "*".to_string()),
-            hooks: vec![CommandHook {
-                kind: "command".into(),
-                command: command.into(),
-                timeout: Some(timeout_secs),
-            }],
-        }
-    }
 }
 
 #[cfg(test)]

@@ -210,31 +210,6 @@ impl EventKind {
     }
 }
 
-/// `text` made safe to print as one line of a terminal or of a line-oriented text stream:
-/// control characters (newlines, carriage returns, escape sequences, ...) and the Unicode
-/// bidirectional overrides are written as escapes (`\n`, `\u{1b}`), so that nothing a plugin
-/// says — a log line, a deny message, a reason — can start a line of its own, pass for the
-/// host's output, or restyle the terminal. Text with none of them is returned as it is.
-pub fn printable(text: &str) -> std::borrow::Cow<'_, str> {
-    fn unsafe_char(c: char) -> bool {
-        c.is_control() || matches!(c, '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
-    }
-    if !text.chars().any(unsafe_char) {
-        return std::borrow::Cow::Borrowed(text);
-    }
-    let mut out = String::with_capacity(text.len() + 8);
-    for c in text.chars() {
-        match c {
-            '\n' => out.push_str("\\n"),
-            '\r' => out.push_str("\\r"),
-            '\t' => out.push_str("\\t"),
-            c if unsafe_char(c) => out.push_str(&format!("\\u{{{:x}}}", c as u32)),
-            c => out.push(c),
-        }
-    }
-    std::borrow::Cow::Owned(out)
-}
-
 pub(crate) fn now_ms() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
@@ -257,21 +232,5 @@ impl EventSink for StderrSink {
             dispatches: false,
             ..Interest::ALL
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::printable;
-
-    #[test]
-    fn printable_escapes_what_could_forge_a_line_or_restyle_a_terminal() {
-        assert_eq!(printable("plain text, ünïcode"), "plain text, ünïcode");
-        assert_eq!(
-            printable("ok\nhook_completed other/pre-tool allow"),
-            "ok\\nhook_completed other/pre-tool allow"
-        );
-        assert_eq!(printable("\u{1b}[2Jcleared\r"), "\\u{1b}[2Jcleared\\r");
-        assert_eq!(printable("a\u{202e}b"), "a\\u{202e}b");
     }
 }

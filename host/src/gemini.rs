@@ -163,46 +163,6 @@ pub(crate) fn outcome(response: Option<&Value>) -> ToolOutcome {
     }
 }
 
-/// One entry of Gemini's `hooks.<Event>` list in its settings.json.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct GeminiSettingsEntry {
-    /// Which tools (a regex, unanchored; `*` for all); only on the tool events.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub matcher: Option<String>,
-    /// The hooks.
-    pub hooks: Vec<GeminiCommandHook>,
-}
-
-/// A hook command in Gemini's settings.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct GeminiCommandHook {
-    /// Always `command`.
-    #[serde(rename = "type")]
-    pub kind: String,
-    /// Its name, shown by Gemini and used to disable it.
-    pub name: String,
-    /// The shell command.
-    pub command: String,
-    /// Gemini's timeout for it, in milliseconds.
-    pub timeout: u64,
-}
-
-impl GeminiSettingsEntry {
-    /// An entry that runs `command` on `event` (for every tool, on a tool event), with
-    /// Gemini's timeout `timeout_ms`.
-    pub fn command(event: &str, command: &str, timeout_ms: u64) -> GeminiSettingsEntry {
-        GeminiSettingsEntry {
-            matcher: matches!(event, "BeforeTool" | "AfterTool").then(|| "*".to_string()),
-            hooks: vec![GeminiCommandHook {
-                kind: "command".into(),
-                name: "palisade".into(),
-                command: command.into(),
-                timeout: timeout_ms,
-            }],
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -39,7 +39,7 @@ fn check(dir: &Path, strict: bool) -> anyhow::Result<ExitCode> {
                 dir.display()
             );
             for problem in &problems {
-                eprintln!("  - {}", palisade::events::printable(&problem.to_string()));
+                eprintln!("  - {}", crate::output::printable(&problem.to_string()));
             }
             return Ok(ExitCode::FAILURE);
         }
@@ -227,7 +227,7 @@ fn print_notes(plugins: &Plugins) {
     for skipped in plugins.skipped() {
         println!(
             "skipped {} ({})",
-            palisade::events::printable(&skipped.path.display().to_string()),
+            crate::output::printable(&skipped.path.display().to_string()),
             skipped.reason
         );
     }
@@ -235,8 +235,8 @@ fn print_notes(plugins: &Plugins) {
         if let Some(target) = plugin.symlink_target() {
             println!(
                 "{} is a symlink to {}: followed",
-                palisade::events::printable(&plugin.dir().display().to_string()),
-                palisade::events::printable(&target.display().to_string())
+                crate::output::printable(&plugin.dir().display().to_string()),
+                crate::output::printable(&target.display().to_string())
             );
         }
     }

@@ -16,8 +16,8 @@
 //! otherwise; 2 when a session cannot be read or a set cannot load.
 
 use super::replay::{self, Approve, Step};
+use crate::output::printable;
 use anyhow::Context as _;
-use palisade::events::printable;
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::path::PathBuf;

@@ -121,7 +121,7 @@ async fn forward_within(url: &str, token_file: Option<&Path>, event: Arc<Mutex<S
     if !status.is_success() {
         return fail(format!(
             "palisade serve answered {status}: {}",
-            palisade::events::printable(body.trim())
+            crate::output::printable(body.trim())
         ));
     }
     let stdout = match body.trim() {

@@ -3,8 +3,8 @@
 //! server a client starts in front of the real one (`mcp`).
 
 use crate::hook_io::DEFAULT_BUDGET_MS;
+use crate::settings::SettingsEntry;
 use palisade::bridge;
-use palisade::claude_code::SettingsEntry;
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -246,7 +246,7 @@ fn install_gemini(
     let mut hooks = serde_json::Map::new();
     for event in palisade::gemini::EVENTS {
         if bridge::points_for(event).iter().any(|p| points.contains(p)) {
-            let entry = palisade::gemini::GeminiSettingsEntry::command(
+            let entry = crate::settings::GeminiSettingsEntry::command(
                 event,
                 &command,
                 install_timeout_secs() * 1000,

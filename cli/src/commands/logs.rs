@@ -162,7 +162,7 @@ impl LogsCommand {
                 unreadable += 1;
                 eprintln!(
                     "{}:{number}: not a lifecycle event (skipped)",
-                    palisade::events::printable(&log.display().to_string())
+                    crate::output::printable(&log.display().to_string())
                 );
                 continue;
             };

@@ -61,7 +61,7 @@ impl EventSink for TextSink {
 
 /// One event as a readable line: exactly one, whatever a plugin put in its messages.
 pub fn describe(event: &Event) -> String {
-    palisade::events::printable(&describe_raw(event)).into_owned()
+    crate::output::printable(&describe_raw(event)).into_owned()
 }
 
 fn describe_raw(event: &Event) -> String {

@@ -595,7 +595,7 @@ fn admitted(server: &Server, headers: &HeaderMap, post: bool) -> Result<(), Box<
             StatusCode::FORBIDDEN,
             format!(
                 "the Host header `{}` is not the address this server listens on",
-                palisade::events::printable(host)
+                crate::output::printable(host)
             ),
         )));
     }

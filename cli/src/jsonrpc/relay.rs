@@ -111,7 +111,7 @@ impl Relay {
     pub fn answered_or_drop(&self, own: &Value, proxy: &str, from: &str) -> Option<Relayed> {
         let answered = self.answered(own);
         if answered.is_none() {
-            let id = palisade::events::printable(&super::truncate(&key(own))).into_owned();
+            let id = crate::output::printable(&super::truncate(&key(own))).into_owned();
             eprintln!(
                 "palisade {proxy}: dropped an answer from the {from} to no request in flight \
                  (id {id})"

@@ -287,7 +287,7 @@ fn ambiguous(
     object: &Map<String, Value>,
     seen: &[String],
 ) -> Option<String> {
-    let shown = || palisade::events::printable(&truncate(key)).into_owned();
+    let shown = || crate::output::printable(&truncate(key)).into_owned();
     if key.contains(['\u{17f}', '\u{212a}']) {
         return Some(format!(
             "the key `{}` holds `ſ` or `K`, which case-insensitive readers take for an ASCII \

@@ -310,7 +310,7 @@ impl Gateway {
                 StatusCode::FORBIDDEN,
                 format!(
                     "the Host header `{}` is not the address this proxy listens on",
-                    palisade::events::printable(&host)
+                    crate::output::printable(&host)
                 ),
             )));
         }
@@ -324,7 +324,7 @@ impl Gateway {
                     StatusCode::FORBIDDEN,
                     format!(
                         "the Origin `{}` is not the address this proxy listens on",
-                        palisade::events::printable(origin)
+                        crate::output::printable(origin)
                     ),
                 )));
             }

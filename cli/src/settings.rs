@@ -1,0 +1,84 @@
+//! The hook entries `palisade install` writes into an agent's settings file: Claude Code's
+//! and Codex's (`hooks.<Event>`, a timeout in seconds) and Gemini CLI's (its own shape, a
+//! named hook, a timeout in milliseconds). May touch: nothing; `install` writes them.
+
+use serde::{Deserialize, Serialize};
+
+/// One entry of a settings file's `hooks.<Event>` list: the hooks to run for the tools that
+/// `matcher` matches.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SettingsEntry {
+    /// Which tools (a regex; `*` for all); only on the tool events.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub matcher: Option<String>,
+    /// The hooks.
+    pub hooks: Vec<CommandHook>,
+}
+
+/// A hook command in a settings file.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CommandHook {
+    /// Always `command`.
+    #[serde(rename = "type")]
+    pub kind: String,
+    /// The shell command.
+    pub command: String,
+    /// The agent's timeout for it, in seconds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeout: Option<u64>,
+}
+
+impl SettingsEntry {
+    /// An entry that runs `command` on `event` (for every tool, on a tool event), with the
+    /// agent's timeout `timeout_secs`.
+    pub fn command(event: &str, command: &str, timeout_secs: u64) -> SettingsEntry {
+        SettingsEntry {
+            matcher: matches!(event, "PreToolUse" | "PostToolUse").then(|| "*".to_string()),
+            hooks: vec![CommandHook {
+                kind: "command".into(),
+                command: command.into(),
+                timeout: Some(timeout_secs),
+            }],
+        }
+    }
+}
+
+/// One entry of Gemini's `hooks.<Event>` list in its settings.json.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct GeminiSettingsEntry {
+    /// Which tools (a regex, unanchored; `*` for all); only on the tool events.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub matcher: Option<String>,
+    /// The hooks.
+    pub hooks: Vec<GeminiCommandHook>,
+}
+
+/// A hook command in Gemini's settings.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct GeminiCommandHook {
+    /// Always `command`.
+    #[serde(rename = "type")]
+    pub kind: String,
+    /// Its name, shown by Gemini and used to disable it.
+    pub name: String,
+    /// The shell command.
+    pub command: String,
+    /// Gemini's timeout for it, in milliseconds.
+    pub timeout: u64,
+}
+
+impl GeminiSettingsEntry {
+    /// An entry that runs `command` on `event` (for every tool, on a tool event), with
+    /// Gemini's timeout `timeout_ms`.
+    pub fn command(event: &str, command: &str, timeout_ms: u64) -> GeminiSettingsEntry {
+        GeminiSettingsEntry {
+            matcher: matches!(event, "BeforeTool" | "AfterTool").then(|| "*".to_string()),
+            hooks: vec![GeminiCommandHook {
+                kind: "command".into(),
+                name: "palisade".into(),
+                command: command.into(),
+                timeout: timeout_ms,
+            }],
+        }
+    }
+}
