@@ -358,3 +358,54 @@ fn a_c_plugin_that_logs_while_instantiated_gets_no_spare_instances() {
     assert_eq!(started.len(), 3, "{events:?}");
     assert!(started.iter().all(|e| e.session_id == "s"), "{started:?}");
 }
+
+/// A scaffold outside the checkout builds with what a newcomer has after the README's set-up:
+/// a Python one finds the componentize-py the test command installed (not on PATH, no
+/// COMPONENTIZE_PY), and a Rust one pins the Rust the guest SDK needs in a
+/// `rust-toolchain.toml` of its own, so an older default toolchain does not stop it.
+#[test]
+fn scaffolds_find_the_tools_the_set_up_installed() {
+    let tools = workspace().join("target/tools/venv/bin/componentize-py");
+    assert!(
+        tools.exists(),
+        "{} is missing: run `bash scripts/tools.sh` (scripts/test.sh does)",
+        tools.display()
+    );
+    let parent = tempfile::tempdir().unwrap();
+    let new = |name: &str, lang: &str| {
+        let out = palisade()
+            .args(["new", name, "--lang", lang])
+            .current_dir(parent.path())
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        parent.path().join(name)
+    };
+    let python = new("py-guard", "python");
+    let built = Command::new(python.join("build.sh"))
+        .env_remove("COMPONENTIZE_PY")
+        .env("PATH", "/usr/bin:/bin")
+        .current_dir(&python)
+        .output()
+        .unwrap();
+    assert!(
+        built.status.success(),
+        "{}",
+        String::from_utf8_lossy(&built.stderr)
+    );
+    assert!(python.join("py_guard.wasm").exists());
+    let rust = new("rs-guard", "rust");
+    let pinned = std::fs::read_to_string(rust.join("rust-toolchain.toml")).unwrap();
+    let ours = std::fs::read_to_string(workspace().join("rust-toolchain.toml")).unwrap();
+    let channel = |text: &str| {
+        text.lines()
+            .find(|l| l.starts_with("channel = "))
+            .map(str::to_string)
+    };
+    assert_eq!(channel(&pinned), channel(&ours), "{pinned}");
+    assert!(pinned.contains("wasm32-wasip2"), "{pinned}");
+}

@@ -41,6 +41,14 @@ pub enum Lang {
 const WIT: &[(&str, &str)] = palisade_wit::FILES;
 
 const MANIFEST: &str = include_str!("../../templates/common/plugin.toml");
+/// A Rust plugin's toolchain: the one the guest SDK is built with (the checkout's channel),
+/// with the target a component needs. A newcomer's default toolchain may be older than the
+/// SDK's `rust-version`; rustup reads this file and `build.sh` installs what it names.
+const RUST_TOOLCHAIN: &str = "[toolchain]\n\
+    # The Rust the palisade-sdk crate needs (`palisade new` writes Palisade's own).\n\
+    channel = \"{{channel}}\"\n\
+    targets = [\"wasm32-wasip2\"]\n\
+    profile = \"minimal\"\n";
 const CASES: &str = include_str!("../../templates/common/cases.jsonl");
 
 const COMPILED_LIMITS: &str = "timeout_ms = 100\nfuel = 50_000_000\nmemory_mb = 16";
@@ -67,6 +75,7 @@ impl Lang {
                     include_str!("../../templates/rust/build.sh"),
                     true,
                 ),
+                ("rust-toolchain.toml", RUST_TOOLCHAIN, false),
             ],
             Lang::Python => &[
                 (
@@ -115,14 +124,17 @@ impl Lang {
     fn needs(self) -> &'static str {
         match self {
             Lang::Rust => {
-                "Rust with the `wasm32-wasip2` target (`build.sh` adds it with rustup when missing)."
+                "Rust, the version `rust-toolchain.toml` names (the guest SDK's), with the \
+                 `wasm32-wasip2` target: `build.sh` installs both with rustup when missing."
             }
             Lang::Python => {
-                "componentize-py: `pip install componentize-py==0.25.1` (or set `COMPONENTIZE_PY` to it)."
+                "componentize-py: `pip install componentize-py==0.25.1` (or set `COMPONENTIZE_PY` to \
+                 it); `build.sh` also finds the one Palisade's test command installed."
             }
             Lang::Js => {
                 "the componentize-js CLI: `npm install -g @bytecodealliance/componentize-js@0.23.0` \
-                 (or set `COMPONENTIZE_JS` to it). `jco componentize` does the same job where it works."
+                 (or set `COMPONENTIZE_JS` to it); `build.sh` also finds the one Palisade's test \
+                 command installed. `jco componentize` does the same job where it works."
             }
             Lang::C => {
                 "a clang for wasm32-wasi with wasi-libc (Debian: `apt install clang-19 lld-19 wasi-libc \
@@ -158,6 +170,27 @@ fn render(template: &str, name: &str, snake: &str, lang: Lang) -> String {
         .replace("{{snake}}", snake)
         .replace("{{limits}}", lang.limits())
         .replace("{{sdk}}", &sdk_dependency())
+        .replace("{{channel}}", toolchain_channel())
+        .replace("{{tools}}", &test_tools())
+}
+
+/// The Rust channel Palisade is built with (its `rust-toolchain.toml`).
+fn toolchain_channel() -> &'static str {
+    include_str!("../../../rust-toolchain.toml")
+        .lines()
+        .find_map(|line| line.trim().strip_prefix("channel = "))
+        .map_or("stable", |channel| channel.trim_matches('"'))
+}
+
+/// Where the test command (`scripts/test.sh`) installs the build tools of the other
+/// languages, `target/tools` of the checkout this `palisade` was built from: a scaffold's
+/// `build.sh` looks there after PATH.
+fn test_tools() -> String {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../target/tools")
+        .canonicalize()
+        .map(|dir| dir.display().to_string())
+        .unwrap_or_default()
 }
 
 /// The Rust SDK, as a dependency of a plugin written by `palisade new`: the checkout this
