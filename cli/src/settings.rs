@@ -33,7 +33,8 @@ impl SettingsEntry {
     /// agent's timeout `timeout_secs`.
     pub fn command(event: &str, command: &str, timeout_secs: u64) -> SettingsEntry {
         SettingsEntry {
-            matcher: matches!(event, "PreToolUse" | "PostToolUse").then(|| "*".to_string()),
+            matcher: matches!(event, "PreToolUse" | "PostToolUse" | "PostToolUseFailure")
+                .then(|| "*".to_string()),
             hooks: vec![CommandHook {
                 kind: "command".into(),
                 command: command.into(),

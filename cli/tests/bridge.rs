@@ -918,6 +918,65 @@ fn a_bridged_agent_commits_the_result_it_keeps_and_records_what_it_could_not_app
     }
 }
 
+/// Claude Code's `PostToolUseFailure` (a tool call that failed): its error is the call's result,
+/// which post-tool sees (its contexts answered under that event), tool-result observes and the
+/// audit trail keeps; `install claude-code` registers it.
+#[test]
+fn a_failed_tool_call_reaches_post_tool_and_tool_result() {
+    let dir = tempfile::tempdir().unwrap();
+    server::scripted(
+        dir.path(),
+        "notes",
+        "[[hooks]]\npoint = \"post-tool\"\ncapability = \"transform\"\n\
+         [config]\ncontexts = [\"CHECK-THE-DISK\"]\n",
+    );
+    server::scripted(
+        dir.path(),
+        "audit",
+        "[[hooks]]\npoint = \"tool-result\"\ncapability = \"observe\"\n\
+         [config]\ntool_result = \"echo\"\n",
+    );
+    let log = dir.path().join("audit.jsonl");
+    let input = json!({ "session_id": "failed", "hook_event_name": "PostToolUseFailure",
+        "cwd": "/", "tool_name": "Bash", "tool_input": { "command": "make" },
+        "tool_use_id": "toolu_1", "error": "make: *** No rule to make target", "is_interrupt": false });
+    let args = [
+        "claude-code",
+        dir.path().to_str().unwrap(),
+        "--audit-log",
+        log.to_str().unwrap(),
+    ];
+    let out = palisade(&args, &input.to_string());
+    let answer = answer(&out);
+    assert_eq!(
+        answer["hookSpecificOutput"]["hookEventName"], "PostToolUseFailure",
+        "{answer}"
+    );
+    assert_eq!(
+        answer["hookSpecificOutput"]["additionalContext"], "CHECK-THE-DISK",
+        "{answer}"
+    );
+    let audit = std::fs::read_to_string(&log).unwrap();
+    assert!(
+        audit.contains("saw error make: *** No rule to make target"),
+        "{audit}"
+    );
+    // Installed for Claude Code, with a matcher as the other tool events have.
+    let settings = dir.path().join("settings.json");
+    let out = install_claude_code_into(dir.path(), &settings);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let written: Value =
+        serde_json::from_str(&std::fs::read_to_string(&settings).unwrap()).unwrap();
+    assert_eq!(
+        written["hooks"]["PostToolUseFailure"][0]["matcher"], "*",
+        "{written:#}"
+    );
+}
+
 /// A bridged agent names an MCP tool only by its display name, which may be read more than one
 /// way (`mcp__a__b__c`: server `a`, or `a__b`?): the bridge gives hooks the name and no
 /// provenance made up from it.

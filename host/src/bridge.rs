@@ -139,7 +139,7 @@ fn canonical(event: &str) -> &str {
 pub fn failure(event: &str, why: &str) -> Reply {
     let (exit_code, stderr) = if fails_closed(event) {
         (2, format!("palisade: {why}"))
-    } else if canonical(event) == "PostToolUse" {
+    } else if matches!(canonical(event), "PostToolUse" | "PostToolUseFailure") {
         let said = format!(
             "palisade: the checks of this tool's result could not run, so the result is \
              unchecked: {why}"
@@ -167,6 +167,10 @@ pub const EVENTS: [&str; 7] = [
     "SessionEnd",
 ];
 
+/// Claude Code's events the bridge handles beyond [`EVENTS`], which Codex lacks: a failed tool
+/// call (`PostToolUseFailure`), whose result goes where every result goes.
+pub const CLAUDE_CODE_ONLY_EVENTS: [&str; 1] = ["PostToolUseFailure"];
+
 /// The canonical points an agent event runs (none for an event with no Palisade point), by
 /// its Claude Code, Codex or Gemini CLI name.
 pub fn points_for(event: &str) -> &'static [Point] {
@@ -179,7 +183,7 @@ pub fn points_for(event: &str) -> &'static [Point] {
             Point::TurnCompleted,
         ],
         "PreToolUse" => &[Point::ToolCallCommitted, Point::PreTool, Point::ToolGuard],
-        "PostToolUse" => &[
+        "PostToolUse" | "PostToolUseFailure" => &[
             Point::PostTool,
             Point::ToolResult,
             Point::ToolResultCommitted,
@@ -199,7 +203,7 @@ pub fn points_for(event: &str) -> &'static [Point] {
 pub fn tool_of(input: &Value) -> Option<&str> {
     let event = input.get("hook_event_name")?.as_str()?;
     match canonical(event) {
-        "PreToolUse" | "PostToolUse" => input.get("tool_name")?.as_str(),
+        "PreToolUse" | "PostToolUse" | "PostToolUseFailure" => input.get("tool_name")?.as_str(),
         _ => None,
     }
 }
@@ -406,7 +410,7 @@ async fn dispatch(lifecycle: &Lifecycle, dialect: Dialect, input: &HookEvent) ->
             }
             Err(why) => failure(event, &why),
         },
-        "PostToolUse" => match tool_call(input) {
+        "PostToolUse" | "PostToolUseFailure" => match tool_call(input) {
             Ok(call) => {
                 lifecycle.in_turn_durably(turn).await;
                 post_tool(lifecycle, dialect, input, &call).await
@@ -553,8 +557,17 @@ async fn post_tool(
     input: &HookEvent,
     call: &ToolCall,
 ) -> Reply {
+    let event = canonical(&input.hook_event_name);
     let original = match dialect {
         Dialect::Gemini => gemini::outcome(input.tool_response.as_ref()),
+        // A failed call: its error is the result (Claude Code sends the message alone).
+        _ if event == "PostToolUseFailure" => ToolOutcome::error(
+            input
+                .other
+                .get("error")
+                .and_then(Value::as_str)
+                .unwrap_or("the tool failed"),
+        ),
         _ => outcome(input),
     };
     // What the agent keeps is what is committed.
@@ -567,12 +580,12 @@ async fn post_tool(
         Some(denial) => {
             let answer = HookAnswer::block(denial.message.clone());
             Reply::answer(match &context {
-                Some(context) => answer.with_context("PostToolUse", context),
+                Some(context) => answer.with_context(event, context),
                 None => answer,
             })
         }
         None => match &context {
-            Some(context) => Reply::answer(HookAnswer::context("PostToolUse", context)),
+            Some(context) => Reply::answer(HookAnswer::context(event, context)),
             None => Reply::nothing(),
         },
     };

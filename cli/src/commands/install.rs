@@ -147,14 +147,21 @@ impl InstallCommand {
     }
 }
 
-/// The events worth registering: those that run a point the plugins subscribe to.
-fn events_for(plugins: &palisade::Plugins) -> Vec<&'static str> {
+/// The events of `events` worth registering: those that run a point the plugins subscribe to.
+fn events_for(plugins: &palisade::Plugins, events: &[&'static str]) -> Vec<&'static str> {
     let points = subscribed(plugins);
-    bridge::EVENTS
+    events
         .iter()
         .copied()
         .filter(|event| bridge::points_for(event).iter().any(|p| points.contains(p)))
         .collect()
+}
+
+/// Claude Code's events: every bridged one, a failed tool call's too.
+fn claude_code_events() -> Vec<&'static str> {
+    let mut events = bridge::EVENTS.to_vec();
+    events.extend(bridge::CLAUDE_CODE_ONLY_EVENTS);
+    events
 }
 
 /// The points the plugins have hooks on.
@@ -205,7 +212,7 @@ fn install_claude_code(
     let plugins = crate::cache::host_builder().build()?.load_dir(dir)?;
     let command = hook_command("claude-code", dir, audit_log)?;
     let mut hooks = serde_json::Map::new();
-    for event in events_for(&plugins) {
+    for event in events_for(&plugins, &claude_code_events()) {
         hooks.insert(event.to_string(), command_entry(event, &command));
     }
     let code = merge_settings(hooks, settings, &command, CLAUDE_CODE)?;
@@ -481,7 +488,7 @@ fn install_claude_code_serve(
         shell_quote(&token_file.to_string_lossy())
     );
     let mut hooks = serde_json::Map::new();
-    for event in bridge::EVENTS {
+    for event in claude_code_events() {
         hooks.insert(event.to_string(), command_entry(event, &command));
     }
     let code = merge_settings(hooks, settings, &format!("forwarded to {url}"), CLAUDE_CODE)?;
@@ -499,7 +506,7 @@ fn install_codex(dir: &Path, audit_log: Option<&Path>) -> anyhow::Result<ExitCod
     let plugins = crate::cache::host_builder().build()?.load_dir(dir)?;
     let command = hook_command("codex", dir, audit_log)?;
     let quoted = serde_json::to_string(&command)?;
-    for event in events_for(&plugins) {
+    for event in events_for(&plugins, &bridge::EVENTS) {
         // No matcher: every tool (Palisade's own matchers decide).
         println!("[[hooks.{event}]]");
         // A timeout past the bridge's budget: its fail-closed answer arrives first.
