@@ -4,10 +4,10 @@
 //! re-commits it; and nothing acknowledged lost when the writer is killed mid-stream — on the
 //! embedded log and on Redis.
 
-use palisade::facts::{Entry, StoredFact};
+use palisade::facts::{Entry, FactCounts, StoredFact};
 use palisade::{
-    AskPolicy, CommittedFact, FactStream, FailureReason, Host, Lifecycle, PreStepDecision,
-    StopEvent, ToolCall, ToolDecision, ToolOutcome,
+    AskPolicy, CommittedFact, FactStream, FailureReason, Host, Lifecycle, Observation,
+    PreStepDecision, StopEvent, ToolCall, ToolDecision, ToolOutcome,
 };
 use palisade_tests::PluginDir;
 use palisade_tests::redis::Redis;
@@ -378,4 +378,94 @@ async fn every_stop_of_a_turn_has_a_decision_record_of_its_own() {
             .map(|n| format!("s:turn-p1:step-1:subagent-stop-{n} turn-stopping stop"))
             .collect::<Vec<_>>()
     );
+}
+
+/// Commits a `tool-call` fact of session `s` under each of `ids` to `stream` through a host of
+/// its own, and waits until the stream has acknowledged them; returns the stream's counts.
+fn commit_calls(stream: &FactStream, ids: impl IntoIterator<Item = String>) -> FactCounts {
+    let lifecycle = lifecycle(&PluginDir::new(), stream, "s");
+    for interaction_id in ids {
+        lifecycle.session().committed(&Observation {
+            interaction_id,
+            turn: 1,
+            fact: CommittedFact::ToolCall {
+                call: ToolCall::new("t", "Bash", json!({ "command": "ls" })),
+            },
+        });
+    }
+    stream.flush(Duration::from_secs(30)).unwrap();
+    stream.counts()
+}
+
+/// Appending to the embedded log reads what is new to the log's index, not the records
+/// already there, so what a process-per-event bridge pays does not grow with the log: a new
+/// stream on a log of 2,000 records appends its record, and finds the one it re-commits held
+/// already, without reading them. Records the index did not take (their writer died between
+/// the log's `fsync` and the index's commit) it reads, and no more. A log whose index is gone
+/// or unreadable is indexed again from the log, every id kept.
+#[tokio::test]
+async fn appending_to_a_long_embedded_log_reads_what_is_new_not_the_log() {
+    let facts = tempfile::tempdir().unwrap();
+    let path = facts.path().join("facts.jsonl");
+    let size = || std::fs::metadata(&path).unwrap().len();
+    let call = |i: usize| format!("s:tool-call:t{i}");
+    let first = FactStream::embedded(facts.path());
+    commit_calls(&first, (0..2000).map(call));
+    let long = size();
+
+    // A process of its own, as each bridged event is: one record new, one held already.
+    let second = FactStream::embedded(facts.path());
+    let counts = commit_calls(&second, [call(2000), call(0)]);
+    assert_eq!((counts.acknowledged, counts.duplicates), (2, 1));
+    assert!(
+        counts.log_bytes_read < 1024,
+        "read {} bytes of a log of {long}",
+        counts.log_bytes_read
+    );
+    let read = counts.log_bytes_read;
+
+    // Ten records on the log that its index has not taken: the second reads those, and
+    // nothing before them.
+    let text = std::fs::read_to_string(&path).unwrap();
+    let template = text.lines().next().unwrap();
+    let theirs: String = (2001..2011)
+        .map(|i| template.replace("\"s:tool-call:t0\"", &format!("\"{}\"", call(i))) + "\n")
+        .collect();
+    let mut log = std::fs::OpenOptions::new()
+        .append(true)
+        .open(&path)
+        .unwrap();
+    std::io::Write::write_all(&mut log, theirs.as_bytes()).unwrap();
+    let counts = commit_calls(&second, [call(2011), call(2005)]);
+    assert_eq!((counts.acknowledged, counts.duplicates), (4, 2));
+    let now = counts.log_bytes_read - read;
+    let theirs = theirs.len() as u64;
+    assert!(
+        (theirs..theirs + 1024).contains(&now),
+        "read {now} bytes, {theirs} of them not indexed yet"
+    );
+    drop((first, second));
+
+    // The index gone, then unreadable: built again from the log, no id appended twice.
+    let index = facts.path().join("facts.index.sqlite3");
+    for (k, damage) in [None, Some(&b"not an index"[..])].into_iter().enumerate() {
+        std::fs::remove_file(&index).unwrap();
+        for suffix in ["-wal", "-shm"] {
+            let _ = std::fs::remove_file(format!("{}{suffix}", index.display()));
+        }
+        if let Some(bytes) = damage {
+            std::fs::write(&index, bytes).unwrap();
+        }
+        let again = FactStream::embedded(facts.path());
+        let counts = commit_calls(&again, [call(k), call(3000 + k)]);
+        assert_eq!((counts.acknowledged, counts.duplicates), (2, 1));
+        assert!(counts.log_bytes_read >= size() - 1024, "{counts:?}");
+    }
+    let records = read_all(&FactStream::embedded(facts.path()));
+    let ids: HashSet<&str> = records
+        .iter()
+        .map(|r| r.record.interaction_id.as_str())
+        .collect();
+    assert_eq!((records.len(), ids.len()), (2014, 2014));
+    assert!(long > 100 * 1024, "{long}");
 }

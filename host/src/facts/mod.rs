@@ -15,9 +15,9 @@
 //! **Never duplicated.** A record whose `interaction_id` the stream already holds is not
 //! appended again: a driver that re-commits a fact after a crash (an agent that re-sends its
 //! event to a new process) leaves one record of it. The embedded log keeps the ids it holds in
-//! memory, rebuilt when it opens and brought up to date under its lock from what other
-//! processes appended; Redis checks an index hash in the same Lua script as the `XADD`, so the
-//! check and the append are one atomic step.
+//! an index beside it, which every writer keeps under the log's lock (so opening the log reads
+//! what is new to the index, not the whole log); Redis checks an index hash in the same Lua
+//! script as the `XADD`, so the check and the append are one atomic step.
 //!
 //! **Never dropped, and failing closed.** A commit never waits and never drops: it queues the
 //! record for the stream's writer thread, which appends what is queued as one batch. What
@@ -221,6 +221,14 @@ impl Backend {
             Backend::Redis(stream) => stream.append(lines),
         }
     }
+
+    /// Bytes of the embedded log read since the last call ([`FactCounts::log_bytes_read`]).
+    fn take_read(&mut self) -> u64 {
+        match self {
+            Backend::File(log) => std::mem::take(&mut log.read),
+            Backend::Redis(_) => 0,
+        }
+    }
 }
 
 /// One record, serialized for its backend.
@@ -346,6 +354,8 @@ struct Queue {
     acknowledged: u64,
     /// Of those, the records it held already (by their interaction id).
     duplicates: u64,
+    /// Bytes of the embedded log its writer read.
+    log_bytes_read: u64,
     /// Why the last append failed, until one succeeds.
     failing: Option<String>,
     /// Whether the writer waits for records (and must be woken).
@@ -364,6 +374,9 @@ pub struct FactCounts {
     pub acknowledged: u64,
     /// Of the acknowledged, those whose interaction id it held already (not appended again).
     pub duplicates: u64,
+    /// Bytes of the embedded log its writer read to check the records' ids (0 on Redis):
+    /// what the log's index had not taken yet, not the whole log.
+    pub log_bytes_read: u64,
 }
 
 impl Inner {
@@ -447,6 +460,7 @@ impl FactStream {
             queued: queue.queued,
             acknowledged: queue.acknowledged,
             duplicates: queue.duplicates,
+            log_bytes_read: queue.log_bytes_read,
         }
     }
 
@@ -702,7 +716,9 @@ fn write(inner: &Inner) {
                 appended
             }),
         };
+        let read = backend.as_mut().map_or(0, Backend::take_read);
         let mut queue = inner.lock();
+        queue.log_bytes_read += read;
         let failed = match appended {
             Ok(new) => {
                 let n = batch.len() as u64;

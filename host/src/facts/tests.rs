@@ -135,16 +135,36 @@ fn a_torn_last_line_is_cut_off_before_the_next_append() {
     assert!(std::fs::read(&path).unwrap().ends_with(b"\n"));
 }
 
-/// The log and its folder are their owner's alone: facts hold prompts and tool results.
+/// The log, its index and their folder are their owner's alone: facts hold prompts and tool
+/// results.
 #[test]
 fn the_embedded_log_is_readable_by_its_owner_only() {
     use std::os::unix::fs::PermissionsExt;
     let root = tempfile::tempdir().unwrap();
     let dir = root.path().join("facts");
-    file::Log::open(&dir).unwrap();
+    file::Log::open(&dir)
+        .unwrap()
+        .append(&lines(&["a"]))
+        .unwrap();
     let mode = |p: &std::path::Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
     assert_eq!(mode(&dir), 0o700);
-    assert_eq!(mode(&dir.join(file::LOG)), 0o600);
+    let mut files: Vec<String> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|entry| entry.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    files.sort();
+    let index = file::INDEX;
+    let mut expected = [
+        file::LOG.to_string(),
+        index.into(),
+        format!("{index}-shm"),
+        format!("{index}-wal"),
+    ];
+    expected.sort();
+    assert_eq!(files, expected);
+    for name in files {
+        assert_eq!(mode(&dir.join(&name)), 0o600, "{name}");
+    }
 }
 
 /// A consumer group of the embedded log is given what it did not acknowledge again when it

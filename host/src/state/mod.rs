@@ -33,6 +33,7 @@ use memory::Memory;
 use redis::Redis;
 pub(crate) use redis::redacted;
 use sqlite::Sqlite;
+pub(crate) use sqlite::{create_private, truncate_log};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 

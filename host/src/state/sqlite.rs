@@ -128,7 +128,7 @@ impl Sqlite {
 /// SQLite would create it 0644 whatever the umask, and gives the log and shared-memory files
 /// it creates the database file's mode. A folder that is there keeps its mode: it may be the
 /// operator's own (`serve --state .`).
-fn create_private(dir: &Path, path: &Path) -> Result<(), String> {
+pub(crate) fn create_private(dir: &Path, path: &Path) -> Result<(), String> {
     let mut folder = std::fs::DirBuilder::new();
     folder.recursive(true);
     #[cfg(unix)]
@@ -185,7 +185,7 @@ pub(crate) const WAL_TRUNCATE_BYTES: u64 = 256 * 1024;
 /// Checkpoints and truncates the log of the store at `path` when it is over
 /// [`WAL_TRUNCATE_BYTES`], unless another process is using it right now (then a later open
 /// does it): never waits, so that a hook never does.
-fn truncate_log(connection: &rusqlite::Connection, path: &Path) {
+pub(crate) fn truncate_log(connection: &rusqlite::Connection, path: &Path) {
     let mut wal = path.as_os_str().to_owned();
     wal.push("-wal");
     if std::fs::metadata(&wal).is_ok_and(|m| m.len() > WAL_TRUNCATE_BYTES) {
