@@ -213,6 +213,12 @@ fn assert_allowed_with_contexts(world: &World, out: &Output, mock: &MockModel) {
 // --- Claude Code ---------------------------------------------------------------------------
 
 fn run_claude(world: &World) -> (Output, MockModel) {
+    install_claude(world);
+    claude(world)
+}
+
+/// `palisade install claude-code` of the world's plugins into its project's settings.
+fn install_claude(world: &World) {
     let settings = world.project.join(".claude/settings.json");
     palisade(&[
         "install",
@@ -223,7 +229,6 @@ fn run_claude(world: &World) -> (Output, MockModel) {
         "--audit-log",
         world.audit.to_str().unwrap(),
     ]);
-    claude(world)
 }
 
 /// Claude Code with hooks that forward to `palisade serve` (installed by `install --serve`).
@@ -250,8 +255,13 @@ fn run_claude_served(world: &World) -> (Output, MockModel, server::Server) {
 
 /// Runs Claude Code on the world's project, as set up.
 fn claude(world: &World) -> (Output, MockModel) {
+    claude_running(world, &world.command())
+}
+
+/// Runs Claude Code on the world's project, its model asking for the shell command `command`.
+fn claude_running(world: &World, command: &str) -> (Output, MockModel) {
     let claude = agent("PALISADE_CLAUDE", "claude");
-    let mock = MockModel::start(Api::Anthropic, &world.command());
+    let mock = MockModel::start(Api::Anthropic, command);
     let mut command = Command::new(claude);
     command
         .args([
@@ -303,6 +313,39 @@ fn claude_code_runs_an_allowed_tool_and_the_model_sees_the_contexts() {
     let world = World::new(false);
     let (out, mock) = run_claude(&world);
     assert_allowed_with_contexts(&world, &out, &mock);
+}
+
+/// A post-tool hook's redaction reaches Claude Code's model: the bridge carries it back as
+/// `updatedToolOutput`, in the shell tool's own output shape, and the model's tool result
+/// holds the redacted text, never the secret.
+#[test]
+fn claude_code_gives_its_model_the_result_a_post_tool_hook_redacted() {
+    let world = World::new(false);
+    let redact = world.plugins.join("redact");
+    std::fs::create_dir_all(&redact).unwrap();
+    std::fs::copy(palisade_fixtures::SCRIPTED, redact.join("plugin.wasm")).unwrap();
+    std::fs::write(
+        redact.join("plugin.toml"),
+        "name = \"redact\"\nwasm = \"plugin.wasm\"\n\n[[hooks]]\npoint = \"post-tool\"\n\
+         capability = \"transform\"\nmatcher = \"Bash\"\n\n\
+         [config]\npost_tool = \"redact\"\nsecret = \"SECRET-42\"\n",
+    )
+    .unwrap();
+    install_claude(&world);
+    let (out, mock) = claude_running(&world, "echo token=SECRET-42");
+    let report = describe(&out, &world);
+    let results = claude_tool_results(&mock)
+        .iter()
+        .map(Value::to_string)
+        .collect::<Vec<_>>();
+    assert!(
+        results.iter().any(|r| r.contains("token=[REDACTED]")),
+        "the redacted output did not reach the model: {results:#?}\n{report}"
+    );
+    assert!(
+        results.iter().all(|r| !r.contains("SECRET-42")),
+        "the secret reached the model: {results:#?}\n{report}"
+    );
 }
 
 #[test]

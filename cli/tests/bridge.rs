@@ -801,14 +801,22 @@ fn bridged_logging_to(dir: &Path, log: &Path, budget_ms: u64) -> Output {
 
 /// A bridged agent keeps its own result where its protocol cannot carry post-tool's answer
 /// back, and what it keeps is what `tool-result` sees and the audit log shows: Claude Code
-/// keeps the result after a replacement and after a block (whose feedback its model reads
-/// beside it), Gemini CLI's model reads a block's feedback instead of the result. What was
-/// not applied is recorded as `hook_not_applied`.
+/// takes a replaced shell output (`updatedToolOutput`) and keeps the result after a block
+/// (whose feedback its model reads beside it); Codex keeps its result after a replacement;
+/// Gemini CLI's model reads a block's feedback instead of the result. What was not applied is
+/// recorded as `hook_not_applied`.
 #[test]
 fn a_bridged_agent_commits_the_result_it_keeps_and_records_what_it_could_not_apply() {
     let cases = [
         (
             "claude-code",
+            "upper",
+            "PostToolUse",
+            "saw HELLO WORLD",
+            None,
+        ),
+        (
+            "codex",
             "upper",
             "PostToolUse",
             "saw hello world",
@@ -859,6 +867,12 @@ fn a_bridged_agent_commits_the_result_it_keeps_and_records_what_it_could_not_app
             "{}",
             String::from_utf8_lossy(&out.stderr)
         );
+        if (agent, post_tool) == ("claude-code", "upper") {
+            // Claude Code takes a replaced result in the tool's own shape.
+            let answer = answer(&out);
+            let updated = &answer["hookSpecificOutput"]["updatedToolOutput"];
+            assert_eq!(updated["stdout"], "HELLO WORLD", "{answer}");
+        }
         let events: Vec<Value> = std::fs::read_to_string(&log)
             .unwrap()
             .lines()
@@ -910,7 +924,7 @@ fn a_bridged_agent_commits_the_result_it_keeps_and_records_what_it_could_not_app
         let replayed = String::from_utf8_lossy(&replayed.stdout).to_string();
         assert!(
             replayed.contains(&format!(
-                "{} by post/post-tool not applied by claude-code",
+                "{} by post/post-tool not applied by {agent}",
                 not_applied.unwrap()
             )),
             "{replayed}"

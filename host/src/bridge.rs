@@ -274,10 +274,15 @@ impl Dialect {
 
     /// How much of `post-tool`'s answer the agent applies to its own tools: Gemini CLI's
     /// model reads a block's feedback instead of the result; Claude Code's and Codex's read it
-    /// beside the result; none of them takes a replaced result.
-    pub fn applies(self) -> AgentApplies {
+    /// beside the result. Only Claude Code takes a replaced result (`updatedToolOutput`), and
+    /// only in the tool's own output shape: a text, or a shell's `stdout`/`stderr`
+    /// ([`replaced_output`]), so `response` (the tool's own) decides.
+    pub fn applies(self, response: Option<&Value>) -> AgentApplies {
         match self {
             Dialect::Gemini => AgentApplies::Blocks,
+            Dialect::ClaudeCode if response.is_some_and(|r| replaced_output(r, "").is_some()) => {
+                AgentApplies::Replacements
+            }
             Dialect::ClaudeCode | Dialect::Codex => AgentApplies::Feedback,
         }
     }
@@ -571,10 +576,21 @@ async fn post_tool(
         _ => outcome(input),
     };
     // What the agent keeps is what is committed.
+    let response = input
+        .tool_response
+        .as_ref()
+        .filter(|_| event == "PostToolUse");
     let result = lifecycle
-        .tool_reported(call, &original, dialect.applies())
+        .tool_reported(call, &original, dialect.applies(response))
         .await
         .post;
+    // A replacement Claude Code can carry back, in the tool's own output shape.
+    let updated = match (dialect, response, &result.blocked) {
+        (Dialect::ClaudeCode, Some(response), None) if result.outcome != original => {
+            replaced_output(response, &crate::agent::text_of(&result.outcome))
+        }
+        _ => None,
+    };
     let context = joined(result.contexts.iter().map(|c| c.text.clone()));
     let mut reply = match &result.blocked {
         Some(denial) => {
@@ -584,12 +600,26 @@ async fn post_tool(
                 None => answer,
             })
         }
-        None => match &context {
-            Some(context) => Reply::answer(HookAnswer::context(event, context)),
-            None => Reply::nothing(),
+        None => match (&context, updated) {
+            (context, Some(updated)) => {
+                let mut answer = match context {
+                    Some(context) => HookAnswer::context(event, context),
+                    None => HookAnswer::context(event, ""),
+                };
+                if let Some(specific) = &mut answer.hook_specific_output {
+                    specific.additional_context = context.clone();
+                    specific.updated_tool_output = Some(updated);
+                }
+                Reply::answer(answer)
+            }
+            (Some(context), None) => Reply::answer(HookAnswer::context(event, context)),
+            (None, None) => Reply::nothing(),
         },
     };
-    if result.blocked.is_none() && result.outcome != original {
+    if result.blocked.is_none()
+        && result.outcome != original
+        && !matches!(dialect.applies(response), AgentApplies::Replacements)
+    {
         // The agent's protocol cannot carry a replaced result back for its own tools.
         reply.stderr = Some(
             "palisade: a post-tool hook replaced the tool's result; the agent's hook protocol \
@@ -599,6 +629,22 @@ async fn post_tool(
     }
     reply.points = vec!["post-tool", "tool-result", "tool-result-committed"];
     reply
+}
+
+/// `text` as Claude Code's `updatedToolOutput` for a tool whose own output was `response`: a
+/// text for a text, a shell's output with `text` as its `stdout` (and no `stderr`); `None` for
+/// any other shape, which Claude Code would not take.
+fn replaced_output(response: &Value, text: &str) -> Option<Value> {
+    match response {
+        Value::String(_) => Some(Value::String(text.to_string())),
+        Value::Object(fields) if fields.get("stdout").is_some_and(Value::is_string) => {
+            let mut fields = fields.clone();
+            fields.insert("stdout".into(), text.into());
+            fields.insert("stderr".into(), "".into());
+            Some(Value::Object(fields))
+        }
+        _ => None,
+    }
 }
 
 async fn stop(lifecycle: &Lifecycle, event: &str, input: &HookEvent) -> Reply {

@@ -270,6 +270,10 @@ pub struct HookSpecificOutput {
     /// Context for the model.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub additional_context: Option<String>,
+    /// `PostToolUse`: the tool's output the model reads instead of its own, in the tool's own
+    /// output shape (Claude Code ignores one of another shape).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub updated_tool_output: Option<Value>,
 }
 
 impl HookSpecificOutput {

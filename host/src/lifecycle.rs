@@ -368,7 +368,10 @@ impl Lifecycle {
         applies: AgentApplies,
     ) -> Reported {
         let post = self.session.post_tool(call, outcome).await;
-        let applied = matches!((&post.blocked, applies), (Some(_), AgentApplies::Blocks));
+        let applied = matches!(
+            (&post.blocked, applies),
+            (Some(_), AgentApplies::Blocks) | (None, AgentApplies::Replacements)
+        );
         let kept = if applied { &post.outcome } else { outcome };
         let not_applied = if *kept == post.outcome {
             None
@@ -597,6 +600,9 @@ pub enum AgentApplies {
     /// A block replaces the result with its feedback; a replacement is not carried back
     /// (Gemini CLI).
     Blocks,
+    /// A replacement reaches the model; a block reaches it as feedback beside the result
+    /// (Claude Code, for a result whose shape it can carry back).
+    Replacements,
 }
 
 /// What [`Lifecycle::tool_reported`] decided.

@@ -657,7 +657,7 @@ impl Replayer<'_> {
             (Ok(_), Some(agent)) => {
                 let reported = self
                     .lifecycle
-                    .tool_reported(&call, &result, agent.applies())
+                    .tool_reported(&call, &result, agent.applies(result.value.as_ref()))
                     .await;
                 let not_applied = reported.not_applied.map(|not| {
                     format!(

@@ -391,6 +391,10 @@ pub(crate) fn decode(
             .unwrap_or_else(|| format!("`{hook_id}` stopped the agent"));
         return Ok((blocking(request, message, "stop"), notes));
     }
+    if specific.updated_tool_output.is_some() {
+        // A replacement is `protocol = "palisade"`'s `replace-content` or `replace-value`.
+        return refuse("hookSpecificOutput.updatedToolOutput");
+    }
     let contexts: Vec<String> = specific.additional_context.clone().into_iter().collect();
     let response = match point {
         Point::PreTool | Point::ToolGuard => {
