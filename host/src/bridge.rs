@@ -276,7 +276,7 @@ impl Dialect {
     /// model reads a block's feedback instead of the result; Claude Code's and Codex's read it
     /// beside the result. Only Claude Code takes a replaced result (`updatedToolOutput`), and
     /// only in the tool's own output shape: a text, or a shell's `stdout`/`stderr`
-    /// ([`replaced_output`]), so `response` (the tool's own) decides.
+    /// (`replaced_output`), so `response` (the tool's own) decides.
     pub fn applies(self, response: Option<&Value>) -> AgentApplies {
         match self {
             Dialect::Gemini => AgentApplies::Blocks,
