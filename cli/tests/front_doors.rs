@@ -524,22 +524,7 @@ fn acp_a_loaded_session_goes_on_numbering_its_turns_and_starts_as_resume() {
         "[[hooks]]\npoint = \"prompt-submit\"\ncapability = \"guard\"\n\
          [config]\nprompt_submit = \"reject-secrets\"\n",
     );
-    let audit = dir.path().join("audit.jsonl");
-    let (agent, agent_log) = peer(dir.path(), "agent", SCRIPTED_AGENT);
-    let mut args = vec![
-        "acp".to_string(),
-        "--plugins".into(),
-        plugins.path().display().to_string(),
-        "--audit-log".into(),
-        audit.display().to_string(),
-        "--".into(),
-        python(),
-    ];
-    args.extend([
-        agent.display().to_string(),
-        agent_log.display().to_string(),
-        "[]".into(),
-    ]);
+    let (args, audit, agent_log) = audited_acp(dir.path(), &plugins);
     let prompt = |id: u64, text: &str| {
         json!({ "jsonrpc": "2.0", "id": id, "method": "session/prompt",
             "params": { "sessionId": "s1", "prompt": [{ "type": "text", "text": text }] } })
@@ -593,6 +578,71 @@ fn acp_a_loaded_session_goes_on_numbering_its_turns_and_starts_as_resume() {
         "the loaded session's start contexts go with its first prompt that enters: {last}"
     );
     assert!(!last.contains("hunter2"), "{last}");
+}
+
+/// ACP's `session/close` ends the session: its `session-ended` fact is committed (the hooks
+/// observing it run) and the proxy forgets it.
+#[test]
+fn acp_a_closed_session_is_ended() {
+    let dir = tempfile::tempdir().unwrap();
+    let plugins = PluginDir::new();
+    plugins.scripted(
+        "ids",
+        "[[hooks]]\npoint = \"session-ended\"\ncapability = \"observe\"\n",
+    );
+    let (args, audit, agent_log) = audited_acp(dir.path(), &plugins);
+    let mut proxy = Driven::start(&args, dir.path());
+    proxy.send(&prompt());
+    proxy.until(|m| m["id"] == 1);
+    proxy.send(
+        &json!({ "jsonrpc": "2.0", "id": 2, "method": "session/close",
+        "params": { "sessionId": "s1" } }),
+    );
+    // The close reaches the agent (under the proxy's id) before the proxy's input ends.
+    let started = Instant::now();
+    while !std::fs::read_to_string(&agent_log)
+        .unwrap_or_default()
+        .contains("session/close")
+    {
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "the close never reached the agent"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    proxy.close();
+    let ended: Vec<Value> = recorded(&audit, 1)
+        .into_iter()
+        .filter(|e| e["event"] == "plugin_log")
+        .collect();
+    assert!(
+        ended
+            .iter()
+            .any(|e| e["message"] == "session-ended s1:session-ended"),
+        "{ended:?}"
+    );
+}
+
+/// `palisade acp` with `plugins` and an audit log, in front of the scripted agent (no
+/// requests of its own): its arguments, the audit log and the agent's log.
+fn audited_acp(dir: &Path, plugins: &PluginDir) -> (Vec<String>, PathBuf, PathBuf) {
+    let audit = dir.join("audit.jsonl");
+    let (agent, agent_log) = peer(dir, "agent", SCRIPTED_AGENT);
+    let mut args = vec![
+        "acp".to_string(),
+        "--plugins".into(),
+        plugins.path().display().to_string(),
+        "--audit-log".into(),
+        audit.display().to_string(),
+        "--".into(),
+        python(),
+    ];
+    args.extend([
+        agent.display().to_string(),
+        agent_log.display().to_string(),
+        "[]".into(),
+    ]);
+    (args, audit, agent_log)
 }
 
 fn read_request(id: u64, path: &str) -> Value {

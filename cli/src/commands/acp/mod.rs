@@ -172,6 +172,24 @@ impl Proxy {
         f(session)
     }
 
+    /// The editor closed or deleted `session_id` (`method`): its lifecycle ends, committed as
+    /// `session-ended`, and the proxy forgets it once the hooks observing that have run (each
+    /// within its deadline; dropping the session would cut them off).
+    async fn end_session(&self, session_id: &str, method: &str) {
+        let ended = lock(&self.sessions).remove(session_id);
+        if let Some(session) = ended {
+            let how = if method == schema::AGENT_METHOD_NAMES.session_delete {
+                "deleted"
+            } else {
+                "closed"
+            };
+            session
+                .lifecycle
+                .session_ended(format!("the editor {how} the session"));
+            session.lifecycle.session().drain_background().await;
+        }
+    }
+
     /// Tells the editor something in the session's transcript.
     fn notice(&self, session_id: &str, text: String) {
         let update = schema::SessionUpdate::AgentMessageChunk(schema::ContentChunk::new(
@@ -233,8 +251,15 @@ impl Proxy {
                         tokio::spawn(async move { proxy.prompt(id, own, value, cancel).await });
                         continue;
                     }
+                    let ends = method == names.session_close || method == names.session_delete;
+                    let ended = message.value["params"]["sessionId"]
+                        .as_str()
+                        .map(str::to_string);
                     message.value["id"] = own;
                     self.agent.send(&message.value);
+                    if let Some(session) = ended.filter(|_| ends) {
+                        self.end_session(&session, &method).await;
+                    }
                 }
                 Kind::Response => {
                     // An editor's answer: to a question of Palisade's, or to an agent request.
