@@ -22,7 +22,7 @@
 //! `PreToolUse`, so there an `ask` becomes a deny that says approval was needed. Gemini CLI's
 //! events are Claude Code's under other names ([`crate::gemini`] maps them and its answers).
 
-use crate::claude_code::{HookAnswer, HookEvent, Permission};
+use crate::claude_code::{HookAnswer, HookEvent, HookSpecificOutput, Permission};
 use crate::gemini::{self, GeminiAnswer};
 use crate::lifecycle::{AgentApplies, AskPolicy, Lifecycle, ToolDecision};
 use crate::plugin::Plugins;
@@ -276,13 +276,11 @@ impl Dialect {
     /// model reads a block's feedback instead of the result; Claude Code's and Codex's read it
     /// beside the result. Only Claude Code takes a replaced result (`updatedToolOutput`), and
     /// only in the tool's own output shape: a text, or a shell's `stdout`/`stderr`
-    /// (`replaced_output`), so `response` (the tool's own) decides.
+    /// (`carries_back`), so `response` (the tool's own) decides.
     pub fn applies(self, response: Option<&Value>) -> AgentApplies {
         match self {
             Dialect::Gemini => AgentApplies::Blocks,
-            Dialect::ClaudeCode if response.is_some_and(|r| replaced_output(r, "").is_some()) => {
-                AgentApplies::Replacements
-            }
+            Dialect::ClaudeCode if response.is_some_and(carries_back) => AgentApplies::Replacements,
             Dialect::ClaudeCode | Dialect::Codex => AgentApplies::Feedback,
         }
     }
@@ -580,47 +578,37 @@ async fn post_tool(
         .tool_response
         .as_ref()
         .filter(|_| event == "PostToolUse");
-    let result = lifecycle
-        .tool_reported(call, &original, dialect.applies(response))
-        .await
-        .post;
-    // A replacement Claude Code can carry back, in the tool's own output shape.
-    let updated = match (dialect, response, &result.blocked) {
-        (Dialect::ClaudeCode, Some(response), None) if result.outcome != original => {
+    let applies = dialect.applies(response);
+    let result = lifecycle.tool_reported(call, &original, applies).await.post;
+    let replaced = result.blocked.is_none() && result.outcome != original;
+    // A replacement Claude Code carries back, in the tool's own output shape.
+    let updated = match (applies, response) {
+        (AgentApplies::Replacements, Some(response)) if replaced => {
             replaced_output(response, &crate::agent::text_of(&result.outcome))
         }
         _ => None,
     };
     let context = joined(result.contexts.iter().map(|c| c.text.clone()));
-    let mut reply = match &result.blocked {
-        Some(denial) => {
-            let answer = HookAnswer::block(denial.message.clone());
-            Reply::answer(match &context {
-                Some(context) => answer.with_context(event, context),
-                None => answer,
-            })
-        }
-        None => match (&context, updated) {
-            (context, Some(updated)) => {
-                let mut answer = match context {
-                    Some(context) => HookAnswer::context(event, context),
-                    None => HookAnswer::context(event, ""),
-                };
-                if let Some(specific) = &mut answer.hook_specific_output {
-                    specific.additional_context = context.clone();
-                    specific.updated_tool_output = Some(updated);
-                }
-                Reply::answer(answer)
-            }
-            (Some(context), None) => Reply::answer(HookAnswer::context(event, context)),
-            (None, None) => Reply::nothing(),
-        },
+    let specific = (context.is_some() || updated.is_some()).then(|| HookSpecificOutput {
+        additional_context: context,
+        updated_tool_output: updated,
+        ..HookSpecificOutput::new(event)
+    });
+    let answer = HookAnswer {
+        hook_specific_output: specific,
+        ..result
+            .blocked
+            .as_ref()
+            .map(|denial| HookAnswer::block(denial.message.clone()))
+            .unwrap_or_default()
     };
-    if result.blocked.is_none()
-        && result.outcome != original
-        && !matches!(dialect.applies(response), AgentApplies::Replacements)
-    {
-        // The agent's protocol cannot carry a replaced result back for its own tools.
+    let mut reply = if answer == HookAnswer::default() {
+        Reply::nothing()
+    } else {
+        Reply::answer(answer)
+    };
+    if replaced && applies != AgentApplies::Replacements {
+        // The agent's protocol cannot carry this replacement back.
         reply.stderr = Some(
             "palisade: a post-tool hook replaced the tool's result; the agent's hook protocol \
              cannot carry a replacement back, so the agent keeps its own"
@@ -637,13 +625,22 @@ async fn post_tool(
 fn replaced_output(response: &Value, text: &str) -> Option<Value> {
     match response {
         Value::String(_) => Some(Value::String(text.to_string())),
-        Value::Object(fields) if fields.get("stdout").is_some_and(Value::is_string) => {
+        Value::Object(fields) if carries_back(response) => {
             let mut fields = fields.clone();
             fields.insert("stdout".into(), text.into());
             fields.insert("stderr".into(), "".into());
             Some(Value::Object(fields))
         }
         _ => None,
+    }
+}
+
+/// Whether Claude Code takes a replacement of `response`'s shape ([`replaced_output`]).
+fn carries_back(response: &Value) -> bool {
+    match response {
+        Value::String(_) => true,
+        Value::Object(fields) => fields.get("stdout").is_some_and(Value::is_string),
+        _ => false,
     }
 }
 
