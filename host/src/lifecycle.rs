@@ -416,12 +416,7 @@ impl Lifecycle {
             return self.tool_finished(call, &outcome).await;
         }
         self.tool_observed(call, &outcome).await;
-        PostToolResult {
-            outcome,
-            blocked: None,
-            contexts: Vec::new(),
-            replaced_by: None,
-        }
+        PostToolResult::untouched(outcome)
     }
 
     /// A tool call's final outcome, past `post-tool` or where none applies (a call the agent

@@ -363,19 +363,19 @@ impl HookSpec {
     /// answers are never honoured, so its failure lets nothing through (docs/semantics.md
     /// S2.15).
     pub fn fails_closed(&self) -> bool {
-        self.mode == Mode::Foreground
-            && self.on_failure == OnFailure::Deny
-            && self.point.fails_closed()
-            && self.can_change_outcome()
+        self.on_failure == OnFailure::Deny && self.failure_decides()
     }
 
     /// Whether a runtime failure of this hook would fail closed but for its
     /// `on_failure = "allow"`: it fails open.
     pub fn fails_open(&self) -> bool {
-        self.on_failure == OnFailure::Allow
-            && self.mode == Mode::Foreground
-            && self.point.fails_closed()
-            && self.can_change_outcome()
+        self.on_failure == OnFailure::Allow && self.failure_decides()
+    }
+
+    /// Whether this hook's failure decides its point, as `on_failure` says: a foreground hook
+    /// that can change the outcome, on a point that has a closed answer.
+    pub fn failure_decides(&self) -> bool {
+        self.mode == Mode::Foreground && self.point.fails_closed() && self.can_change_outcome()
     }
 
     /// Whether the hook runs for a tool of this name (always, without a matcher).

@@ -319,12 +319,7 @@ impl Session {
         };
         let outcome = normalize_value(tool, outcome);
         let post = if final_failure {
-            crate::PostToolResult {
-                outcome,
-                blocked: None,
-                contexts: Vec::new(),
-                replaced_by: None,
-            }
+            crate::PostToolResult::untouched(outcome)
         } else {
             self.post_tool_checked(&call, &outcome, tool.and_then(|t| t.output.as_deref()))
                 .await

@@ -326,6 +326,18 @@ pub struct PostToolResult {
     pub replaced_by: Option<String>,
 }
 
+impl PostToolResult {
+    /// `outcome` as it is, where `post-tool` did not run (a final failure).
+    pub fn untouched(outcome: ToolOutcome) -> PostToolResult {
+        PostToolResult {
+            outcome,
+            blocked: None,
+            contexts: Vec::new(),
+            replaced_by: None,
+        }
+    }
+}
+
 /// Steering content a `turn-stopping` hook returned: the turn continues with it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Steering {

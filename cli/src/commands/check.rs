@@ -107,11 +107,7 @@ fn hooks_table(plugins: &Plugins) -> (String, usize) {
                 hook.matcher.clone().unwrap_or_else(|| "*".into()),
                 // Only a hook that can change the outcome, at a point with a closed answer,
                 // fails closed; others' failures are recorded (a shadow hook's as `would_deny`).
-                if hook.enforce
-                    && hook.mode == Mode::Foreground
-                    && hook.point.fails_closed()
-                    && hook.can_change_outcome()
-                {
+                if hook.enforce && hook.failure_decides() {
                     hook.on_failure.as_str().to_string()
                 } else {
                     "record".to_string()
