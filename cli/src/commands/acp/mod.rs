@@ -80,6 +80,7 @@ impl AcpCommand {
             pending: Mutex::default(),
             turns: Mutex::default(),
             terminals: Mutex::default(),
+            endings: Mutex::default(),
         });
         let from_agent = child.stdout.take().expect("piped");
         tokio::spawn(proxy.clone().from_editor());
@@ -135,6 +136,9 @@ struct Proxy {
     turns: Mutex<HashMap<String, turns::Turn>>,
     /// Terminals the editor created for a guarded `terminal/create`, by terminal id.
     terminals: Mutex<HashMap<String, tools::TerminalCall>>,
+    /// Sessions the editor ended, their `session-ended` observers still running: awaited
+    /// before the proxy exits, never by the editor's read loop.
+    endings: Mutex<tokio::task::JoinSet<()>>,
 }
 
 fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -174,8 +178,8 @@ impl Proxy {
 
     /// The editor closed or deleted `session_id` (`method`): its lifecycle ends, committed as
     /// `session-ended`, and the proxy forgets it once the hooks observing that have run (each
-    /// within its deadline; dropping the session would cut them off).
-    async fn end_session(&self, session_id: &str, method: &str) {
+    /// within its deadline, in a task of its own: dropping the session would cut them off).
+    fn end_session(&self, session_id: &str, method: &str) {
         let ended = lock(&self.sessions).remove(session_id);
         if let Some(session) = ended {
             let how = if method == schema::AGENT_METHOD_NAMES.session_delete {
@@ -186,7 +190,9 @@ impl Proxy {
             session
                 .lifecycle
                 .session_ended(format!("the editor {how} the session"));
-            session.lifecycle.session().drain_background().await;
+            lock(&self.endings).spawn(async move {
+                session.lifecycle.session().drain_background().await;
+            });
         }
     }
 
@@ -258,7 +264,7 @@ impl Proxy {
                     message.value["id"] = own;
                     self.agent.send(&message.value);
                     if let Some(session) = ended.filter(|_| ends) {
-                        self.end_session(&session, &method).await;
+                        self.end_session(&session, &method);
                     }
                 }
                 Kind::Response => {
@@ -290,6 +296,8 @@ impl Proxy {
         // The editor went away: what it sent reaches the agent, whose input then ends, and
         // the agent goes too, with what it started (`jsonrpc::exit`).
         self.agent.close().await;
+        let mut endings = std::mem::take(&mut *lock(&self.endings));
+        while endings.join_next().await.is_some() {}
         crate::jsonrpc::exit(0);
     }
 
