@@ -75,14 +75,7 @@ pub(super) async fn claude_code(
     headers: HeaderMap,
     body: Body,
 ) -> Response {
-    // Who is asking, before reading what they send.
-    if let Err(refused) = admitted(&server, &headers, true) {
-        return *refused;
-    }
-    match read_body(&server, body).await {
-        Ok(body) => answer(&server, Dialect::ClaudeCode, &body).await,
-        Err(refused) => *refused,
-    }
+    hook_event(&server, &headers, body, Dialect::ClaudeCode).await
 }
 
 pub(super) async fn codex(
@@ -90,11 +83,21 @@ pub(super) async fn codex(
     headers: HeaderMap,
     body: Body,
 ) -> Response {
-    if let Err(refused) = admitted(&server, &headers, true) {
+    hook_event(&server, &headers, body, Dialect::Codex).await
+}
+
+/// One hook event of `dialect`: who is asking, before reading what they send.
+async fn hook_event(
+    server: &Arc<Server>,
+    headers: &HeaderMap,
+    body: Body,
+    dialect: Dialect,
+) -> Response {
+    if let Err(refused) = admitted(server, headers, true) {
         return *refused;
     }
-    match read_body(&server, body).await {
-        Ok(body) => answer(&server, Dialect::Codex, &body).await,
+    match read_body(server, body).await {
+        Ok(body) => answer(server, dialect, &body).await,
         Err(refused) => *refused,
     }
 }
