@@ -16,68 +16,6 @@ pub fn cache_dir() -> Option<PathBuf> {
     }
 }
 
-/// The digest of the largest component that the event named `key` (its plugin directory,
-/// point and tool: [`remember_largest`]) loaded the last time, if one is remembered: a bridge
-/// maps it from the cache while it reads its manifests ([`palisade::Host::load_ahead`]).
-/// Only a hint: `load_ahead` ignores what is not a digest, the load uses the component only
-/// if a plugin's component file has that digest, and the cache maps only what it verifies.
-pub fn largest_before(key: &str) -> Option<String> {
-    use std::io::Read;
-    let mut text = String::new();
-    std::fs::File::open(ahead_path(key)?)
-        .ok()?
-        .take(128)
-        .read_to_string(&mut text)
-        .ok()?;
-    Some(text.trim_end().to_string())
-}
-
-/// Remembers the digest of the largest component among `plugins` (loaded) for the event
-/// named `key` ([`largest_before`]), unless it is `before`, what is remembered. A hint that
-/// cannot be written only costs the next event its head start.
-pub fn remember_largest(key: &str, before: Option<&str>, plugins: &palisade::Plugins) {
-    let largest = plugins
-        .iter()
-        .filter_map(|plugin| Some((plugin.size()?, plugin.sha256()?)))
-        .max();
-    let (Some((_, sha256)), Some(path)) = (largest, ahead_path(key)) else {
-        return;
-    };
-    if before == Some(sha256) {
-        return;
-    }
-    let Some(dir) = path.parent() else { return };
-    let mut builder = std::fs::DirBuilder::new();
-    builder.recursive(true);
-    #[cfg(unix)]
-    std::os::unix::fs::DirBuilderExt::mode(&mut builder, 0o700);
-    let temporary = path.with_extension(format!("{}.tmp", std::process::id()));
-    let mut file = std::fs::OpenOptions::new();
-    file.write(true).create(true).truncate(true);
-    #[cfg(unix)]
-    std::os::unix::fs::OpenOptionsExt::mode(&mut file, 0o600);
-    let written = builder
-        .create(dir)
-        .and_then(|()| file.open(&temporary))
-        .and_then(|mut file| std::io::Write::write_all(&mut file, format!("{sha256}\n").as_bytes()))
-        .and_then(|()| std::fs::rename(&temporary, &path));
-    if written.is_err() {
-        let _ = std::fs::remove_file(&temporary);
-    }
-}
-
-/// Where the hint of [`largest_before`] for `key` is kept: `<cache>/ahead/<hash of key>`.
-fn ahead_path(key: &str) -> Option<PathBuf> {
-    use std::hash::{Hash, Hasher};
-    let mut hasher = std::collections::hash_map::DefaultHasher::new();
-    key.hash(&mut hasher);
-    Some(
-        cache_dir()?
-            .join("ahead")
-            .join(format!("{:016x}", hasher.finish())),
-    )
-}
-
 /// A host builder with the compiled-component cache of [`cache_dir`], that shows progress
 /// while components compile.
 pub fn host_builder() -> palisade::HostBuilder {
@@ -93,13 +31,9 @@ pub fn quiet_host_builder() -> palisade::HostBuilder {
 /// no instance pool, whose reservation costs such a process more than reusing slots saves it
 /// (docs/performance.md, "Choices measured"), no
 /// direct calls, whose linker such a process would build for calls it makes once, no
-/// spare instances, which no later call would take, and used instances kept for its exit to
-/// free.
+/// spare instances, which no later call would take.
 pub fn one_event_host_builder() -> palisade::HostBuilder {
-    with_pool(0)
-        .direct_calls(false)
-        .spare_instances(false)
-        .keep_used_instances(true)
+    with_pool(0).direct_calls(false).spare_instances(false)
 }
 
 /// A host builder with the component cache and a pool of `slots` instances, unless

@@ -5,6 +5,7 @@
 //! ([`cache`]), a command hook's stdin and answer ([`hook_io`]), the server's token
 //! ([`token`]), tables and progress on the terminal ([`output`], [`progress`]).
 
+mod ahead;
 mod audit;
 mod cache;
 mod commands;
@@ -20,7 +21,7 @@ mod settings;
 mod telemetry;
 mod token;
 
-use clap::{Args, FromArgMatches, Parser, Subcommand};
+use clap::{Parser, Subcommand};
 use commands::acp::AcpCommand;
 use commands::bridge::BridgeCommand;
 use commands::check::CheckCommand;
@@ -80,41 +81,6 @@ enum Command {
     Install(InstallCommand),
 }
 
-impl Cli {
-    /// The command line. An agent's hook command (`claude-code`, `codex`, `gemini`) runs at
-    /// every agent event, and building clap's tree of every command and its help took a
-    /// quarter of a millisecond of such an event (median 0.26 ms from `main` to parsed, 0.09
-    /// ms with the hook command's arguments alone): so a hook command line is parsed with
-    /// those. Anything that does not parse so (`--help`, a mistake) goes to the whole
-    /// parser, which answers it as it answers every command line.
-    fn from_args(args: Vec<std::ffi::OsString>) -> Cli {
-        Cli::hook_command(&args).unwrap_or_else(|| Cli::parse_from(args))
-    }
-
-    /// The command `args` name when it is an agent's hook command (`claude-code`, `codex`,
-    /// `gemini`).
-    fn hook_wrap(args: &[std::ffi::OsString]) -> Option<fn(BridgeCommand) -> Command> {
-        match args.get(1)?.to_str()? {
-            "claude-code" => Some(Command::ClaudeCode),
-            "codex" => Some(Command::Codex),
-            "gemini" => Some(Command::Gemini),
-            _ => None,
-        }
-    }
-
-    /// `args` as a hook command, parsed by that command's arguments alone; `None` when it is
-    /// not one, or does not parse.
-    fn hook_command(args: &[std::ffi::OsString]) -> Option<Cli> {
-        let wrap = Cli::hook_wrap(args)?;
-        let parser = BridgeCommand::augment_args(clap::Command::new("palisade"));
-        let matches = parser.try_get_matches_from(&args[1..]).ok()?;
-        let bridge = BridgeCommand::from_arg_matches(&matches).ok()?;
-        Some(Cli {
-            command: wrap(bridge),
-        })
-    }
-}
-
 impl Command {
     async fn execute(self) -> anyhow::Result<ExitCode> {
         match self {
@@ -165,10 +131,7 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 fn main() -> ExitCode {
     quiet_on_broken_pipe();
     let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
-    // A hook command's engine is built from here, on a thread of its own, while its command
-    // line is parsed and the rest of the process is set up.
-    let early = Cli::hook_wrap(&args).map(|_| BridgeCommand::early());
-    let mut cli = Cli::from_args(args);
+    let mut cli = Cli::parse_from(args);
     // The commands that serve an agent export their lifecycle when OTEL_* says so; the
     // others (replay, diff, test, …) rehearse, and export nothing.
     match &cli.command {
@@ -182,7 +145,7 @@ fn main() -> ExitCode {
     if let Command::ClaudeCode(bridge) | Command::Codex(bridge) | Command::Gemini(bridge) =
         &mut cli.command
     {
-        bridge.begin(early);
+        bridge.begin();
     }
     // A hook command serves one event and exits: one thread is enough, and starting workers
     // would only add to the agent's wait. The stdio MCP proxy serves one client, whose calls
@@ -214,54 +177,4 @@ fn main() -> ExitCode {
     said::flush(audit::EXIT_FLUSH);
     telemetry::shutdown();
     code
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn args(line: &str) -> Vec<std::ffi::OsString> {
-        line.split(' ').map(Into::into).collect()
-    }
-
-    /// What a hook command line parses to, for comparing the two parsers.
-    fn summary(cli: &Cli) -> Option<String> {
-        let (name, c) = match &cli.command {
-            Command::ClaudeCode(c) => ("claude-code", c),
-            Command::Codex(c) => ("codex", c),
-            Command::Gemini(c) => ("gemini", c),
-            _ => return None,
-        };
-        Some(format!("{name} {c:?}"))
-    }
-
-    /// A hook command line parses alone to what the whole parser makes of it; one that does
-    /// not parse so is left to the whole parser (which prints its help or its error).
-    #[test]
-    fn a_hook_command_parses_alone_as_the_whole_parser_parses_it() {
-        for line in [
-            "palisade claude-code plugins",
-            "palisade codex ./p --budget-ms 250",
-            "palisade gemini p --timings",
-            "palisade claude-code p --audit-log a.jsonl --record --budget-ms=3000",
-            "palisade claude-code --budget-ms 1 -- --odd-dir",
-        ] {
-            let alone = Cli::hook_command(&args(line)).expect(line);
-            let whole = Cli::try_parse_from(args(line)).expect(line);
-            assert_eq!(summary(&alone), summary(&whole), "{line}");
-            assert!(summary(&alone).is_some(), "{line}");
-        }
-        for line in [
-            "palisade claude-code",
-            "palisade claude-code --help",
-            "palisade codex p --version",
-            "palisade gemini p --record",
-            "palisade claude-code p --budget-ms 0",
-            "palisade claude-code p --no-such-flag",
-            "palisade check p",
-            "palisade",
-        ] {
-            assert!(Cli::hook_command(&args(line)).is_none(), "{line}");
-        }
-    }
 }

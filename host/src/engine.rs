@@ -63,9 +63,6 @@ pub(crate) struct HostInner {
     direct_calls: bool,
     /// Whether per-call plugins get spare instances ([`HostBuilder::spare_instances`]).
     pub spares: bool,
-    /// Used per-call instances, kept until the host goes ([`HostBuilder::keep_used_instances`]);
-    /// `None`: each is freed after its call.
-    kept: Option<std::sync::Mutex<Vec<crate::runtime::instance::Instance>>>,
     /// The on-demand engine, for instances the pool has no slot for: built at the first need
     /// (`Err`: it could not be, which fails only those instances).
     on_demand: OnceLock<Result<Runtime, String>>,
@@ -113,16 +110,6 @@ pub(crate) struct Runtime {
 }
 
 impl HostInner {
-    /// Frees a per-call `instance` that has served its call, or keeps it
-    /// ([`HostBuilder::keep_used_instances`]).
-    pub(crate) fn retire(&self, instance: crate::runtime::instance::Instance) {
-        if let Some(kept) = &self.kept {
-            kept.lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner)
-                .push(instance);
-        }
-    }
-
     /// The linkers of `engine`, which is this host's first engine or its on-demand one.
     pub(crate) fn linkers(&self, engine: &Engine) -> Result<&Linkers, String> {
         if Engine::same(engine, &self.engine) {
@@ -296,49 +283,29 @@ impl Linkers {
     }
 }
 
-/// An engine's linker, built on a thread of its own from the host's start and waited for at
-/// its first use (linking the first component): a process that handles one hook event
-/// reads the plugins' manifests meanwhile, instead of waiting the linker's 0.4 ms first.
+/// An engine's linkers, built at their first use (linking the first component).
 pub(crate) struct Linking {
     engine: Engine,
     direct_calls: bool,
-    building: std::sync::Mutex<Option<std::thread::JoinHandle<wasmtime::Result<Linkers>>>>,
     built: OnceLock<Result<Linkers, String>>,
 }
 
 impl Linking {
     fn start(engine: &Engine, direct_calls: bool) -> Linking {
-        let for_thread = engine.clone();
-        // No thread (the process is at its limit): built at the first use instead.
-        let building = std::thread::Builder::new()
-            .name("palisade-link".into())
-            .spawn(move || linker(&for_thread, direct_calls))
-            .ok();
         Linking {
             engine: engine.clone(),
             direct_calls,
-            building: std::sync::Mutex::new(building),
             built: OnceLock::new(),
         }
     }
 
-    /// The linker, once built (`Err`: it could not be, which fails every component linked
-    /// with it).
+    /// The linkers, once built (`Err`: they could not be, which fails every component linked
+    /// with them).
     pub fn get(&self) -> Result<&Linkers, String> {
         self.built
             .get_or_init(|| {
-                let building = self
-                    .building
-                    .lock()
-                    .unwrap_or_else(|e| e.into_inner())
-                    .take();
-                let built = match building {
-                    Some(thread) => thread
-                        .join()
-                        .unwrap_or_else(|panic| std::panic::resume_unwind(panic)),
-                    None => linker(&self.engine, self.direct_calls),
-                };
-                built.map_err(|e| format!("cannot build the linker: {e:#}"))
+                linker(&self.engine, self.direct_calls)
+                    .map_err(|e| format!("cannot build the linker: {e:#}"))
             })
             .as_ref()
             .map_err(Clone::clone)
@@ -366,28 +333,6 @@ pub struct HostBuilder {
     instance_pool: u32,
     direct_calls: bool,
     spare_instances: bool,
-    keep_used_instances: bool,
-}
-
-/// A host's engine, linkers, component cache and epoch ticker, built ahead of the rest of
-/// it ([`HostBuilder::prebuild`]); [`HostBuilder::build_from`] makes the host.
-#[doc(hidden)]
-pub struct Prebuilt {
-    engine: Engine,
-    linker: Linking,
-    pooled: bool,
-    cache: Option<crate::runtime::cache::Cache>,
-    stop_ticker: Arc<AtomicBool>,
-    made_for: (u32, bool, Option<std::path::PathBuf>),
-}
-
-impl std::fmt::Debug for Prebuilt {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Prebuilt")
-            .field("pooled", &self.pooled)
-            .field("cache", &self.made_for.2)
-            .finish_non_exhaustive()
-    }
 }
 
 /// What the host reports when it compiles a component, that is when the component is not in
@@ -442,7 +387,6 @@ impl Default for HostBuilder {
             instance_pool: DEFAULT_INSTANCE_POOL,
             direct_calls: true,
             spare_instances: true,
-            keep_used_instances: false,
         }
     }
 }
@@ -566,37 +510,8 @@ impl HostBuilder {
         self
     }
 
-    /// Whether a per-call instance that has served its call, and that no spare is made
-    /// from ([`HostBuilder::spare_instances`] off), is kept until the host is dropped
-    /// rather than freed at once (default: no). For a process that serves one hook event and
-    /// exits (a bridge), where its exit frees them all at once: freeing an interpreter's
-    /// instance unmaps its memory, and the page-table flushes that takes on every core were
-    /// a quarter of a millisecond of the event, on its path, between one hook and the next.
-    /// A kept instance runs no code again, but what it holds lives as long as it does: its
-    /// memory, the files it opened, an HTTP request of a granted origin it began and did not
-    /// wait for (which freeing it would have cancelled). A host that lives would keep every
-    /// instance it ever made: leave it off there.
-    #[doc(hidden)]
-    pub fn keep_used_instances(mut self, on: bool) -> Self {
-        self.keep_used_instances = on;
-        self
-    }
-
     /// Builds the host and starts its epoch ticker.
     pub fn build(self) -> Result<Host, Error> {
-        let prebuilt = self.prebuild()?;
-        self.build_from(prebuilt)
-    }
-
-    /// Builds the part of the host that takes longest and depends only on
-    /// [`instance_pool`](Self::instance_pool), [`direct_calls`](Self::direct_calls) and
-    /// [`cache_dir`](Self::cache_dir) — the engine, its linkers, the component cache — and
-    /// starts the epoch ticker, for [`build_from`](Self::build_from) to finish into a host
-    /// once the rest of its configuration (the event sink, say) is known. A process that
-    /// serves one hook event starts this before it has parsed its command line. Dropped
-    /// unused, its ticker ends at its next tick (it holds the engine weakly).
-    #[doc(hidden)]
-    pub fn prebuild(&self) -> Result<Prebuilt, Error> {
         let engine_error = |e: wasmtime::Error| Error::Engine {
             message: format!("{e:#}"),
         };
@@ -632,44 +547,6 @@ impl HostBuilder {
         spawn_ticker(engine.weak(), stop_ticker.clone()).map_err(|e| Error::Engine {
             message: format!("cannot start the epoch ticker thread: {e}"),
         })?;
-        Ok(Prebuilt {
-            engine,
-            linker,
-            pooled,
-            cache,
-            stop_ticker,
-            made_for: self.prebuilt_for(),
-        })
-    }
-
-    /// What a [`Prebuilt`] made by this builder is made for.
-    fn prebuilt_for(&self) -> (u32, bool, Option<std::path::PathBuf>) {
-        (
-            self.instance_pool,
-            self.direct_calls,
-            self.cache_dir.clone(),
-        )
-    }
-
-    /// Builds the host around `prebuilt` ([`prebuild`](Self::prebuild)); an error if it was
-    /// made by a builder with another instance pool, direct calls or cache directory.
-    #[doc(hidden)]
-    pub fn build_from(self, prebuilt: Prebuilt) -> Result<Host, Error> {
-        if prebuilt.made_for != self.prebuilt_for() {
-            return Err(Error::Engine {
-                message: "the prebuilt engine was made for another instance pool, direct \
-                          calls or cache directory than this host's"
-                    .to_string(),
-            });
-        }
-        let Prebuilt {
-            engine,
-            linker,
-            pooled,
-            cache,
-            stop_ticker,
-            made_for: _,
-        } = prebuilt;
         let interest = match &self.sink {
             Some(sink) => sink.interest(),
             None => crate::Interest::ENDS,
@@ -681,9 +558,6 @@ impl HostBuilder {
                 pooled,
                 direct_calls: self.direct_calls,
                 spares: self.spare_instances,
-                kept: self
-                    .keep_used_instances
-                    .then(|| std::sync::Mutex::new(Vec::new())),
                 on_demand: OnceLock::new(),
                 interest,
                 log_sink: self.sink.clone().filter(|_| interest.logs),
@@ -737,17 +611,6 @@ impl Host {
         if let (Some(cache), true) = (&self.inner.cache, is_digest) {
             self.inner.ahead.map(cache, &self.inner.engine, sha256);
         }
-    }
-
-    /// How many used per-call instances this host keeps
-    /// ([`HostBuilder::keep_used_instances`]; none when it frees them).
-    #[doc(hidden)]
-    pub fn used_instances_kept(&self) -> usize {
-        self.inner.kept.as_ref().map_or(0, |kept| {
-            kept.lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner)
-                .len()
-        })
     }
 }
 

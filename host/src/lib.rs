@@ -58,9 +58,6 @@ pub use engine::{
     CompileObserver, CompileProgress, DEFAULT_INSTANCE_POOL, DEFAULT_MAX_COMPONENT_BYTES,
     DEFAULT_WRAPPED_EXECUTION_DEADLINE, EPOCH_TICK, Host, HostBuilder,
 };
-// Start-up knobs of the CLI's process-per-event bridges, not part of the documented API.
-#[doc(hidden)]
-pub use engine::Prebuilt;
 pub use error::{Error, Problem};
 pub use events::{Dispatch, Event, EventKind, EventSink, Interest};
 pub use facts::FactStream;

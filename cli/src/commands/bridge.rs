@@ -97,41 +97,13 @@ impl EventSink for Watch {
     }
 }
 
-/// A hook command's host, begun before its command line is parsed ([`BridgeCommand::early`]):
-/// its engine, linkers and component cache are built meanwhile, on the thread that then
-/// finishes the host, once [`BridgeCommand::begin`] tells it the plugin directory and the
-/// audit log.
-pub struct Early {
-    preparing: Preparing,
-    tell: std::sync::mpsc::Sender<(PathBuf, Option<PathBuf>)>,
-}
-
 impl BridgeCommand {
-    /// Starts building a hook command's host from the start of `main`, before the command
-    /// line is parsed: what takes longest in it (the engine) needs nothing from the command
-    /// line, and the event's largest component is mapped as soon as the host is built
-    /// ([`start_load`]). Dropped unused (the command line was not a hook command's after all),
-    /// the thread ends without building more.
-    pub fn early() -> Early {
-        let (preparing, tell) = Preparing::spawn();
-        Early { preparing, tell }
-    }
-
-    /// Begins building the event's host on a thread of its own (or finishes the one `early`
-    /// began), before the process builds its async runtime: the event's largest component is
-    /// mapped from the cache as soon as the host is built ([`start_load`]), and that is most
-    /// of the event.
-    pub fn begin(&mut self, early: Option<Early>) {
-        if self.preparing.is_some() {
-            return;
+    /// Begins building the event's host on a thread of its own, before the process builds
+    /// its async runtime.
+    pub fn begin(&mut self) {
+        if self.preparing.is_none() {
+            self.preparing = Some(Preparing::start(&self.dir, self.audit_log.clone()));
         }
-        self.preparing = Some(match early {
-            Some(Early { preparing, tell }) => {
-                let _ = tell.send((self.dir.clone(), self.audit_log.clone()));
-                preparing
-            }
-            None => Preparing::start(&self.dir, self.audit_log.clone()),
-        });
     }
 
     /// Answers the event in `dialect`, within the budget.
@@ -142,13 +114,14 @@ impl BridgeCommand {
 
 /// The audit log's opening and the host's building, on a thread of their own
 /// ([`BridgeCommand::begin`]); that thread then maps the component the event's plugins loaded
-/// as their largest the last time, once the event says which ([`start_load`]).
+/// as their largest the last time, once the event says which ([`crate::ahead`]).
 struct Preparing {
     doing: Arc<Doing>,
     /// What the thread prepared, once it has.
     prepared: std::sync::mpsc::Receiver<Result<Prepared, String>>,
     thread: std::io::Result<std::thread::JoinHandle<()>>,
-    /// What names the event's components ([`ahead_key`]), for the component to map ahead.
+    /// What names the event's components ([`crate::ahead::key`]), for the component to map
+    /// ahead.
     ahead: std::sync::mpsc::Sender<String>,
     /// What the hint said, once read there (so that the load need not read it again).
     hinted: Arc<std::sync::OnceLock<Option<String>>>,
@@ -162,33 +135,16 @@ impl std::fmt::Debug for Preparing {
 
 impl Preparing {
     fn start(dir: &Path, audit_log: Option<PathBuf>) -> Preparing {
-        let (preparing, tell) = Preparing::spawn();
-        let _ = tell.send((dir.to_path_buf(), audit_log));
-        preparing
-    }
-
-    /// The thread, which builds the engine at once, then the host once it is told the plugin
-    /// directory and the audit log.
-    fn spawn() -> (
-        Preparing,
-        std::sync::mpsc::Sender<(PathBuf, Option<PathBuf>)>,
-    ) {
         let doing = Arc::new(Doing::default());
         let (prepared_here, prepared) = std::sync::mpsc::channel();
         let (ahead, ahead_told) = std::sync::mpsc::channel::<String>();
-        let (tell, told) = std::sync::mpsc::channel::<(PathBuf, Option<PathBuf>)>();
         let hinted = Arc::new(std::sync::OnceLock::<Option<String>>::new());
         let thread = {
-            let (doing, hinted) = (doing.clone(), hinted.clone());
+            let (doing, dir, hinted) = (doing.clone(), dir.to_path_buf(), hinted.clone());
             std::thread::Builder::new()
                 .name("palisade-prepare".into())
                 .spawn(move || {
-                    let builder = crate::cache::one_event_host_builder();
-                    let prebuilt = builder.prebuild();
-                    let Ok((dir, audit_log)) = told.recv() else {
-                        return;
-                    };
-                    let prepared = prepare(&doing, &dir, audit_log.as_deref(), builder, prebuilt);
+                    let prepared = prepare(&doing, &dir, audit_log.as_deref());
                     let host = match &prepared {
                         Ok(Prepared { host: Ok(host), .. }) => Some(host.clone()),
                         _ => None,
@@ -197,20 +153,18 @@ impl Preparing {
                     let (Some(host), Ok(key)) = (host, ahead_told.recv()) else {
                         return;
                     };
-                    let largest = hinted.get_or_init(|| crate::cache::largest_before(&key));
-                    if let Some(sha256) = largest {
+                    if let Some(sha256) = hinted.get_or_init(|| crate::ahead::hint(&key)) {
                         host.load_ahead(sha256);
                     }
                 })
         };
-        let preparing = Preparing {
+        Preparing {
             doing,
             prepared,
             thread,
             ahead,
             hinted,
-        };
-        (preparing, tell)
+        }
     }
 }
 
@@ -220,16 +174,9 @@ struct Prepared {
     host: Result<palisade::Host, palisade::Error>,
 }
 
-/// Opens the audit log and finishes the host of one bridged event (plugins of `dir`): `builder`
-/// around `prebuilt`, the engine it prebuilt meanwhile; `Err`: the audit log cannot be opened
-/// (why).
-fn prepare(
-    doing: &Arc<Doing>,
-    dir: &Path,
-    audit_log: Option<&Path>,
-    builder: palisade::HostBuilder,
-    prebuilt: Result<palisade::Prebuilt, palisade::Error>,
-) -> Result<Prepared, String> {
+/// Opens the audit log and builds the host of one bridged event (plugins of `dir`); `Err`: the
+/// audit log cannot be opened (why).
+fn prepare(doing: &Arc<Doing>, dir: &Path, audit_log: Option<&Path>) -> Result<Prepared, String> {
     let audit = match audit_log {
         None => None,
         Some(path) => Some(
@@ -241,22 +188,11 @@ fn prepare(
         doing: doing.clone(),
         inner: crate::telemetry::with(audit.clone().map(|audit| audit as Arc<dyn EventSink>)),
     });
-    let builder = crate::facts::appending(builder)
+    let builder = crate::facts::appending(crate::cache::one_event_host_builder())
         .event_sink(watch)
         .on_compile(compile_observer(doing, dir));
-    let host = prebuilt.and_then(|prebuilt| builder.build_from(prebuilt));
+    let host = builder.build();
     Ok(Prepared { audit, host })
-}
-
-/// [`prepare`], the engine too, on this thread.
-fn prepare_here(
-    doing: &Arc<Doing>,
-    dir: &Path,
-    audit_log: Option<&Path>,
-) -> Result<Prepared, String> {
-    let builder = crate::cache::one_event_host_builder();
-    let prebuilt = builder.prebuild();
-    prepare(doing, dir, audit_log, builder, prebuilt)
 }
 
 /// Keeps `doing` up to date with the components compiling while the plugins of `dir` load.
@@ -506,11 +442,11 @@ fn start_load(options: &BridgeCommand, preparing: Preparing) -> Starting {
                 // not, here, then).
                 Err(_) => match thread.join() {
                     Err(panic) => std::panic::resume_unwind(panic),
-                    Ok(()) => prepare_here(&doing, &dir, audit_log.as_deref()),
+                    Ok(()) => prepare(&doing, &dir, audit_log.as_deref()),
                 },
             },
             // No thread to be had: here, then.
-            Err(_) => prepare_here(&doing, &dir, audit_log.as_deref()),
+            Err(_) => prepare(&doing, &dir, audit_log.as_deref()),
         };
         // No event (it could not be read): nothing to load, and no one waits for this.
         let Ok(EventToLoad { name, tool, record }) = told.recv() else {
@@ -528,9 +464,9 @@ fn start_load(options: &BridgeCommand, preparing: Preparing) -> Starting {
         // The hooks begin; this thread loads its share of the components meanwhile.
         let _ = checked.send(plugins.clone());
         loads.finish().map_err(|e| NotLoaded::Plugins(e.into()))?;
-        let key = ahead_key(&dir, &name, tool.as_deref());
-        let before = hinted.get_or_init(|| crate::cache::largest_before(&key));
-        crate::cache::remember_largest(&key, before.as_deref(), &plugins);
+        let key = crate::ahead::key(&dir, &name, tool.as_deref());
+        let before = hinted.get_or_init(|| crate::ahead::hint(&key));
+        crate::ahead::remember(&key, before.as_deref(), &plugins);
         Ok(())
     });
     Starting {
@@ -539,13 +475,6 @@ fn start_load(options: &BridgeCommand, preparing: Preparing) -> Starting {
         checked: plugins,
         loads,
     }
-}
-
-/// What names the components an event of `dir` loads: its plugin directory, its point and
-/// its tool ([`crate::cache::largest_before`]).
-fn ahead_key(dir: &Path, name: &str, tool: Option<&str>) -> String {
-    let dir = std::path::absolute(dir).unwrap_or_else(|_| dir.to_path_buf());
-    format!("{}\0{name}\0{}", dir.display(), tool.unwrap_or(""))
 }
 
 /// Goes on with the load `starting` for event `name` (for the tool `tool`, when it is about
@@ -572,7 +501,7 @@ async fn load(
         checked,
         loads,
     } = starting;
-    let _ = ahead.send(ahead_key(&options.dir, name, tool.as_deref()));
+    let _ = ahead.send(crate::ahead::key(&options.dir, name, tool.as_deref()));
     let _ = event.send(EventToLoad {
         name: name.to_string(),
         tool,

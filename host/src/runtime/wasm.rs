@@ -552,7 +552,7 @@ pub(crate) async fn run(plugin: &Wasm, site: Site<'_>, request: &Request<'_>) ->
                     .spares
                     .replenish(site.host, plugin, site.env, site.sink, *limits, instance);
             }
-            None if site.lifetime == InstanceLifetime::PerCall => site.host.retire(instance),
+            // Any other: freed here, when `instance` goes.
             None => {}
         }
         (
