@@ -223,7 +223,7 @@ fn manifest_reference() {
 #[test]
 fn the_manifest_reference_names_every_field() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
-    let source = std::fs::read_to_string(root.join("host/src/manifest.rs")).unwrap();
+    let source = std::fs::read_to_string(root.join("host/src/manifest/parse.rs")).unwrap();
     let doc = std::fs::read_to_string(root.join("docs/manifest.md")).unwrap();
     let mut fields = Vec::new();
     for raw in [

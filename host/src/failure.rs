@@ -101,3 +101,11 @@ impl fmt::Display for Failure {
         write!(f, "{}: {}", self.reason, self.detail)
     }
 }
+
+/// The first 500 characters of `text` (a hook's own words), for a failure's detail.
+pub(crate) fn clip(text: &str) -> &str {
+    match text.char_indices().nth(500) {
+        Some((i, _)) => &text[..i],
+        None => text,
+    }
+}

@@ -19,7 +19,7 @@ pub fn manifest(data: &[u8]) {
     let text = manifest_text(&mut u).unwrap_or_else(|_| String::from_utf8_lossy(data).into_owned());
     let mut problems = Vec::new();
     let path = Path::new("fuzz/plugin.toml");
-    match manifest::parse(path, &text, &mut problems) {
+    match manifest::parse::parse(path, &text, &mut problems) {
         Some(manifest) => {
             assert!(problems.is_empty(), "{problems:?}");
             for hook in &manifest.hooks {

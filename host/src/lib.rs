@@ -30,7 +30,7 @@
 pub mod agent;
 pub mod bridge;
 pub mod claude_code;
-mod engine;
+mod digest;
 mod error;
 pub mod events;
 pub mod facts;
@@ -40,6 +40,7 @@ mod failure;
 pub mod fuzzing;
 pub mod gemini;
 mod hook;
+mod host;
 mod jsonl;
 pub mod lifecycle;
 mod loader;
@@ -54,15 +55,15 @@ mod signal;
 pub mod state;
 mod types;
 
-pub use engine::{
-    CompileObserver, CompileProgress, DEFAULT_INSTANCE_POOL, DEFAULT_MAX_COMPONENT_BYTES,
-    DEFAULT_WRAPPED_EXECUTION_DEADLINE, EPOCH_TICK, Host, HostBuilder,
-};
 pub use error::{Error, Problem};
 pub use events::{Dispatch, Event, EventKind, EventSink, Interest};
 pub use facts::FactStream;
 pub use failure::{Failure, FailureReason};
 pub use hook::BoxFuture;
+pub use host::{
+    CompileObserver, CompileProgress, DEFAULT_BACKGROUND_QUEUE, DEFAULT_MAX_COMPONENT_BYTES,
+    DEFAULT_WRAPPED_EXECUTION_DEADLINE, Host, HostBuilder,
+};
 pub use jsonl::{AuditLoss, JsonlSink};
 pub use lifecycle::{
     AgentApplies, AskPolicy, Lifecycle, NotApplied, Reported, ToolDecision, ToolStep,
@@ -78,12 +79,13 @@ pub use pipeline::{
 };
 pub use plugin::{Plugin, Plugins};
 pub use point::{Capability, InstanceLifetime, Interface, Mode, OnFailure, Point};
-pub use runtime::sandbox::{
+pub use runtime::engines::{DEFAULT_INSTANCE_POOL, EPOCH_TICK};
+pub use runtime::limits::{
     MAX_CORE_INSTANCES, MAX_LOG_LINE_BYTES, MAX_LOG_LINES_PER_CALL, MAX_MEMORIES, MAX_NEXT_CALLS,
     MAX_OUTPUT_BYTES_PER_CALL, MAX_STATE_CALLS_PER_CALL, MAX_TABLE_ELEMENTS, MAX_TABLES,
     MAX_WASI_RESOURCES,
 };
-pub use session::{Approver, DEFAULT_BACKGROUND_QUEUE, Session};
+pub use session::{Approver, Session};
 pub use signal::Signal;
 pub use state::StateStore;
 pub use types::{

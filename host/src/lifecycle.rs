@@ -188,7 +188,7 @@ impl Lifecycle {
             let turn = self.state().key();
             // A key within the store's bound, whatever the agent's turn id.
             match turn.len() > 200 {
-                true => format!("stops:{}", crate::loader::sha256_hex(turn.as_bytes())),
+                true => format!("stops:{}", crate::digest::sha256_hex(turn.as_bytes())),
                 false => format!("stops:{turn}"),
             }
         };
@@ -313,7 +313,7 @@ impl Lifecycle {
         let step = self.tool_step(call, asks).await;
         self.session.stream_decision(|| {
             let id = self.call_id("tool-decision", &call.tool_use_id);
-            (id, self.turn(), Decision::of_tool_step(&step))
+            (id, self.turn(), step_decision(&step))
         });
         step
     }
@@ -544,6 +544,23 @@ fn source_name(source: SessionSource) -> &'static str {
         SessionSource::Resume => "resume",
         SessionSource::Clear => "clear",
         SessionSource::Compact => "compact",
+    }
+}
+
+/// A tool call's step as the fact stream records it: decided by the last point that ran.
+pub(crate) fn step_decision(step: &ToolStep) -> Decision {
+    let point = step.points.last().copied().unwrap_or(Point::PreTool);
+    match &step.decision {
+        ToolDecision::Allowed { approved_by } => Decision {
+            hook_id: approved_by.clone(),
+            ..Decision::new(point, "allow")
+        },
+        ToolDecision::Ask(ask) => Decision {
+            hook_id: Some(ask.hook_id.clone()),
+            message: Some(ask.reason.clone()),
+            ..Decision::new(point, "ask")
+        },
+        ToolDecision::Denied(denial) => Decision::denied(point, "deny", denial),
     }
 }
 

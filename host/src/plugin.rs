@@ -2,7 +2,7 @@
 //! pre-linked code and the interfaces it exports; or its command or URL). Loading one is
 //! [`crate::loader`]'s work.
 
-use crate::engine::Host;
+use crate::host::Host;
 use crate::manifest::{HookSpec, Manifest};
 use crate::point::{Interface, Point};
 use crate::runtime::sandbox::PluginEnv;
@@ -131,7 +131,7 @@ impl Plugin {
     /// `false` for a command or HTTP plugin.
     pub fn direct_calls(&self) -> bool {
         self.wasm().is_some_and(|w| {
-            w.loaded.direct && !w.ran_long.load(std::sync::atomic::Ordering::Relaxed)
+            w.code.loaded.direct && !w.code.ran_long.load(std::sync::atomic::Ordering::Relaxed)
         })
     }
 
@@ -163,14 +163,14 @@ impl Plugin {
     /// call); `false` for a command or HTTP plugin.
     pub fn prepares(&self) -> bool {
         self.wasm()
-            .is_some_and(|wasm| wasm.loaded.exports.prepare.is_some())
+            .is_some_and(|wasm| wasm.code.loaded.exports.prepare.is_some())
     }
 
     /// The extension-point interfaces its component exports; for a command or HTTP plugin,
     /// those of the points it subscribes to (it answers whatever it is sent).
     pub fn exported_interfaces(&self) -> Vec<Interface> {
         match self.wasm() {
-            Some(wasm) => wasm.loaded.exports.interfaces(),
+            Some(wasm) => wasm.code.loaded.exports.interfaces(),
             None => self.manifest.hooks.iter().fold(Vec::new(), |mut acc, h| {
                 if !acc.contains(&h.point.interface()) {
                     acc.push(h.point.interface());

@@ -21,10 +21,6 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
 use tokio::task::JoinSet;
 
-/// Default bound of a session's background queue: more in-flight background invocations
-/// than this are dropped, counted and reported as `dropped-saturated`.
-pub const DEFAULT_BACKGROUND_QUEUE: usize = 64;
-
 static NEXT_INVOCATION: AtomicU64 = AtomicU64::new(1);
 
 /// The embedder's approval channel: resolves a `pre-tool` ask, typically by asking the user.
@@ -901,7 +897,7 @@ impl SessionShared {
             config: &plugin.manifest().config,
             env: &plugin.env,
             lifetime: plugin.manifest().instance,
-            host: &self.plugins.host.inner,
+            engines: &self.plugins.host.inner.engines,
             sink: &self.plugins.host.inner.log_sink,
             slot: (!reentrant).then(|| self.slot(hook)),
             started,
@@ -913,6 +909,37 @@ impl SessionShared {
             }
         }
         run
+    }
+}
+
+/// The session's share of the host's fact stream ([`crate::facts`]).
+impl Session {
+    /// Queues a committed fact for the host's fact stream, if it has one.
+    pub(crate) fn stream_fact(&self, observation: &Arc<hook::Shared<crate::types::Observation>>) {
+        if let Some(stream) = &self.shared.plugins.host.inner.facts {
+            stream.fact(&self.shared.id, observation.clone());
+        }
+    }
+
+    /// Queues a foreground decision for the host's fact stream, if it has one: `make` gives
+    /// its interaction id, its turn and the decision (made only for a stream).
+    pub(crate) fn stream_decision(
+        &self,
+        make: impl FnOnce() -> (String, u32, crate::facts::Decision),
+    ) {
+        if let Some(stream) = &self.shared.plugins.host.inner.facts {
+            let (interaction_id, turn, decision) = make();
+            stream.decision(&self.shared.id, interaction_id, turn, decision);
+        }
+    }
+
+    /// Whether the session may make a foreground decision ([`FactStream::admit`]): always,
+    /// without a fact stream.
+    pub(crate) async fn admitted(&self) -> Result<(), Denial> {
+        match &self.shared.plugins.host.inner.facts {
+            Some(stream) => stream.admit().await,
+            None => Ok(()),
+        }
     }
 }
 

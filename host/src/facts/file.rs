@@ -17,7 +17,7 @@
 //! `groups/<name>`, written anew (and renamed into place) at each acknowledgement. May touch:
 //! that directory only.
 
-use super::{FactRecord, Line, StoredFact};
+use super::record::{FactRecord, Line, StoredFact};
 use rusqlite::{Connection, ErrorCode, OptionalExtension, Transaction, TransactionBehavior};
 use std::fs::{File, OpenOptions};
 use std::io::Write;

@@ -36,15 +36,15 @@
 //! since a record still queued dies with it — one that was never acknowledged.
 
 mod file;
+mod record;
 mod redis;
 
 use crate::failure::FailureReason;
 use crate::hook::Shared;
-use crate::lifecycle::{ToolDecision, ToolStep};
-use crate::point::Point;
-use crate::session::Session;
-use crate::types::{CommittedFact, Denial, Observation, PreStepDecision, Steering};
-use serde::{Deserialize, Serialize};
+use crate::types::{CommittedFact, Denial, Observation};
+pub(crate) use record::Line;
+pub use record::{Decision, Entry, FactRecord, StoredFact};
+use serde::Serialize;
 use std::collections::VecDeque;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
@@ -60,127 +60,6 @@ pub const DEFAULT_FACT_WAIT: Duration = Duration::from_secs(5);
 const MAX_BATCH: usize = 1024;
 /// How long the writer waits, after its backend failed, before it tries again.
 const RETRY: Duration = Duration::from_millis(200);
-
-/// One record of the stream: a committed fact or a decision, keyed by its interaction id.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct FactRecord {
-    /// The record's idempotency key: the stream holds one record per id.
-    pub interaction_id: String,
-    /// The agent session it belongs to.
-    pub session_id: String,
-    /// When it was committed, in milliseconds since the epoch.
-    pub at_ms: u64,
-    /// The turn (0 outside a turn).
-    #[serde(default)]
-    pub turn: u32,
-    /// The fact or the decision.
-    #[serde(flatten)]
-    pub entry: Entry,
-}
-
-/// What a [`FactRecord`] records.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-#[non_exhaustive]
-pub enum Entry {
-    /// A committed fact (the observation its committed-fact point is given).
-    Fact(CommittedFact),
-    /// A foreground decision of the lifecycle.
-    Decision(Decision),
-}
-
-/// A foreground decision, as the stream records it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Decision {
-    /// The point that decided: `pre-tool` or `tool-guard` for a tool call's step (the last
-    /// that ran), `prompt-submit` for a step, `turn-stopping` for a turn's stop.
-    pub point: Point,
-    /// `allow`, `ask` or `deny` (a tool call); `enter` or `reject` (a step); `stop` or
-    /// `steer` (a turn's stop).
-    pub outcome: String,
-    /// The hook that decided (the steering hooks, comma-separated), when one did.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub hook_id: Option<String>,
-    /// The denial's reason code.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub reason_code: Option<String>,
-    /// The denial's message, the ask's reason, or the steering.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub message: Option<String>,
-}
-
-impl Decision {
-    fn new(point: Point, outcome: &str) -> Decision {
-        Decision {
-            point,
-            outcome: outcome.to_string(),
-            hook_id: None,
-            reason_code: None,
-            message: None,
-        }
-    }
-
-    fn denied(point: Point, outcome: &str, denial: &Denial) -> Decision {
-        Decision {
-            hook_id: Some(denial.hook_id.clone()),
-            reason_code: Some(denial.reason_code.clone()),
-            message: Some(denial.message.clone()),
-            ..Decision::new(point, outcome)
-        }
-    }
-
-    /// A tool call's step, decided by the last point that ran.
-    pub(crate) fn of_tool_step(step: &ToolStep) -> Decision {
-        let point = step.points.last().copied().unwrap_or(Point::PreTool);
-        match &step.decision {
-            ToolDecision::Allowed { approved_by } => Decision {
-                hook_id: approved_by.clone(),
-                ..Decision::new(point, "allow")
-            },
-            ToolDecision::Ask(ask) => Decision {
-                hook_id: Some(ask.hook_id.clone()),
-                message: Some(ask.reason.clone()),
-                ..Decision::new(point, "ask")
-            },
-            ToolDecision::Denied(denial) => Decision::denied(point, "deny", denial),
-        }
-    }
-
-    /// A proposed step's `prompt-submit`.
-    pub(crate) fn of_pre_step(decision: &PreStepDecision) -> Decision {
-        match decision {
-            PreStepDecision::Enter { .. } => Decision::new(Point::PromptSubmit, "enter"),
-            PreStepDecision::Reject(denial) => {
-                Decision::denied(Point::PromptSubmit, "reject", denial)
-            }
-        }
-    }
-
-    /// A turn's stop: `stop`, or `steer` with the steering.
-    pub(crate) fn of_stop(steering: &[Steering]) -> Decision {
-        if steering.is_empty() {
-            return Decision::new(Point::TurnStopping, "stop");
-        }
-        let join = |f: fn(&Steering) -> &str| steering.iter().map(f).collect::<Vec<_>>().join(", ");
-        Decision {
-            hook_id: Some(join(|s| &s.hook_id)),
-            message: Some(join(|s| &s.content)),
-            ..Decision::new(Point::TurnStopping, "steer")
-        }
-    }
-}
-
-/// A record read back from the stream, with where it is.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct StoredFact {
-    /// Where the record is: its byte offset in the embedded log, its entry id in Redis.
-    pub offset: String,
-    /// Where the record after it would be: what to read from to go on after it.
-    pub next: String,
-    /// The record.
-    #[serde(flatten)]
-    pub record: FactRecord,
-}
 
 /// The stream could not do what was asked: which stream, and why.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -229,12 +108,6 @@ impl Backend {
             Backend::Redis(_) => 0,
         }
     }
-}
-
-/// One record, serialized for its backend.
-pub(crate) struct Line {
-    pub id: String,
-    pub json: Vec<u8>,
 }
 
 /// A record queued for the writer, serialized by it.
@@ -533,6 +406,26 @@ impl FactStream {
         });
     }
 
+    /// Queues a foreground `decision` of session `session`, in interaction `interaction_id` of
+    /// turn `turn`.
+    pub(crate) fn decision(
+        &self,
+        session: &Arc<str>,
+        interaction_id: String,
+        turn: u32,
+        decision: Decision,
+    ) {
+        self.push(Pending {
+            session: session.clone(),
+            at_ms: crate::events::now_ms(),
+            body: Body::Decision {
+                interaction_id,
+                turn,
+                decision,
+            },
+        });
+    }
+
     /// Whether a foreground decision may be made now: `Ok` once the records queued before it
     /// are acknowledged (or, decisions not waiting for each, once fewer than the bound wait);
     /// `Err`, the denial it fails closed with, when the backend fails or the wait passes
@@ -745,41 +638,6 @@ fn write(inner: &Inner) {
             }
             let queue = inner.lock();
             drop(inner.work.wait_timeout(queue, RETRY));
-        }
-    }
-}
-
-impl Session {
-    /// Queues a committed fact for the host's fact stream, if it has one.
-    pub(crate) fn stream_fact(&self, observation: &Arc<Shared<Observation>>) {
-        if let Some(stream) = &self.shared.plugins.host.inner.facts {
-            stream.fact(&self.shared.id, observation.clone());
-        }
-    }
-
-    /// Queues a foreground decision for the host's fact stream, if it has one: `make` gives
-    /// its interaction id, its turn and the decision (made only for a stream).
-    pub(crate) fn stream_decision(&self, make: impl FnOnce() -> (String, u32, Decision)) {
-        if let Some(stream) = &self.shared.plugins.host.inner.facts {
-            let (interaction_id, turn, decision) = make();
-            stream.push(Pending {
-                session: self.shared.id.clone(),
-                at_ms: crate::events::now_ms(),
-                body: Body::Decision {
-                    interaction_id,
-                    turn,
-                    decision,
-                },
-            });
-        }
-    }
-
-    /// Whether the session may make a foreground decision ([`FactStream::admit`]): always,
-    /// without a fact stream.
-    pub(crate) async fn admitted(&self) -> Result<(), Denial> {
-        match &self.shared.plugins.host.inner.facts {
-            Some(stream) => stream.admit().await,
-            None => Ok(()),
         }
     }
 }

@@ -9,7 +9,7 @@
 //! then the group's new ones. The connections are synchronous, on the stream's writer thread
 //! or the reader's; every call has a timeout. May touch: those two keys.
 
-use super::{FactRecord, Line, StoredFact};
+use super::record::{FactRecord, Line, StoredFact};
 use std::time::Duration;
 
 /// The stream's key.

@@ -1,5 +1,7 @@
 use super::*;
-use crate::types::ToolCall;
+use crate::lifecycle::{ToolDecision, ToolStep, step_decision};
+use crate::point::Point;
+use crate::types::{Steering, ToolCall};
 
 fn observation(id: &str) -> Arc<Shared<Observation>> {
     Shared::new(Observation {
@@ -293,7 +295,7 @@ fn decisions_are_recorded_as_decided() {
         }),
         points: vec![Point::ToolCallCommitted, Point::PreTool],
     };
-    let decision = Decision::of_tool_step(&step);
+    let decision = step_decision(&step);
     assert_eq!(decision.point, Point::PreTool);
     assert_eq!(decision.outcome, "deny");
     assert_eq!(decision.reason_code.as_deref(), Some("no"));

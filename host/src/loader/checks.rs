@@ -6,7 +6,7 @@ use super::files::is_escape;
 use super::files::open_regular;
 use crate::error::Problem;
 use crate::manifest::Manifest;
-use crate::runtime::wasm::Exports;
+use crate::runtime::component::Exports;
 use cap_std::fs::Dir;
 use std::io::ErrorKind;
 use std::path::Component as PathComponent;
@@ -221,13 +221,13 @@ pub(super) fn starts_within_limits(
         );
     }
     let table = needed.max_initial_table_size.unwrap_or(0);
-    if table > crate::runtime::sandbox::MAX_TABLE_ELEMENTS as u64 {
+    if table > crate::runtime::limits::MAX_TABLE_ELEMENTS as u64 {
         return Some(
             Problem::new(
                 manifest_path,
                 format!(
                     "`{wasm}` starts with a table of {table} elements, over the host's cap of {}",
-                    crate::runtime::sandbox::MAX_TABLE_ELEMENTS
+                    crate::runtime::limits::MAX_TABLE_ELEMENTS
                 ),
             )
             .fix("build the component with a smaller function table"),

@@ -6,8 +6,6 @@ use crate::error::Problem;
 use crate::manifest;
 use crate::manifest::MANIFEST_FILE;
 use cap_std::fs::Dir;
-use sha2::Digest;
-use sha2::Sha256;
 use std::path::Path;
 
 pub(super) fn broken_link(path: &Path, err: &std::io::Error) -> Problem {
@@ -95,16 +93,7 @@ pub(super) fn read_all(file: &std::fs::File, max: u64) -> std::io::Result<Vec<u8
     }
 }
 
-/// `bytes`' sha256, in lowercase hex.
-pub(crate) fn sha256_hex(bytes: &[u8]) -> String {
-    hex(&Sha256::digest(bytes))
-}
-
 pub(super) fn is_escape(err: &std::io::Error) -> bool {
     // cap-std reports an escape attempt with this message.
     err.to_string().contains("outside of the filesystem")
-}
-
-pub(super) fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }

@@ -13,10 +13,10 @@ mod files;
 mod grants;
 mod parallel;
 
-pub(crate) use files::sha256_hex;
+use crate::digest::sha256_hex;
 
-use crate::engine::{CompileProgress, Host};
 use crate::error::{Error, Problem};
+use crate::host::{CompileProgress, Host};
 use crate::manifest::{self, MANIFEST_FILE, Manifest, RuntimeSpec};
 use crate::plugin::{Plugin, Plugins, Skipped};
 use crate::point::Point;
@@ -502,7 +502,7 @@ impl Host {
             }
         }
         let compiled = self.compile(
-            &self.inner.engine,
+            &self.inner.engines.engine,
             &manifest.name,
             size,
             &sha256,
@@ -512,15 +512,16 @@ impl Host {
         // A component the pool's slots do not admit loads into the on-demand engine (the
         // error, if that fails too, is its: the pool's is no fault of the component's).
         let compiled = match compiled {
-            Ok(component) => match self.inner.linker.get() {
+            Ok(component) => match self.inner.engines.linker.get() {
                 Ok(linker) => Ok((component, linker)),
                 Err(err) => {
                     problems.push(Problem::new(&wasm_path, err));
                     return None;
                 }
             },
-            Err(_) if self.inner.pooled => self
+            Err(_) if self.inner.engines.pooled => self
                 .inner
+                .engines
                 .on_demand()
                 .map_err(wasmtime::Error::msg)
                 .and_then(|(engine, linker)| {
@@ -554,7 +555,7 @@ impl Host {
                 return None;
             }
         };
-        let loaded = Arc::new(crate::runtime::wasm::Loaded::new(pre, direct));
+        let loaded = Arc::new(crate::runtime::component::Loaded::new(pre, direct));
         if !subscriptions_exported(
             engine,
             &component,
@@ -571,11 +572,8 @@ impl Host {
             size,
             path: wasm_path,
             sha256,
-            component,
             spares: crate::runtime::wasm::Spares::new(loaded.clone()),
-            loaded,
-            ran_long: std::sync::atomic::AtomicBool::new(false),
-            on_demand: std::sync::OnceLock::new(),
+            code: crate::runtime::component::Code::new(component, loaded),
         })
     }
 
@@ -620,7 +618,7 @@ impl Host {
             }
         };
         // Mapped ahead ([`Host::load_ahead`]): for this host's first engine only.
-        if wasmtime::Engine::same(engine, &self.inner.engine)
+        if wasmtime::Engine::same(engine, &self.inner.engines.engine)
             && let Some(component) = self.inner.ahead.take(sha256)
         {
             return Ok(component);
@@ -817,7 +815,7 @@ fn read_folders(
                 continue;
             }
         };
-        let Some(manifest) = manifest::parse(&manifest_path, &text, &mut problems) else {
+        let Some(manifest) = manifest::parse::parse(&manifest_path, &text, &mut problems) else {
             continue;
         };
         pending.push(Pending {

@@ -1,7 +1,7 @@
 //! A small pool of scoped threads for loading plugins side by side: each worker takes the next
 //! job until none is left. May touch: nothing but the jobs it is given.
 
-use crate::engine::Host;
+use crate::host::Host;
 use std::sync::Arc;
 
 /// The loads a load's threads share out (plugins, or an overlapped load's components):

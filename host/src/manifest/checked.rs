@@ -3,7 +3,7 @@
 //! first error): it is kept as its problem ([`Checked::Invalid`]), so `palisade check` still
 //! lists every problem of every field at once. Rules across fields stay in `manifest.rs`.
 
-use super::{
+use super::bounds::{
     DEFAULT_FUEL, DEFAULT_PAYLOAD_MAX_BYTES, DEFAULT_STATE_BYTES, DEFAULT_STATE_KEYS, MAX_FUEL,
     MAX_MEMORY_MB, MAX_PAYLOAD_MAX_BYTES, MAX_STATE_BYTES, MAX_STATE_KEYS, MAX_TIMEOUT_MS, mb,
 };

@@ -3,7 +3,7 @@
 //! a component's answer back to [`crate::hook::Answer`].
 
 use crate::hook::Project;
-use crate::runtime::sandbox::wit;
+use crate::runtime::bindings::wit;
 use crate::types::{
     CommittedFact, ContentBlock, LlmResponse, Message, Observation, PreStep, Provenance, Role,
     ServerToolContent, SessionSource, StopEvent, ToolCall, ToolOutcome, ToolResult, TurnOutcome,
@@ -198,8 +198,8 @@ fn to_wit_observation(observation: &Observation) -> wit::Observation {
 /// A hook's answer, from the WIT values it returned to the host's own ([`crate::hook`]):
 /// moved, not copied, and not parsed (the dispatch rules parse what they honour).
 pub(crate) mod from_wit {
-    use super::wit;
     use crate::hook;
+    use crate::runtime::bindings::wit;
 
     fn deny(d: wit::Deny) -> hook::Deny {
         hook::Deny {
@@ -224,7 +224,10 @@ pub(crate) mod from_wit {
         match d {
             wit::PreStepDecision::Enter(contexts) => hook::PreStepDecision::Enter(contexts),
             wit::PreStepDecision::EnterBatch(messages) => hook::PreStepDecision::EnterBatch(
-                messages.into_iter().map(super::from_wit_message).collect(),
+                messages
+                    .into_iter()
+                    .map(crate::runtime::convert::from_wit_message)
+                    .collect(),
             ),
             wit::PreStepDecision::Reject(d) => hook::PreStepDecision::Reject(deny(d)),
         }
@@ -266,4 +269,20 @@ pub(crate) mod from_wit {
             value: o.value,
         }
     }
+}
+
+/// The size of a tool outcome, counted as [`Answer::answer_bytes`](crate::hook::Answer::answer_bytes) counts one: what a hook
+/// handed that outcome may hand back.
+pub(crate) fn outcome_bytes(outcome: &wit::ToolOutcome) -> usize {
+    outcome
+        .content_blocks
+        .iter()
+        .map(|block| {
+            16 + match block {
+                wit::ContentBlock::Text(text) | wit::ContentBlock::Json(text) => text.len(),
+                wit::ContentBlock::Image(image) => image.media_type.len() + image.data.len(),
+            }
+        })
+        .fold(0, usize::saturating_add)
+        .saturating_add(outcome.value.as_ref().map_or(0, String::len))
 }

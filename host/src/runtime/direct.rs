@@ -19,7 +19,8 @@
 //! ready, the call traps (`would block`) instead of blocking the thread: it fails closed like
 //! any trap, and never waits.
 
-use super::sandbox::{State, bindings};
+use super::bindings;
+use super::sandbox::State;
 use std::future::Future;
 use std::pin::pin;
 use std::task::{Context, Poll, Waker};

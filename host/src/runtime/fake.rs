@@ -2,7 +2,8 @@
 //! an answer or a failure, so the rules of `session` and `points/` run without a component,
 //! a process or a socket. Its deadline is the hook's `timeout_ms`, as for the real runtimes.
 
-use super::{Cost, Meter, Run, Site};
+use super::outcome::{Cost, Meter, Run};
+use super::site::Site;
 use crate::failure::{Failure, FailureReason};
 use crate::hook::{Answer, Request};
 use std::sync::Arc;

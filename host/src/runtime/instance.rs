@@ -1,10 +1,12 @@
 //! Running one hook: instantiate (or reuse) its plugin's instance, arm its limits, call the
 //! export of its point, and turn whatever went wrong into a typed [`Failure`].
 
-use super::convert::{from_wit, to_wit_source};
-use super::sandbox::bindings::exports::palisade::hooks as ex;
-use super::sandbox::{CallContext, MAX_LOG_LINES_PER_CALL, MAX_STATE_CALLS_PER_CALL, State, wit};
-use super::{Cost, Wasm};
+use super::bindings::exports::palisade::hooks as ex;
+use super::component::Code;
+use super::convert::{from_wit, outcome_bytes, to_wit_source};
+use super::limits::{MAX_LOG_LINES_PER_CALL, MAX_STATE_CALLS_PER_CALL};
+use super::outcome::Cost;
+use super::sandbox::{CallContext, State};
 use crate::failure::{Failure, FailureReason};
 use crate::hook::{Answer, Request};
 use crate::manifest::Limits;
@@ -12,21 +14,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use wasmtime::component::{Instance as ComponentInstance, InstancePre};
 use wasmtime::{PoolConcurrencyLimitError, Store, Trap, UpdateDeadline};
 
-/// The size of a tool outcome, counted as [`Answer::answer_bytes`] counts one: what a hook
-/// handed that outcome may hand back.
-pub(crate) fn outcome_bytes(outcome: &wit::ToolOutcome) -> usize {
-    outcome
-        .content_blocks
-        .iter()
-        .map(|block| {
-            16 + match block {
-                wit::ContentBlock::Text(text) | wit::ContentBlock::Json(text) => text.len(),
-                wit::ContentBlock::Image(image) => image.media_type.len() + image.data.len(),
-            }
-        })
-        .fold(0, usize::saturating_add)
-        .saturating_add(outcome.value.as_ref().map_or(0, String::len))
-}
+/// A session's slot for one plugin's per-session instance.
+pub(crate) type Slot = tokio::sync::Mutex<Option<Instance>>;
 
 /// A live plugin instance and its store.
 pub(crate) struct Instance {
@@ -64,7 +53,7 @@ macro_rules! guests {
                 &mut self,
                 store: &mut Store<State>,
                 instance: &ComponentInstance,
-                exports: &super::wasm::Exports,
+                exports: &super::component::Exports,
             ) {
                 $(if self.$snake.is_none()
                     && let Some(indices) = &exports.$snake
@@ -81,15 +70,15 @@ impl Instance {
     /// Instantiates `plugin` under `limits` (instantiation runs guest code too): in a slot of
     /// the host's pool, or, when the pool is full, from the on-demand engine.
     pub async fn new(
-        host: &crate::engine::HostInner,
-        plugin: &Wasm,
+        engines: &super::engines::Engines,
+        plugin: &Code,
         state: State,
         limits: &Limits,
     ) -> Result<(Instance, Cost), Failure> {
         let ran_long = &plugin.ran_long;
         let (pre, linked) = plugin
             .loaded
-            .pre(Some(host), ran_long.load(Ordering::Relaxed))
+            .pre(Some(engines), ran_long.load(Ordering::Relaxed))
             .map_err(|why| Failure::new(FailureReason::Unavailable, why))?;
         let exports = &plugin.loaded.exports;
         let mut state = match Self::instantiate(pre, exports, state, limits, linked, ran_long).await
@@ -98,10 +87,10 @@ impl Instance {
             Attempt::PoolFull(state) => state,
         };
         let loaded = plugin
-            .on_demand(host)
+            .on_demand(engines)
             .map_err(|why| Failure::new(FailureReason::Unavailable, why))?;
         let (pre, linked) = loaded
-            .pre(Some(host), ran_long.load(Ordering::Relaxed))
+            .pre(Some(engines), ran_long.load(Ordering::Relaxed))
             .map_err(|why| Failure::new(FailureReason::Unavailable, why))?;
         // What the failed attempt allocated went with its store: the caps count afresh.
         state.limiter = Default::default();
@@ -123,7 +112,7 @@ impl Instance {
     /// directly when `direct` (linked for direct calls), as an instance made for its call.
     pub async fn ahead(
         pre: &InstancePre<State>,
-        exports: &super::wasm::Exports,
+        exports: &super::component::Exports,
         state: State,
         limits: &Limits,
         direct: bool,
@@ -139,7 +128,7 @@ impl Instance {
     }
 
     /// Looks up its exports of `exports` ahead of the calls that need them.
-    pub fn load_exports(&mut self, exports: &super::wasm::Exports) {
+    pub fn load_exports(&mut self, exports: &super::component::Exports) {
         self.guests
             .load_all(&mut self.store, &self.instance, exports);
     }
@@ -160,7 +149,7 @@ impl Instance {
     /// fiber.
     async fn instantiate(
         pre: &InstancePre<State>,
-        exports: &super::wasm::Exports,
+        exports: &super::component::Exports,
         state: State,
         limits: &Limits,
         linked: bool,
@@ -194,7 +183,10 @@ impl Instance {
                     Ok(Err(refused)) => {
                         return Attempt::Done(Err(Failure::new(
                             FailureReason::Unavailable,
-                            format!("its `prepare` failed: {}", super::clip(refused.trim())),
+                            format!(
+                                "its `prepare` failed: {}",
+                                crate::failure::clip(refused.trim())
+                            ),
                         )));
                     }
                     Err(err) => (Err(err), "prepare"),
@@ -230,7 +222,7 @@ impl Instance {
     /// Calls the export of `request`'s point.
     pub async fn call(
         &mut self,
-        plugin: &Wasm,
+        plugin: &Code,
         request: &Request<'_>,
         limits: &Limits,
     ) -> (Result<Answer, Failure>, Cost) {

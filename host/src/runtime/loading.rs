@@ -2,7 +2,7 @@
 //! ([`Host::load_dir_overlapped`](crate::Host::load_dir_overlapped)): its hook's call waits
 //! for the load, then runs as any other.
 
-use super::Wasm;
+use super::wasm::Wasm;
 use std::sync::{Arc, OnceLock};
 
 /// A plugin's component, loaded (or refused) once, by one of the load's threads.

@@ -11,32 +11,40 @@
 //! - a command or an HTTP endpoint: [`external`], speaking Claude Code's hook protocol or
 //!   Palisade's own.
 
+pub(crate) mod bindings;
 pub(crate) mod cache;
+pub(crate) mod capture;
+pub(crate) mod clock;
+pub(crate) mod component;
 pub(crate) mod convert;
 pub(crate) mod direct;
+pub(crate) mod engines;
 pub(crate) mod external;
 #[cfg(test)]
 pub(crate) mod fake;
 pub(crate) mod functions;
 pub(crate) mod instance;
+pub(crate) mod limits;
 pub(crate) mod loading;
 pub(crate) mod outbound;
+pub(crate) mod outcome;
 pub(crate) mod private;
 pub(crate) mod sandbox;
 pub(crate) mod signatures;
+pub(crate) mod site;
 pub(crate) mod wasm;
 
-use crate::events::EventSink;
 use crate::failure::Failure;
-use crate::hook::{Answer, Request};
-use crate::manifest::HookSpec;
-use crate::point::{Capability, InstanceLifetime, Point};
+use crate::hook::Request;
+use crate::point::Capability;
 use external::{Caller, External};
-use sandbox::{PluginEnv, invocation_id};
-use serde_json::{Map, Value};
+pub(crate) use instance::Slot;
+pub(crate) use outcome::{Cost, Meter, Run};
+use sandbox::invocation_id;
+pub(crate) use site::Site;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
-pub(crate) use wasm::{Slot, Wasm};
+use std::time::Instant;
+pub(crate) use wasm::Wasm;
 
 /// How a loaded plugin's hooks run.
 pub(crate) enum Runtime {
@@ -47,50 +55,6 @@ pub(crate) enum Runtime {
     /// A hook written in Rust, for the dispatch rules' own tests.
     #[cfg(test)]
     Fake(fake::Fake),
-}
-
-/// Where one invocation runs: whose it is, and what of its plugin it may use.
-pub(crate) struct Site<'a> {
-    pub session_id: &'a Arc<str>,
-    pub hook_id: &'a Arc<str>,
-    pub invocation: u64,
-    pub point: Point,
-    pub spec: &'a HookSpec,
-    /// The plugin's `[config]` table.
-    pub config: &'a Map<String, Value>,
-    pub env: &'a Arc<PluginEnv>,
-    pub lifetime: InstanceLifetime,
-    /// The host: its engines (the pooled one and the on-demand one behind it).
-    pub host: &'a crate::engine::HostInner,
-    /// Where the plugin's logs go: none when no sink wants them.
-    pub sink: &'a Option<Arc<dyn EventSink>>,
-    /// The plugin's per-session instance slot in this session; `None` when an invocation up
-    /// this call chain holds it (see [`wasm::run`]).
-    pub slot: Option<&'a Slot>,
-    /// When the invocation began: its duration, and its deadline, count from here.
-    pub started: Instant,
-}
-
-/// The outcome of one hook invocation.
-pub(crate) struct Run {
-    pub result: Result<Answer, Failure>,
-    pub meter: Meter,
-    /// Lines the hook logged that its runtime did not report itself (a command's stderr, a
-    /// `systemMessage`).
-    pub logs: Vec<(&'static str, String)>,
-}
-
-/// What one invocation cost.
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct Meter {
-    pub duration: Duration,
-    pub cost: Cost,
-}
-
-/// The cost of one invocation beyond its time.
-#[derive(Debug, Clone, Copy, Default)]
-pub(crate) struct Cost {
-    pub fuel: u64,
 }
 
 impl Runtime {
@@ -172,13 +136,5 @@ impl Runtime {
             Runtime::Loading(loading) => Some(loading.size),
             _ => None,
         }
-    }
-}
-
-/// The first 500 characters of `text` (a hook's own words), for a failure's detail.
-pub(crate) fn clip(text: &str) -> &str {
-    match text.char_indices().nth(500) {
-        Some((i, _)) => &text[..i],
-        None => text,
     }
 }

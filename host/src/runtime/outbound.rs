@@ -17,7 +17,8 @@
 //! and the system's store, which honours `SSL_CERT_FILE` and `SSL_CERT_DIR`).
 
 use crate::manifest::{HttpGrant, HttpHost, Network};
-use crate::runtime::sandbox::{Clock, Spool};
+use crate::runtime::capture::Spool;
+use crate::runtime::clock::Clock;
 use bytes::Bytes;
 use http_body::{Body, Frame};
 use http_body_util::BodyExt;

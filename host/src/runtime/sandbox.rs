@@ -9,6 +9,13 @@
 //! events (levels `stdout` / `stderr`) attributed to the plugin. Clocks and randomness are
 //! allowed.
 
+use super::bindings;
+use super::bindings::{Level, wit};
+use super::capture::Captured;
+use super::clock::Clock;
+use super::limits::{
+    DIRECT_TICKS, Limiter, MAX_LOG_LINE_BYTES, MAX_NEXT_CALLS, MAX_WASI_RESOURCES,
+};
 use crate::events::{Event, EventKind, EventSink, now_ms};
 use crate::hook::NextLayer;
 use crate::manifest::StateGrant;
@@ -22,57 +29,6 @@ use std::time::Instant;
 use wasmtime::component::ResourceTable;
 use wasmtime_wasi::{WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
 use wasmtime_wasi_http::{WasiHttpCtx, WasiHttpCtxView, WasiHttpView};
-
-#[allow(missing_docs, clippy::all)]
-pub(crate) mod bindings {
-    palisade_wit::wasmtime_bindgen!({
-        world: "all-hooks",
-        // `next()` runs the rest of the tool chain, which is async Rust.
-        imports: {
-            "palisade:hooks/tool-dispatch.next": async,
-            // A state call waits for its store; a store that fails stops the hook (a trap
-            // classified as `state-unavailable`).
-            "palisade:hooks/state.get": async | trappable,
-            "palisade:hooks/state.set": async | trappable,
-            "palisade:hooks/state.delete": async | trappable,
-            "palisade:hooks/state.compare-and-swap": async | trappable,
-            "palisade:hooks/state.increment": async | trappable,
-        },
-        exports: { default: async },
-    });
-}
-
-pub(crate) use bindings::palisade::hooks::host::Level;
-pub(crate) use bindings::palisade::hooks::types as wit;
-
-/// Most log lines one invocation may write; the rest are dropped.
-pub const MAX_LOG_LINES_PER_CALL: u32 = 64;
-/// Longest log line kept, in bytes; longer ones are cut.
-pub const MAX_LOG_LINE_BYTES: usize = 4 * 1024;
-/// Most bytes of a guest's stdout (and, separately, stderr) kept per call; the rest is dropped.
-pub const MAX_OUTPUT_BYTES_PER_CALL: usize = 4 * 1024;
-/// Most table elements an instance may have, across all its tables.
-pub const MAX_TABLE_ELEMENTS: usize = 100_000;
-/// Most linear memories an instance may create (a component is several core instances; each
-/// may have memories). Their total size is what `memory_mb` caps.
-pub const MAX_MEMORIES: usize = 16;
-/// Most tables an instance may create.
-pub const MAX_TABLES: usize = 128;
-/// Most core instances a component may create (an interpreter built into a Python or
-/// JavaScript component is a few dozen).
-pub const MAX_CORE_INSTANCES: usize = 128;
-/// Most WASI resources (streams, pollables, ...) an instance may hold at once: each lives in
-/// host memory, outside the memory cap. Past it, the WASI call that would add one traps.
-pub const MAX_WASI_RESOURCES: usize = 4096;
-/// Most state calls one invocation may make; further calls are refused (`too-many-calls`).
-pub const MAX_STATE_CALLS_PER_CALL: u32 = 256;
-/// The epoch ticks a direct call may see before its plugin's calls go on a fiber: the first
-/// may come at once after the call starts, the second a tick later, so it ran at least one
-/// tick ([`crate::EPOCH_TICK`], 1 ms).
-pub const DIRECT_TICKS: u32 = 2;
-/// Most `next()` calls one `tool-execute` invocation may make; further calls return an
-/// error outcome without running the tool.
-pub const MAX_NEXT_CALLS: u32 = 16;
 
 /// Plugin-wide facts the host imports read.
 #[derive(Debug)]
@@ -117,57 +73,6 @@ pub(crate) struct CallContext {
     /// The size of the largest outcome `next()` returned in this invocation: a wrapper may
     /// answer that much whatever its `payload_max_bytes`.
     pub next_bytes: usize,
-}
-
-/// The deadline of one invocation. It stops while a `tool-execute` wrapper waits in `next()`
-/// (the tool's time is not the wrapper's) and resumes, extended by the pause, when it returns.
-#[derive(Debug)]
-pub(crate) struct Clock {
-    deadline: std::sync::Mutex<Instant>,
-    paused_at: std::sync::Mutex<Option<Instant>>,
-    pub resumed: tokio::sync::Notify,
-}
-
-impl Clock {
-    pub fn new(deadline: Instant) -> Arc<Clock> {
-        Arc::new(Clock {
-            deadline: std::sync::Mutex::new(deadline),
-            paused_at: std::sync::Mutex::new(None),
-            resumed: tokio::sync::Notify::new(),
-        })
-    }
-
-    pub fn deadline(&self) -> Instant {
-        *self.deadline.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
-    pub fn is_paused(&self) -> bool {
-        self.paused_at
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .is_some()
-    }
-
-    /// Whether the deadline has passed (never while paused).
-    pub fn expired(&self) -> bool {
-        !self.is_paused() && Instant::now() >= self.deadline()
-    }
-
-    fn pause(&self) {
-        *self.paused_at.lock().unwrap_or_else(|e| e.into_inner()) = Some(Instant::now());
-    }
-
-    fn resume(&self) {
-        if let Some(at) = self
-            .paused_at
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .take()
-        {
-            *self.deadline.lock().unwrap_or_else(|e| e.into_inner()) += at.elapsed();
-        }
-        self.resumed.notify_one();
-    }
 }
 
 pub(crate) struct State {
@@ -407,7 +312,7 @@ impl WasiHttpView for State {
 /// for them when it makes its first), answered here rather than by the WASI context: a Rust
 /// guard that only seeds its hash maps makes no WASI context at all, whose making (its random
 /// generators seeded from the thread's, boxed clocks and streams) a per-call instance would
-/// pay in every call. Both linkers serve it from here ([`crate::engine`],
+/// pay in every call. Both linkers serve it from here ([`crate::runtime::engines`],
 /// [`super::direct`]).
 impl wasmtime_wasi::p2::bindings::random::insecure_seed::Host for State {
     fn insecure_seed(&mut self) -> wasmtime::Result<(u64, u64)> {
@@ -440,193 +345,6 @@ impl WasiView for State {
             ctx,
             table: &mut self.table,
         }
-    }
-}
-
-/// A guest output stream: kept up to [`MAX_OUTPUT_BYTES_PER_CALL`] per call, the rest
-/// dropped (the guest is never told: a chatty plugin must not fail because of it).
-#[derive(Clone, Default)]
-pub(crate) struct Captured(Arc<Spool<u8>>);
-
-impl Captured {
-    /// What was written since the last take.
-    pub fn take(&self) -> Vec<u8> {
-        self.0.take()
-    }
-}
-
-/// What an instance leaves for the event log between two reports (its output, its requests'
-/// lines). A flag says whether anything was left, so that the report after a call that left
-/// nothing (nearly every call) takes no lock.
-pub(crate) struct Spool<T> {
-    items: std::sync::Mutex<Vec<T>>,
-    any: std::sync::atomic::AtomicBool,
-}
-
-impl<T> Default for Spool<T> {
-    fn default() -> Self {
-        Spool {
-            items: std::sync::Mutex::new(Vec::new()),
-            any: std::sync::atomic::AtomicBool::new(false),
-        }
-    }
-}
-
-impl<T> Spool<T> {
-    /// Adds to the spool through `add`.
-    pub fn add<R>(&self, add: impl FnOnce(&mut Vec<T>) -> R) -> R {
-        let added = add(&mut self.items.lock().unwrap_or_else(|e| e.into_inner()));
-        // Set after the items are in: a take that sees the flag finds them.
-        self.any.store(true, std::sync::atomic::Ordering::Release);
-        added
-    }
-
-    /// Everything added since the last take.
-    pub fn take(&self) -> Vec<T> {
-        if !self.any.swap(false, std::sync::atomic::Ordering::Acquire) {
-            return Vec::new();
-        }
-        std::mem::take(&mut *self.items.lock().unwrap_or_else(|e| e.into_inner()))
-    }
-}
-
-impl wasmtime_wasi::cli::IsTerminal for Captured {
-    fn is_terminal(&self) -> bool {
-        false
-    }
-}
-
-impl wasmtime_wasi::cli::StdoutStream for Captured {
-    fn async_stream(&self) -> Box<dyn tokio::io::AsyncWrite + Send + Sync> {
-        Box::new(self.clone())
-    }
-
-    /// Written synchronously, always ready: no task behind it (WASI's default adapter spawns
-    /// one per stream), and a directly called instance ([`super::direct`]) never waits on it.
-    fn p2_stream(&self) -> Box<dyn wasmtime_wasi::p2::OutputStream> {
-        Box::new(self.clone())
-    }
-}
-
-impl Captured {
-    fn keep(&self, buf: &[u8]) {
-        self.0.add(|kept| {
-            let room = MAX_OUTPUT_BYTES_PER_CALL.saturating_sub(kept.len());
-            kept.extend_from_slice(&buf[..buf.len().min(room)]);
-        });
-    }
-}
-
-impl wasmtime_wasi::p2::OutputStream for Captured {
-    fn write(&mut self, bytes: bytes::Bytes) -> wasmtime_wasi::p2::StreamResult<()> {
-        self.keep(&bytes);
-        Ok(())
-    }
-
-    fn flush(&mut self) -> wasmtime_wasi::p2::StreamResult<()> {
-        Ok(())
-    }
-
-    fn check_write(&mut self) -> wasmtime_wasi::p2::StreamResult<usize> {
-        // What is past the cap is dropped, so any size is accepted.
-        Ok(64 * 1024)
-    }
-}
-
-#[wasmtime_wasi::async_trait]
-impl wasmtime_wasi::p2::Pollable for Captured {
-    async fn ready(&mut self) {}
-}
-
-impl tokio::io::AsyncWrite for Captured {
-    fn poll_write(
-        self: std::pin::Pin<&mut Self>,
-        _cx: &mut std::task::Context<'_>,
-        buf: &[u8],
-    ) -> std::task::Poll<std::io::Result<usize>> {
-        self.keep(buf);
-        std::task::Poll::Ready(Ok(buf.len()))
-    }
-
-    fn poll_flush(
-        self: std::pin::Pin<&mut Self>,
-        _cx: &mut std::task::Context<'_>,
-    ) -> std::task::Poll<std::io::Result<()>> {
-        std::task::Poll::Ready(Ok(()))
-    }
-
-    fn poll_shutdown(
-        self: std::pin::Pin<&mut Self>,
-        _cx: &mut std::task::Context<'_>,
-    ) -> std::task::Poll<std::io::Result<()>> {
-        std::task::Poll::Ready(Ok(()))
-    }
-}
-
-/// Caps what an instance may hold, across everything it creates: the total size of its
-/// linear memories (`memory_mb`), the total elements of its tables, and how many memories,
-/// tables and core instances it has. Remembers whether a cap was hit, so that the trap a
-/// guest raises after a failed allocation is classified as a memory-limit failure.
-#[derive(Debug, Default)]
-pub(crate) struct Limiter {
-    /// The cap on the total of all memories, in bytes.
-    pub memory_bytes: usize,
-    /// The total of all memories now, in bytes.
-    memory_total: usize,
-    /// The total elements of all tables now.
-    table_total: usize,
-    pub hit: bool,
-}
-
-impl Limiter {
-    /// Admits growing one memory (or table) from `current` to `desired` when the new total
-    /// stays within `cap`.
-    fn admit(total: &mut usize, current: usize, desired: usize, cap: usize) -> bool {
-        let grown = desired.saturating_sub(current);
-        match total.checked_add(grown) {
-            Some(new) if new <= cap => {
-                *total = new;
-                true
-            }
-            _ => false,
-        }
-    }
-}
-
-impl wasmtime::ResourceLimiter for Limiter {
-    fn memory_growing(
-        &mut self,
-        current: usize,
-        desired: usize,
-        _maximum: Option<usize>,
-    ) -> wasmtime::Result<bool> {
-        // Called for a memory's creation too (`current` 0), so the total counts every memory.
-        let ok = Limiter::admit(&mut self.memory_total, current, desired, self.memory_bytes);
-        self.hit |= !ok;
-        Ok(ok)
-    }
-
-    fn table_growing(
-        &mut self,
-        current: usize,
-        desired: usize,
-        _maximum: Option<usize>,
-    ) -> wasmtime::Result<bool> {
-        let ok = Limiter::admit(&mut self.table_total, current, desired, MAX_TABLE_ELEMENTS);
-        self.hit |= !ok;
-        Ok(ok)
-    }
-
-    fn memories(&self) -> usize {
-        MAX_MEMORIES
-    }
-
-    fn tables(&self) -> usize {
-        MAX_TABLES
-    }
-
-    fn instances(&self) -> usize {
-        MAX_CORE_INSTANCES
     }
 }
 
@@ -701,7 +419,7 @@ impl bindings::palisade::hooks::tool_dispatch::Host for State {
         self.call.next_bytes = self
             .call
             .next_bytes
-            .max(crate::runtime::instance::outcome_bytes(&outcome));
+            .max(crate::runtime::convert::outcome_bytes(&outcome));
         outcome
     }
 }
@@ -842,9 +560,7 @@ pub(crate) fn invocation_id(n: u64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use wasmtime::ResourceLimiter;
-
-    const MIB: usize = 1024 * 1024;
+    use crate::runtime::limits::{MAX_LOG_LINES_PER_CALL, MAX_STATE_CALLS_PER_CALL};
 
     #[test]
     fn invocation_ids_are_eight_hex_digits_at_least() {
@@ -968,32 +684,5 @@ mod tests {
         assert_eq!(state.current_invocation().session_id, "s");
         assert!(!state.spoiled());
         assert!(!state.outbound.ahead);
-    }
-
-    #[test]
-    fn the_memory_cap_is_the_total_of_every_memory() {
-        let mut limiter = Limiter {
-            memory_bytes: 8 * MIB,
-            ..Limiter::default()
-        };
-        // Two memories created at 5 MiB each: the second takes the total past 8 MiB.
-        assert!(limiter.memory_growing(0, 5 * MIB, None).unwrap());
-        assert!(!limiter.memory_growing(0, 5 * MIB, None).unwrap());
-        assert!(limiter.hit);
-        // Growing the first within the cap still works; past it does not.
-        assert!(limiter.memory_growing(5 * MIB, 8 * MIB, None).unwrap());
-        assert!(!limiter.memory_growing(8 * MIB, 9 * MIB, None).unwrap());
-    }
-
-    #[test]
-    fn table_elements_count_across_tables_and_counts_are_bounded() {
-        let mut limiter = Limiter::default();
-        assert!(limiter.table_growing(0, MAX_TABLE_ELEMENTS, None).unwrap());
-        assert!(!limiter.table_growing(0, 1, None).unwrap());
-        assert_eq!(limiter.memories(), MAX_MEMORIES);
-        assert_eq!(limiter.tables(), MAX_TABLES);
-        assert_eq!(limiter.instances(), MAX_CORE_INSTANCES);
-        // Below wasmtime's defaults (10,000 each), which bound nothing a plugin would notice.
-        const { assert!(MAX_MEMORIES < 10_000 && MAX_TABLES < 10_000 && MAX_CORE_INSTANCES < 10_000) };
     }
 }

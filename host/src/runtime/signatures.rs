@@ -7,7 +7,7 @@
 //! shows the expected and the actual signature.
 
 use crate::point::Interface;
-use crate::runtime::sandbox::wit::{
+use crate::runtime::bindings::wit::{
     GuardDecision, Observation, PostToolDecision, PreStep, PreStepDecision, PreToolDecision,
     SessionSource, StopEvent, ToolCall, ToolOutcome,
 };

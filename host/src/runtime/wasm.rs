@@ -1,38 +1,29 @@
 //! A wasm hook: its plugin's loaded component, and how one invocation runs under its one
 //! deadline — waiting for the plugin's per-session instance, instantiating, calling.
 
+use super::clock::Clock;
+use super::component::{Code, Loaded};
 use super::instance::Instance;
-use super::sandbox::bindings::exports::palisade::hooks as ex;
-use super::sandbox::{
-    CallContext, Clock, MAX_LOG_LINES_PER_CALL, MAX_NEXT_CALLS, MAX_STATE_CALLS_PER_CALL,
-    PluginEnv, State,
-};
-use super::{Cost, Meter, Run, Site};
+use super::limits::{MAX_LOG_LINES_PER_CALL, MAX_NEXT_CALLS, MAX_STATE_CALLS_PER_CALL};
+use super::outcome::{Cost, Meter, Run};
+use super::sandbox::{CallContext, PluginEnv, State};
+use super::site::Site;
 use crate::events::EventSink;
 use crate::failure::{Failure, FailureReason};
 use crate::hook::Request;
 use crate::manifest::Limits;
-use crate::point::{InstanceLifetime, Interface, Point};
+use crate::point::InstanceLifetime;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, OnceLock};
-use wasmtime::component::{Component, InstancePre};
+use std::sync::{Arc, Mutex};
 
-/// A loaded component.
+/// A loaded component: its file, its code, and its per-call instances made ahead.
 pub(crate) struct Wasm {
     pub path: PathBuf,
     pub sha256: String,
     pub size: usize,
-    /// The component, compiled for the host's first engine.
-    pub component: Component,
-    /// The component linked in the host's first engine (shared with [`Spares`]).
-    pub loaded: Arc<Loaded>,
-    /// Set when one of its direct calls ran long ([`super::sandbox::DIRECT_TICKS`]): its calls
-    /// go on a fiber from then on, where a long call yields to the executor at every tick.
-    pub ran_long: AtomicBool,
-    /// The component loaded into the on-demand engine, for the instances the pool has no
-    /// slot for: at the first such instance.
-    pub on_demand: OnceLock<Result<Loaded, String>>,
+    /// The component, compiled and linked.
+    pub code: Code,
     /// Its next instance when it is per-call, made ahead of the call.
     pub spares: Arc<Spares>,
 }
@@ -133,7 +124,7 @@ impl Spares {
     /// reset for the spare), or here when no spare is made.
     fn replenish(
         self: &Arc<Self>,
-        host: &crate::engine::HostInner,
+        engines: &super::engines::Engines,
         plugin: &Wasm,
         env: &Arc<PluginEnv>,
         sink: &Option<Arc<dyn EventSink>>,
@@ -150,10 +141,10 @@ impl Spares {
                 return;
             }
         };
-        let ran_long = plugin.ran_long.load(Ordering::Relaxed);
+        let ran_long = plugin.code.ran_long.load(Ordering::Relaxed);
         // Linked again here, if it must be, where the host is at hand (the spare's task finds
         // it linked).
-        if self.loaded.pre(Some(host), ran_long).is_err() {
+        if self.loaded.pre(Some(engines), ran_long).is_err() {
             self.off.store(true, Ordering::Relaxed);
             self.making.store(false, Ordering::Release);
             return;
@@ -321,145 +312,6 @@ async fn by<F: Future>(deadline: std::time::Instant, future: F) -> Option<F::Out
     .await
 }
 
-/// A component ready to instantiate in one engine.
-pub(crate) struct Loaded {
-    /// The component linked: to the direct linker if it has all its imports.
-    pre: InstancePre<State>,
-    pub exports: Exports,
-    /// Whether it was linked for direct calls: its instances are called directly, on the
-    /// caller's thread ([`super::direct`]), until its plugin runs long.
-    pub direct: bool,
-    /// For one linked for direct calls, the same component linked to the full linker, for
-    /// its instances made once its plugin ran long: linked at the first.
-    relinked: OnceLock<Result<InstancePre<State>, String>>,
-}
-
-impl Loaded {
-    pub fn new(pre: InstancePre<State>, direct: bool) -> Loaded {
-        Loaded {
-            exports: Exports::probe(&pre),
-            pre,
-            direct,
-            relinked: OnceLock::new(),
-        }
-    }
-
-    /// What its next instance is made from, and whether that instance is called directly.
-    /// Once its plugin ran long (`ran_long`), a component linked for direct calls is linked
-    /// again, to the full linker of its engine in `host`, so that its new instances wait
-    /// on a fiber as every other plugin's do: the direct linker's clock waits hold the
-    /// thread, which is only right in a direct call. Without `host`, it must have been linked
-    /// again already.
-    pub fn pre(
-        &self,
-        host: Option<&crate::engine::HostInner>,
-        ran_long: bool,
-    ) -> Result<(&InstancePre<State>, bool), String> {
-        if !self.direct || !ran_long {
-            return Ok((&self.pre, self.direct));
-        }
-        let relinked = match host {
-            Some(host) => self.relinked.get_or_init(|| {
-                host.linkers(self.pre.engine())?
-                    .full(self.pre.component())
-                    .map_err(|e| format!("cannot link for calls on a fiber: {e:#}"))
-            }),
-            None => self
-                .relinked
-                .get()
-                .ok_or_else(|| "not linked for calls on a fiber yet".to_string())?,
-        };
-        relinked
-            .as_ref()
-            .map(|pre| (pre, false))
-            .map_err(Clone::clone)
-    }
-}
-
-impl Wasm {
-    /// The component in the host's on-demand engine (loaded at the first call).
-    pub(crate) fn on_demand(&self, host: &crate::engine::HostInner) -> Result<&Loaded, String> {
-        self.on_demand
-            .get_or_init(|| {
-                let (engine, linker) = host.on_demand()?;
-                let code = self
-                    .component
-                    .serialize()
-                    .map_err(|e| format!("cannot copy the compiled component: {e:#}"))?;
-                // SAFETY: `code` is what wasmtime serialized of a component this process
-                // compiled or verified, for an engine of the same configuration.
-                #[expect(
-                    unsafe_code,
-                    reason = "loading code this process's engine just serialized"
-                )]
-                let component = unsafe { Component::deserialize(engine, &code) }
-                    .map_err(|e| format!("cannot load into the on-demand engine: {e:#}"))?;
-                let (pre, direct) = linker
-                    .link(&component)
-                    .map_err(|e| format!("cannot link in the on-demand engine: {e:#}"))?;
-                Ok(Loaded::new(pre, direct))
-            })
-            .as_ref()
-            .map_err(Clone::clone)
-    }
-
-    /// The export indices of an instance from the pooled engine, or (`on_demand`) from the
-    /// on-demand one.
-    pub(crate) fn exports(&self, on_demand: bool) -> &Exports {
-        match (on_demand, self.on_demand.get()) {
-            (true, Some(Ok(loaded))) => &loaded.exports,
-            _ => &self.loaded.exports,
-        }
-    }
-}
-
-/// A session's slot for one plugin's per-session instance.
-pub(crate) type Slot = tokio::sync::Mutex<Option<Instance>>;
-
-macro_rules! exports {
-    (version $version:literal; $($(#[doc = $doc:literal])* $variant:ident $snake:ident $wit:literal $method:ident ($($arg:ident: $ty:ty),*) -> ($($ret:ty)?) $mdoc:literal;)*) => {
-        /// The export indices of the interfaces a component has; `None` where it lacks one.
-        #[derive(Default, Clone)]
-        pub(crate) struct Exports {
-            $(pub $snake: Option<ex::$snake::GuestIndices>,)*
-            /// `prepare`, called once per instance before its first call, if exported.
-            pub prepare: Option<ex::prepare::GuestIndices>,
-        }
-
-        impl Exports {
-            pub(crate) fn probe(pre: &InstancePre<State>) -> Exports {
-                // `GuestIndices::new` fails when the component lacks the interface: keep what
-                // loads.
-                Exports {
-                    $($snake: ex::$snake::GuestIndices::new(pre).ok(),)*
-                    prepare: ex::prepare::GuestIndices::new(pre).ok(),
-                }
-            }
-
-            pub fn has(&self, interface: Interface) -> bool {
-                match interface {
-                    $(Interface::$variant => self.$snake.is_some(),)*
-                }
-            }
-        }
-    };
-}
-palisade_wit::foreach_interface!(exports);
-
-impl Exports {
-    pub(crate) fn interfaces(&self) -> Vec<Interface> {
-        Point::ALL
-            .iter()
-            .map(|p| p.interface())
-            .fold(Vec::new(), |mut acc, i| {
-                if self.has(i) && !acc.contains(&i) {
-                    acc.push(i);
-                }
-                acc
-            })
-    }
-}
-
 const PHASE_WAIT: u8 = 0;
 const PHASE_INSTANTIATE: u8 = 1;
 const PHASE_CALL: u8 = 2;
@@ -531,7 +383,7 @@ pub(crate) async fn run(plugin: &Wasm, site: Site<'_>, request: &Request<'_>) ->
                     }
                 };
                 // Boxed: instantiating is the rarer path, and its future the larger.
-                match Box::pin(Instance::new(site.host, plugin, state, limits)).await {
+                match Box::pin(Instance::new(site.engines, &plugin.code, state, limits)).await {
                     Ok((instance, cost)) => {
                         fresh_cost = cost;
                         instance
@@ -541,16 +393,21 @@ pub(crate) async fn run(plugin: &Wasm, site: Site<'_>, request: &Request<'_>) ->
             }
         };
         phase.store(PHASE_CALL, Ordering::Relaxed);
-        let (result, cost) = instance.call(plugin, request, limits).await;
+        let (result, cost) = instance.call(&plugin.code, request, limits).await;
         match slot.as_mut() {
             // A failed instance may be dead (a trap) or mid-call: never reuse it.
             Some(slot) if result.is_ok() => **slot = Some(instance),
             Some(_) => {}
             // A per-call instance, used: freed with the next spare made, off the call's path.
-            None if site.lifetime == InstanceLifetime::PerCall && site.host.spares => {
-                plugin
-                    .spares
-                    .replenish(site.host, plugin, site.env, site.sink, *limits, instance);
+            None if site.lifetime == InstanceLifetime::PerCall && site.engines.spares => {
+                plugin.spares.replenish(
+                    site.engines,
+                    plugin,
+                    site.env,
+                    site.sink,
+                    *limits,
+                    instance,
+                );
             }
             // Any other: freed here, when `instance` goes.
             None => {}
@@ -604,7 +461,7 @@ fn spare(plugin: &Wasm, limits: &Limits) -> Option<(Instance, Cost)> {
     plugin
         .spares
         .take(limits)
-        .filter(|(instance, _)| !instance.direct() || !plugin.ran_long.load(Ordering::Relaxed))
+        .filter(|(instance, _)| !instance.direct() || !plugin.code.ran_long.load(Ordering::Relaxed))
 }
 
 /// Returns when `clock` expires; waits out pauses.

@@ -48,7 +48,7 @@ impl Events {
 fn plugin(name: &str, hook: &str, fake: Fake) -> Plugin {
     let text = format!("name = \"{name}\"\nwasm = \"fake.wasm\"\n\n[[hooks]]\n{hook}\n");
     let mut problems = Vec::new();
-    let manifest = manifest::parse(Path::new("plugin.toml"), &text, &mut problems)
+    let manifest = manifest::parse::parse(Path::new("plugin.toml"), &text, &mut problems)
         .unwrap_or_else(|| panic!("{problems:?}"));
     Plugin {
         env: Arc::new(PluginEnv {

@@ -1,7 +1,7 @@
 //! The in-process state backend ([`StateStore::memory`](super::StateStore::memory)): for
 //! tests and short-lived embedders. May touch: nothing outside the process.
 
-use super::{Backend, Bounds, Namespace, Op, Outcome, Write, effect};
+use super::backend::{Backend, Bounds, Namespace, Op, Outcome, Write, effect};
 use crate::hook::BoxFuture;
 use std::collections::HashMap;
 use std::sync::Mutex;

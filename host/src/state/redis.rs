@@ -1,7 +1,7 @@
 //! The Redis state backend ([`StateStore::redis`](super::StateStore::redis)), for a fleet of
 //! hosts sharing state. May touch: the Redis server it is given.
 
-use super::{
+use super::backend::{
     Backend, Bounds, Done, Namespace, Op, Outcome, Refused, StateUnavailable, Write, effect,
 };
 use crate::hook::BoxFuture;

@@ -1,7 +1,7 @@
 //! The embedded state backend ([`StateStore::embedded`](super::StateStore::embedded)):
 //! SQLite in WAL mode, in a directory of the user's own. May touch: that directory.
 
-use super::{
+use super::backend::{
     Backend, Bounds, Done, Namespace, Op, Outcome, Refused, StateUnavailable, Write, effect,
 };
 use crate::hook::BoxFuture;

@@ -9,7 +9,7 @@
 //! behind are killed too; one that escaped the group (`setsid`) and holds the pipes open gets
 //! a short grace to let the answer through, and is then no longer waited for.
 
-use super::Raw;
+use super::wire::Raw;
 use crate::failure::{Failure, FailureReason};
 use std::path::Path;
 use std::process::Stdio;

@@ -5,7 +5,7 @@
 //! A 2xx status is a success (the body is the answer, read up to `payload_max_bytes`); any
 //! other status is a hook error; a refused or failed connection is `unavailable`.
 
-use super::Raw;
+use super::wire::Raw;
 use crate::failure::{Failure, FailureReason};
 use std::sync::OnceLock;
 use std::time::Duration;

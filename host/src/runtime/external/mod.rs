@@ -14,7 +14,7 @@ use crate::failure::{Failure, FailureReason};
 use crate::hook::{Answer, Request};
 use crate::manifest::{Limits, Protocol};
 use std::path::PathBuf;
-pub(crate) use wire::Caller;
+pub(crate) use wire::{Caller, Raw};
 
 /// A loaded external hook: where it runs, and the protocol it speaks.
 #[derive(Debug)]
@@ -35,15 +35,6 @@ pub(crate) enum Target {
     },
     /// An endpoint.
     Http { url: String },
-}
-
-/// A finished exchange, before its answer is read.
-pub(crate) struct Raw {
-    /// The exit status (0 for an HTTP 2xx), or why there is none.
-    pub status: Result<i32, String>,
-    /// stdout, or the HTTP body.
-    pub output: Vec<u8>,
-    pub stderr: Vec<u8>,
 }
 
 /// One invocation's result, and the lines it logged (stderr of a successful command, a
@@ -181,7 +172,10 @@ impl External {
                     if stderr.is_empty() {
                         format!("exited with status {code}")
                     } else {
-                        format!("exited with status {code}: {}", super::clip(&stderr))
+                        format!(
+                            "exited with status {code}: {}",
+                            crate::failure::clip(&stderr)
+                        )
                     },
                 ));
             }
@@ -192,7 +186,7 @@ impl External {
                     if stderr.is_empty() {
                         why.clone()
                     } else {
-                        format!("{why}: {}", super::clip(&stderr))
+                        format!("{why}: {}", crate::failure::clip(&stderr))
                     },
                 ));
             }

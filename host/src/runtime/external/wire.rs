@@ -21,6 +21,15 @@ use crate::types::{
 };
 use serde_json::{Map, Value, json};
 
+/// A finished exchange, before its answer is read.
+pub(crate) struct Raw {
+    /// The exit status (0 for an HTTP 2xx), or why there is none.
+    pub status: Result<i32, String>,
+    /// stdout, or the HTTP body.
+    pub output: Vec<u8>,
+    pub stderr: Vec<u8>,
+}
+
 /// Claude Code's name for the event of `point`, where it has one; Palisade's (PascalCase)
 /// otherwise. See `docs/runtimes.md` for the table.
 pub(crate) fn event_name(point: Point) -> &'static str {
