@@ -26,11 +26,27 @@ pub struct CommandHook {
     /// The agent's timeout for it, in seconds.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub timeout: Option<u64>,
+    /// What Claude Code makes of the hook's failure (a crash, a timeout, no answer):
+    /// `block` counts it as exit status 2, so the action the event guards is blocked;
+    /// Claude Code's default, `continue`, lets it proceed.
+    #[serde(rename = "onFailure", default, skip_serializing_if = "Option::is_none")]
+    pub on_failure: Option<String>,
 }
+
+/// The Claude Code events at which a failed hook process blocks what the event guards (the
+/// tool call, the prompt) or tells the model the result's checks could not run. Not `Stop`
+/// or `SubagentStop` (blocking there would keep the agent going), nor the session events,
+/// which guard nothing.
+pub const BLOCK_ON_FAILURE: &[&str] = &[
+    "PreToolUse",
+    "PostToolUse",
+    "PostToolUseFailure",
+    "UserPromptSubmit",
+];
 
 impl SettingsEntry {
     /// An entry that runs `command` on `event` (for every tool, on a tool event), with the
-    /// agent's timeout `timeout_secs`.
+    /// agent's timeout `timeout_secs`; its failure blocks where [`BLOCK_ON_FAILURE`] says.
     pub fn command(event: &str, command: &str, timeout_secs: u64) -> SettingsEntry {
         SettingsEntry {
             matcher: matches!(event, "PreToolUse" | "PostToolUse" | "PostToolUseFailure")
@@ -39,6 +55,9 @@ impl SettingsEntry {
                 kind: "command".into(),
                 command: command.into(),
                 timeout: Some(timeout_secs),
+                on_failure: BLOCK_ON_FAILURE
+                    .contains(&event)
+                    .then(|| "block".to_string()),
             }],
         }
     }

@@ -127,7 +127,12 @@ impl World {
 }
 
 fn palisade(args: &[&str]) -> Output {
-    let out = Command::new(env!("CARGO_BIN_EXE_palisade"))
+    palisade_at(Path::new(env!("CARGO_BIN_EXE_palisade")), args)
+}
+
+/// Runs the `palisade` binary at `bin` with `args`, which must succeed.
+fn palisade_at(bin: &Path, args: &[&str]) -> Output {
+    let out = Command::new(bin)
         .args(args)
         .env("PALISADE_CACHE_DIR", cache_dir())
         .output()
@@ -219,16 +224,24 @@ fn run_claude(world: &World) -> (Output, MockModel) {
 
 /// `palisade install claude-code` of the world's plugins into its project's settings.
 fn install_claude(world: &World) {
+    install_claude_by(world, Path::new(env!("CARGO_BIN_EXE_palisade")));
+}
+
+/// [`install_claude`], by the `palisade` binary at `bin` (which the settings then name).
+fn install_claude_by(world: &World, bin: &Path) {
     let settings = world.project.join(".claude/settings.json");
-    palisade(&[
-        "install",
-        "claude-code",
-        world.plugins.to_str().unwrap(),
-        "--settings",
-        settings.to_str().unwrap(),
-        "--audit-log",
-        world.audit.to_str().unwrap(),
-    ]);
+    palisade_at(
+        bin,
+        &[
+            "install",
+            "claude-code",
+            world.plugins.to_str().unwrap(),
+            "--settings",
+            settings.to_str().unwrap(),
+            "--audit-log",
+            world.audit.to_str().unwrap(),
+        ],
+    );
 }
 
 /// Claude Code with hooks that forward to `palisade serve` (installed by `install --serve`).
@@ -297,6 +310,45 @@ fn assert_claude_saw_the_reason(mock: &MockModel, report: &str) {
             .iter()
             .any(|r| r["is_error"] == true && r.to_string().contains(DENY_REASON)),
         "the deny reason did not reach the model; tool results: {results:#?}\n{report}"
+    );
+}
+
+/// A bridge process that dies at `PreToolUse` before it answers (a crash, an OOM kill) blocks
+/// the call: `install` writes `onFailure: "block"`, and the real Claude Code honours it (its
+/// default lets the call run).
+#[test]
+fn claude_code_blocks_a_call_whose_bridge_process_died() {
+    use std::os::unix::fs::PermissionsExt;
+    let world = World::new(false);
+    // The `palisade` the settings name is a copy, which then dies at `PreToolUse` and runs the
+    // real one at every other event.
+    let bin = world.root.join("bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    let real = bin.join("palisade-real");
+    std::fs::copy(env!("CARGO_BIN_EXE_palisade"), &real).unwrap();
+    let installed = bin.join("palisade");
+    std::fs::copy(&real, &installed).unwrap();
+    install_claude_by(&world, &installed);
+    std::fs::remove_file(&installed).unwrap();
+    std::fs::write(
+        &installed,
+        format!(
+            "#!/bin/sh\ninput=$(cat)\ncase \"$input\" in *'\"PreToolUse\"'*) kill -9 $$ ;; esac\n\
+             printf '%s' \"$input\" | exec '{}' \"$@\"\n",
+            real.display()
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(&installed, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let (out, _mock) = claude(&world);
+    let report = describe(&out, &world);
+    assert!(
+        !world.marker.exists(),
+        "the call ran though its guard's process died:\n{report}"
+    );
+    assert!(
+        world.audited("hook_completed", "prompt-context/prompt-submit"),
+        "the other events did not reach the real bridge:\n{report}"
     );
 }
 

@@ -516,6 +516,24 @@ fn install_merges_into_claude_code_settings_and_reinstalls_in_place() {
             "{event}: {twice}"
         );
     }
+    // A bridge that crashes or times out blocks what the event guards; at the stop and the
+    // session events (which guard nothing, or would keep the agent going) it does not.
+    for (event, on_failure) in [
+        ("PreToolUse", json!("block")),
+        ("UserPromptSubmit", json!("block")),
+        ("PostToolUse", json!("block")),
+        ("Stop", Value::Null),
+        ("SessionStart", Value::Null),
+        ("SessionEnd", Value::Null),
+    ] {
+        let entries = twice["hooks"][event].as_array().unwrap();
+        let ours = &entries[entries.len() - 1]["hooks"][0];
+        assert_eq!(ours["onFailure"], on_failure, "{event}: {ours}");
+    }
+    assert!(
+        pre[0]["hooks"][0].get("onFailure").is_none(),
+        "theirs untouched"
+    );
 }
 
 /// `palisade install claude-code DIR --settings SETTINGS`, which must succeed.
