@@ -285,3 +285,43 @@ fn the_cycle_check_sees_groups_and_children() {
         ]
     );
 }
+
+/// An embedder who wants wasm guards only builds the library without its default features,
+/// and gets none of the SQLite, Redis or HTTP machinery (`host/examples/wasm_only.rs` is
+/// such an embedding).
+#[test]
+fn the_library_without_default_features_has_no_sqlite_redis_or_http() {
+    let out = std::process::Command::new(env!("CARGO"))
+        .args([
+            "tree",
+            "-p",
+            "palisade",
+            "--no-default-features",
+            "-e",
+            "normal",
+            "--prefix",
+            "none",
+            "-f",
+            "{p}",
+        ])
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let tree = String::from_utf8(out.stdout).unwrap();
+    let crates: BTreeSet<&str> = tree
+        .lines()
+        .filter_map(|line| line.split_whitespace().next())
+        .collect();
+    assert!(crates.contains("wasmtime"), "{tree}");
+    for left_out in [
+        "rusqlite",
+        "redis",
+        "reqwest",
+        "hyper",
+        "wasmtime-wasi-http",
+        "rustls",
+    ] {
+        assert!(!crates.contains(left_out), "{left_out} is in:\n{tree}");
+    }
+}

@@ -25,6 +25,26 @@
 //! The modules document the parts: [`manifest`] (what an operator grants), [`point`] (the
 //! extension points and their capabilities), [`events`] (lifecycle events and the audit log),
 //! and the dispatch rules on [`Session`].
+//!
+//! # Features
+//!
+//! All on by default:
+//!
+//! - `sqlite`: the embedded state store ([`StateStore::embedded`], the default store) and the
+//!   embedded fact stream ([`FactStream::embedded`]), on a bundled SQLite;
+//! - `redis`: [`StateStore::redis`] and [`FactStream::redis`];
+//! - `http`: HTTP hooks (`url = …`) and the `wasi:http` grant of
+//!   components (`http = […]`).
+//!
+//! Without one, its stores fail closed when opened (a state call fails `state-unavailable`,
+//! the fact stream refuses decisions), and a manifest that needs `http` is refused at load.
+//! With none, the library is wasmtime, WASI and the dispatch rules:
+//! `cargo run -p palisade --no-default-features --example wasm_only`.
+// A build without a backend (`--no-default-features`) leaves the code only it used unused.
+#![cfg_attr(
+    not(all(feature = "sqlite", feature = "redis", feature = "http")),
+    allow(dead_code, unused_variables, unreachable_code)
+)]
 #![deny(missing_docs)]
 
 pub mod agent;

@@ -27,7 +27,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 /// The log's file name in its directory.
-pub(crate) const LOG: &str = "facts.jsonl";
+pub(crate) use super::record::LOG;
 /// Its index's file name, beside it.
 pub(crate) const INDEX: &str = "facts.index.sqlite3";
 /// Bytes read at once when scanning the log.

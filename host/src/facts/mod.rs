@@ -35,15 +35,17 @@
 //! [`FactStream::flush`] waits for it; a process must flush before it exits (the CLI does),
 //! since a record still queued dies with it — one that was never acknowledged.
 
+#[cfg(feature = "sqlite")]
 mod file;
 mod record;
+#[cfg(feature = "redis")]
 mod redis;
 
 use crate::failure::FailureReason;
 use crate::hook::Shared;
 use crate::types::{CommittedFact, Denial, Observation};
-pub(crate) use record::Line;
 pub use record::{Decision, Entry, FactRecord, StoredFact};
+pub(crate) use record::{LOG, Line, STREAM};
 use serde::Serialize;
 use std::collections::VecDeque;
 use std::path::PathBuf;
@@ -78,34 +80,65 @@ enum Spec {
     Redis(String),
 }
 
+impl Spec {
+    /// Why this build cannot reach the stream: the feature it was built without.
+    fn without(&self) -> String {
+        let feature = match self {
+            Spec::Dir(_) => "sqlite",
+            Spec::Redis(_) => "redis",
+        };
+        format!("this build of palisade has no `{feature}` feature (rebuild with it)")
+    }
+}
+
 /// An open backend.
 enum Backend {
+    #[cfg(feature = "sqlite")]
     File(file::Log),
+    #[cfg(feature = "redis")]
     Redis(redis::Stream),
+    /// A build with neither backend opens none.
+    #[cfg(not(any(feature = "sqlite", feature = "redis")))]
+    None(std::convert::Infallible),
 }
 
 impl Backend {
     fn open(spec: &Spec) -> Result<Backend, String> {
-        Ok(match spec {
-            Spec::Dir(dir) => Backend::File(file::Log::open(dir)?),
-            Spec::Redis(url) => Backend::Redis(redis::Stream::open(url)?),
-        })
+        match spec {
+            #[cfg(feature = "sqlite")]
+            Spec::Dir(dir) => Ok(Backend::File(file::Log::open(dir)?)),
+            #[cfg(feature = "redis")]
+            Spec::Redis(url) => Ok(Backend::Redis(redis::Stream::open(url)?)),
+            #[allow(unreachable_patterns)]
+            _ => Err(spec.without()),
+        }
     }
 
     /// Appends each of `lines` whose id the stream does not hold, in order, durably; returns
     /// how many were new.
     fn append(&mut self, lines: &[Line]) -> Result<usize, String> {
         match self {
+            #[cfg(feature = "sqlite")]
             Backend::File(log) => log.append(lines),
+            #[cfg(feature = "redis")]
             Backend::Redis(stream) => stream.append(lines),
+            #[cfg(not(any(feature = "sqlite", feature = "redis")))]
+            Backend::None(never) => {
+                let _ = lines;
+                match *never {}
+            }
         }
     }
 
     /// Bytes of the embedded log read since the last call ([`FactCounts::log_bytes_read`]).
     fn take_read(&mut self) -> u64 {
         match self {
+            #[cfg(feature = "sqlite")]
             Backend::File(log) => std::mem::take(&mut log.read),
+            #[cfg(feature = "redis")]
             Backend::Redis(_) => 0,
+            #[cfg(not(any(feature = "sqlite", feature = "redis")))]
+            Backend::None(never) => match *never {},
         }
     }
 }
@@ -282,14 +315,14 @@ impl FactStream {
     /// by every process that appends to it.
     pub fn embedded(dir: impl Into<PathBuf>) -> FactStream {
         let dir = dir.into();
-        let what = dir.join(file::LOG).display().to_string();
+        let what = dir.join(LOG).display().to_string();
         FactStream::new(Spec::Dir(dir), what)
     }
 
     /// The Redis stream `palisade:facts` at `url` (`redis://host:port/db`, `rediss://…`,
     /// `redis+unix:///path`), one stream for a fleet of hosts.
     pub fn redis(url: &str) -> FactStream {
-        let what = format!("{} ({})", crate::state::redacted(url), redis::STREAM);
+        let what = format!("{} ({})", crate::state::redacted(url), STREAM);
         FactStream::new(Spec::Redis(url.to_string()), what)
     }
 
@@ -496,9 +529,17 @@ impl FactStream {
         max: usize,
         block: Duration,
     ) -> Result<Vec<StoredFact>, FactStreamError> {
-        match &self.handle.shared.spec {
+        let spec = &self.handle.shared.spec;
+        match spec {
+            #[cfg(feature = "sqlite")]
             Spec::Dir(dir) => file::read(dir, from, max, block),
+            #[cfg(feature = "redis")]
             Spec::Redis(url) => redis::Stream::open(url).and_then(|mut s| s.read(from, max, block)),
+            #[allow(unreachable_patterns)]
+            _ => {
+                let _ = (from, max, block);
+                Err(spec.without())
+            }
         }
         .map_err(|e| self.error(e))
     }
@@ -520,14 +561,19 @@ impl FactStream {
                  `.`, not first"
             )));
         }
-        let inner = match &self.handle.shared.spec {
-            Spec::Dir(dir) => {
-                Group::File(file::Group::open(dir, group).map_err(|e| self.error(e))?)
+        let spec = &self.handle.shared.spec;
+        let inner = match spec {
+            #[cfg(feature = "sqlite")]
+            Spec::Dir(dir) => file::Group::open(dir, group).map(Group::File),
+            #[cfg(feature = "redis")]
+            Spec::Redis(url) => redis::Group::open(url, group, consumer).map(Group::Redis),
+            #[allow(unreachable_patterns)]
+            _ => {
+                let _ = consumer;
+                Err(spec.without())
             }
-            Spec::Redis(url) => {
-                Group::Redis(redis::Group::open(url, group, consumer).map_err(|e| self.error(e))?)
-            }
-        };
+        }
+        .map_err(|e| self.error(e))?;
         Ok(FactConsumer {
             stream: self.clone(),
             inner,
@@ -542,8 +588,13 @@ pub struct FactConsumer {
 }
 
 enum Group {
+    #[cfg(feature = "sqlite")]
     File(file::Group),
+    #[cfg(feature = "redis")]
     Redis(redis::Group),
+    /// A build with neither backend has no groups.
+    #[cfg(not(any(feature = "sqlite", feature = "redis")))]
+    None(std::convert::Infallible),
 }
 
 impl std::fmt::Debug for FactConsumer {
@@ -562,8 +613,12 @@ impl FactConsumer {
         block: Duration,
     ) -> Result<Vec<StoredFact>, FactStreamError> {
         match &mut self.inner {
+            #[cfg(feature = "sqlite")]
             Group::File(group) => group.next(max, block),
+            #[cfg(feature = "redis")]
             Group::Redis(group) => group.next(max, block),
+            #[cfg(not(any(feature = "sqlite", feature = "redis")))]
+            Group::None(never) => Err::<Vec<StoredFact>, String>(match *never {}),
         }
         .map_err(|e| self.stream.error(e))
     }
@@ -572,8 +627,12 @@ impl FactConsumer {
     /// restart.
     pub fn ack(&mut self, record: &StoredFact) -> Result<(), FactStreamError> {
         match &mut self.inner {
+            #[cfg(feature = "sqlite")]
             Group::File(group) => group.ack(record),
+            #[cfg(feature = "redis")]
             Group::Redis(group) => group.ack(record),
+            #[cfg(not(any(feature = "sqlite", feature = "redis")))]
+            Group::None(never) => Err::<(), String>(match *never {}),
         }
         .map_err(|e| self.stream.error(e))
     }

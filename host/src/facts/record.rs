@@ -4,6 +4,11 @@ use crate::point::Point;
 use crate::types::{CommittedFact, Denial, PreStepDecision, Steering};
 use serde::{Deserialize, Serialize};
 
+/// The embedded log's file name in its folder.
+pub(crate) const LOG: &str = "facts.jsonl";
+/// The Redis stream's key.
+pub(crate) const STREAM: &str = "palisade:facts";
+
 /// One record of the stream: a committed fact or a decision, keyed by its interaction id.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct FactRecord {

@@ -13,7 +13,7 @@ use super::record::{FactRecord, Line, StoredFact};
 use std::time::Duration;
 
 /// The stream's key.
-pub(crate) const STREAM: &str = "palisade:facts";
+pub(crate) use super::record::STREAM;
 /// The index's key: interaction id → entry id.
 const INDEX: &str = "palisade:facts:ids";
 /// The longest a connection or a call may take (a blocking read: past its block).

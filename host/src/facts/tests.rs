@@ -121,7 +121,7 @@ fn a_torn_last_line_is_cut_off_before_the_next_append() {
     let dir = tempfile::tempdir().unwrap();
     let mut log = file::Log::open(dir.path()).unwrap();
     log.append(&lines(&["a"])).unwrap();
-    let path = dir.path().join(file::LOG);
+    let path = dir.path().join(LOG);
     let torn = pending("b").line().json;
     let mut text = std::fs::read(&path).unwrap();
     text.extend_from_slice(&torn[..torn.len() / 2]);
@@ -157,7 +157,7 @@ fn the_embedded_log_is_readable_by_its_owner_only() {
     files.sort();
     let index = file::INDEX;
     let mut expected = [
-        file::LOG.to_string(),
+        LOG.to_string(),
         index.into(),
         format!("{index}-shm"),
         format!("{index}-wal"),
@@ -250,7 +250,7 @@ async fn a_stream_that_takes_nothing_in_time_refuses_past_the_wait() {
     drop(file::Log::open(dir.path()).unwrap());
     let holder = std::fs::OpenOptions::new()
         .append(true)
-        .open(dir.path().join(file::LOG))
+        .open(dir.path().join(LOG))
         .unwrap();
     holder.lock().unwrap();
     let stream = FactStream::embedded(dir.path()).decision_wait(Duration::from_millis(20));

@@ -346,6 +346,25 @@ impl Host {
                 return None;
             }
         }
+        if !cfg!(feature = "http") {
+            let field = match &manifest.runtime {
+                RuntimeSpec::Http { .. } => Some("url"),
+                _ if !manifest.http.is_empty() => Some("http"),
+                _ => None,
+            };
+            if let Some(field) = field {
+                problems.push(
+                    Problem::new(
+                        &manifest_path,
+                        "this build of palisade has no `http` feature: it can neither call an \
+                         HTTP hook nor grant a component `wasi:http`",
+                    )
+                    .field(field)
+                    .fix("build palisade with its `http` feature (a default one)"),
+                );
+                return None;
+            }
+        }
         let runtime = match &manifest.runtime {
             RuntimeSpec::Wasm(_) => None,
             RuntimeSpec::Command { argv } => {

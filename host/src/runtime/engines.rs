@@ -215,6 +215,7 @@ fn linker(engine: &Engine, direct_calls: bool) -> wasmtime::Result<Linkers> {
     wasmtime_wasi::p2::add_to_linker_async(&mut linker)?;
     // Linked for every component; a request is refused unless its manifest grants the
     // origin.
+    #[cfg(feature = "http")]
     wasmtime_wasi_http::p2::add_only_http_to_linker_async(&mut linker)?;
     bindings::AllHooks::add_to_linker::<State, HasSelf<State>>(&mut linker, |s| s)?;
     // WASI's `insecure-seed` replaced by the state's, which makes no WASI context (see

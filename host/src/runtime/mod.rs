@@ -26,6 +26,7 @@ pub(crate) mod functions;
 pub(crate) mod instance;
 pub(crate) mod limits;
 pub(crate) mod loading;
+#[cfg(feature = "http")]
 pub(crate) mod outbound;
 pub(crate) mod outcome;
 pub(crate) mod private;

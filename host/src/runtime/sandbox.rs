@@ -21,6 +21,7 @@ use crate::hook::NextLayer;
 use crate::manifest::StateGrant;
 use crate::point::Point;
 use crate::runtime::convert::to_wit_outcome;
+#[cfg(feature = "http")]
 use crate::runtime::outbound::Outbound;
 use crate::state::{Bounds, Done, MAX_KEY_BYTES, Namespace, Op, Refused, StateStore};
 use crate::types::ToolOutcome;
@@ -28,6 +29,7 @@ use std::sync::Arc;
 use std::time::Instant;
 use wasmtime::component::ResourceTable;
 use wasmtime_wasi::{WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
+#[cfg(feature = "http")]
 use wasmtime_wasi_http::{WasiHttpCtx, WasiHttpCtxView, WasiHttpView};
 
 /// Plugin-wide facts the host imports read.
@@ -95,8 +97,10 @@ pub(crate) struct State {
     /// While the instance runs directly, on the caller's thread, where it cannot yield: the
     /// epoch ticks it has seen so far ([`State::direct_tick`]).
     direct: Option<u32>,
+    #[cfg(feature = "http")]
     http: WasiHttpCtx,
     /// What its `wasi:http` requests may reach.
+    #[cfg(feature = "http")]
     outbound: Outbound,
     /// Whether the instance is being made ahead of its call ([`State::ahead`]).
     ahead: Ahead,
@@ -127,6 +131,7 @@ impl State {
         let (stdout, stderr) = (Captured::default(), Captured::default());
         let mut table = ResourceTable::new();
         table.set_max_capacity(MAX_WASI_RESOURCES);
+        #[cfg(feature = "http")]
         let outbound = Outbound::new(env.http.clone(), call.clock.clone());
         Ok(State {
             wasi: if env.folders.is_empty() {
@@ -144,7 +149,9 @@ impl State {
             call,
             next: None,
             direct: None,
+            #[cfg(feature = "http")]
             http: WasiHttpCtx::new(),
+            #[cfg(feature = "http")]
             outbound,
             ahead: Ahead::No,
         })
@@ -173,13 +180,20 @@ impl State {
         };
         let mut state = State::new(env, sink, call)?;
         state.ahead = Ahead::Clean;
-        state.outbound.ahead = true;
+        #[cfg(feature = "http")]
+        {
+            state.outbound.ahead = true;
+        }
         Ok(state)
     }
 
     /// Whether an instance made ahead of its call asked for what only an invocation has.
     pub fn spoiled(&self) -> bool {
-        self.ahead == Ahead::Spoiled || self.outbound.spoiled
+        #[cfg(feature = "http")]
+        if self.outbound.spoiled {
+            return true;
+        }
+        self.ahead == Ahead::Spoiled
     }
 
     /// In an instance being made ahead of its call: marks it spoiled and returns `true`.
@@ -221,6 +235,7 @@ impl State {
 
     /// Prepares a reused instance's state for a new invocation.
     pub fn begin(&mut self, call: CallContext) {
+        #[cfg(feature = "http")]
         self.outbound.begin(call.clock.clone());
         self.call = call;
         self.ahead = Ahead::No;
@@ -265,8 +280,8 @@ impl State {
     /// Reports what the guest wrote to stdout and stderr during the call, one event per line,
     /// and the HTTP requests it sent or was refused.
     pub fn report_output(&mut self) {
-        let requests = self.outbound.records.take();
-        for line in requests {
+        #[cfg(feature = "http")]
+        for line in self.outbound.records.take() {
             self.emit_log("http", line);
         }
         let output = [
@@ -298,6 +313,7 @@ impl State {
     }
 }
 
+#[cfg(feature = "http")]
 impl WasiHttpView for State {
     fn http(&mut self) -> WasiHttpCtxView<'_> {
         WasiHttpCtxView {

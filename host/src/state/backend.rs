@@ -135,3 +135,13 @@ pub(crate) fn effect(
     }
     Ok((write, done))
 }
+
+/// `url` without its password, for messages.
+pub(crate) fn redacted(url: &str) -> String {
+    match (url.find("://"), url.rfind('@')) {
+        (Some(scheme), Some(at)) if at > scheme => {
+            format!("{}://…@{}", &url[..scheme], &url[at + 1..])
+        }
+        _ => url.to_string(),
+    }
+}

@@ -26,16 +26,21 @@
 
 mod backend;
 mod memory;
+#[cfg(feature = "redis")]
 mod redis;
+#[cfg(feature = "sqlite")]
 mod sqlite;
 
+pub(crate) use backend::redacted;
 use backend::{Backend, Outcome};
 pub(crate) use backend::{Bounds, Done, Namespace, Op, Refused, folder_domain};
 pub use backend::{MAX_KEY_BYTES, StateUnavailable};
 use memory::Memory;
+#[cfg(feature = "redis")]
 use redis::Redis;
-pub(crate) use redis::redacted;
+#[cfg(feature = "sqlite")]
 use sqlite::Sqlite;
+#[cfg(feature = "sqlite")]
 pub(crate) use sqlite::{create_private, truncate_log};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
@@ -110,9 +115,12 @@ impl StateStore {
     pub fn embedded(dir: impl Into<PathBuf>) -> StateStore {
         let dir = dir.into();
         let path = dir.join("state.sqlite3");
-        StateStore::lazy(path.display().to_string(), move || {
+        #[cfg(feature = "sqlite")]
+        return StateStore::lazy(path.display().to_string(), move || {
             Ok(Arc::new(Sqlite::open(&dir, &path)?) as Arc<dyn Backend>)
-        })
+        });
+        #[cfg(not(feature = "sqlite"))]
+        StateStore::lazy(path.display().to_string(), || Err(without("sqlite")))
     }
 
     /// State in Redis at `url` (`redis://host:port/db`, `rediss://…`, `redis+unix:///path`):
@@ -123,13 +131,16 @@ impl StateStore {
     /// domains and sessions never meet (a domain has no `:`).
     pub fn redis(url: &str) -> StateStore {
         let url = url.to_string();
-        StateStore::lazy(redacted(&url), move || {
+        #[cfg(feature = "redis")]
+        return StateStore::lazy(redacted(&url), move || {
             let client = ::redis::Client::open(url.as_str()).map_err(|e| e.to_string())?;
             Ok(Arc::new(Redis {
                 client,
                 idle: Mutex::new(Vec::new()),
             }) as Arc<dyn Backend>)
-        })
+        });
+        #[cfg(not(feature = "redis"))]
+        StateStore::lazy(redacted(&url), || Err(without("redis")))
     }
 
     /// Where the state is kept, for `palisade check` and errors.
@@ -261,6 +272,14 @@ impl StateStore {
 }
 
 /// The default directory of the embedded store: `$PALISADE_STATE_DIR`, else
+/// Why a store this build left out cannot open.
+#[cfg(not(all(feature = "sqlite", feature = "redis")))]
+fn without(feature: &str) -> String {
+    format!(
+        "this build of palisade has no `{feature}` feature (rebuild with it, or use another store)"
+    )
+}
+
 /// `$XDG_STATE_HOME/palisade`, else `~/.local/state/palisade`.
 pub fn default_dir() -> Option<PathBuf> {
     if let Some(dir) = std::env::var_os("PALISADE_STATE_DIR").filter(|d| !d.is_empty()) {

@@ -7,16 +7,6 @@ use super::backend::{
 use crate::hook::BoxFuture;
 use std::sync::Mutex;
 
-/// `url` without its password, for messages.
-pub(crate) fn redacted(url: &str) -> String {
-    match (url.find("://"), url.rfind('@')) {
-        (Some(scheme), Some(at)) if at > scheme => {
-            format!("{}://…@{}", &url[..scheme], &url[at + 1..])
-        }
-        _ => url.to_string(),
-    }
-}
-
 /// State in Redis. Connections are taken from a small pool and used by one operation at a
 /// time (a `WATCH` belongs to its connection).
 pub(super) struct Redis {

@@ -6,6 +6,7 @@
 //! (`timeout_ms`, 5000 ms by default) that kills the process group or drops the connection.
 
 mod command;
+#[cfg(feature = "http")]
 mod http;
 pub(crate) mod native;
 pub(crate) mod wire;
@@ -135,6 +136,14 @@ impl External {
                 )
                 .await?
             }
+            #[cfg(not(feature = "http"))]
+            Target::Http { .. } => {
+                return Err(Failure::new(
+                    FailureReason::Unavailable,
+                    "this build of palisade has no `http` feature: it cannot call HTTP hooks",
+                ));
+            }
+            #[cfg(feature = "http")]
             Target::Http { url } => {
                 let headers = [
                     ("x-palisade-hook-id", caller.hook_id),
