@@ -38,7 +38,7 @@ async fn session_start_runs_exactly_once_before_turn_1() {
         recorder
             .events()
             .iter()
-            .filter(|e| matches!(e.kind, palisade::EventKind::HookStarted))
+            .filter(|e| matches!(e.kind, palisade::events::EventKind::HookStarted))
             .count()
     };
 
@@ -341,7 +341,7 @@ async fn an_interrupt_cuts_off_the_pre_step_in_flight_and_opens_no_step() {
             recorder
                 .events()
                 .iter()
-                .any(|e| matches!(e.kind, palisade::EventKind::HookStarted))
+                .any(|e| matches!(e.kind, palisade::events::EventKind::HookStarted))
         }
     };
     let interrupter = tokio::spawn(async move {
@@ -364,7 +364,7 @@ async fn an_interrupt_cuts_off_the_pre_step_in_flight_and_opens_no_step() {
     );
     assert!(recorder.events().iter().any(|e| matches!(
         &e.kind,
-        palisade::EventKind::HookFailed {
+        palisade::events::EventKind::HookFailed {
             reason: palisade::FailureReason::Dropped,
             ..
         }

@@ -325,3 +325,27 @@ fn the_library_without_default_features_has_no_sqlite_redis_or_http() {
         assert!(!crates.contains(left_out), "{left_out} is in:\n{tree}");
     }
 }
+
+/// Each public type has one path: the crate root re-exports only from private modules, so
+/// nothing a public module holds is also at the root.
+#[test]
+fn the_crate_root_re_exports_nothing_a_public_module_holds() {
+    let lib =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../host/src/lib.rs"))
+            .unwrap();
+    let public: BTreeSet<&str> = lib
+        .lines()
+        .filter_map(|line| line.strip_prefix("pub mod "))
+        .map(|rest| rest.trim_end_matches([';', ' ', '{']))
+        .collect();
+    assert!(public.contains("events"), "{public:?}");
+    let twice: Vec<&str> = lib
+        .lines()
+        .filter_map(|line| line.strip_prefix("pub use "))
+        .filter(|path| public.contains(path.split("::").next().unwrap_or_default()))
+        .collect();
+    assert!(
+        twice.is_empty(),
+        "re-exported at the root from a public module (two paths for one type): {twice:?}"
+    );
+}

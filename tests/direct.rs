@@ -262,7 +262,7 @@ async fn a_host_built_without_direct_calls_calls_every_plugin_on_a_fiber() {
     guard(&dir, "direct", palisade_fixtures::DIRECT, "");
     let plugins = palisade::Host::builder()
         .direct_calls(false)
-        .state(palisade::StateStore::memory())
+        .state(palisade::state::StateStore::memory())
         .build()
         .unwrap()
         .load_dir(dir.path())

@@ -4,10 +4,11 @@
 //! re-commits it; and nothing acknowledged lost when the writer is killed mid-stream — on the
 //! embedded log and on Redis.
 
+use palisade::facts::FactStream;
 use palisade::facts::{Entry, FactCounts, StoredFact};
 use palisade::{
-    AskPolicy, CommittedFact, FactStream, FailureReason, Host, Lifecycle, Observation,
-    PreStepDecision, StopEvent, ToolCall, ToolDecision, ToolOutcome,
+    AskPolicy, CommittedFact, FailureReason, Host, Lifecycle, Observation, PreStepDecision,
+    StopEvent, ToolCall, ToolDecision, ToolOutcome,
 };
 use palisade_tests::PluginDir;
 use palisade_tests::redis::Redis;
@@ -34,7 +35,7 @@ fn guarded() -> PluginDir {
 fn lifecycle(dir: &PluginDir, stream: &FactStream, session: &str) -> Lifecycle {
     let plugins = Host::builder()
         .fact_stream(stream.clone())
-        .state(palisade::StateStore::memory())
+        .state(palisade::state::StateStore::memory())
         .build()
         .unwrap()
         .load_dir(dir.path())
@@ -360,7 +361,7 @@ async fn every_stop_of_a_turn_has_a_decision_record_of_its_own() {
     for _process in 0..2 {
         let plugins = Host::builder()
             .fact_stream(stream.clone())
-            .state(palisade::StateStore::embedded(state.path()))
+            .state(palisade::state::StateStore::embedded(state.path()))
             .build()
             .unwrap()
             .load_dir(dir.path())

@@ -3,7 +3,8 @@
 //! grants present, a plugin still cannot read outside its folder — not by `..`, not through a
 //! symlink — write anything, or read a variable it was not given.
 
-use palisade::{Host, PreToolDecision, StateStore, ToolCall};
+use palisade::state::StateStore;
+use palisade::{Host, PreToolDecision, ToolCall};
 use palisade_tests::{PluginDir, assert_load_problems};
 use serde_json::json;
 

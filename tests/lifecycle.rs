@@ -3,9 +3,9 @@
 //! id in another process, after a resume and in a replay; two facts never share one.
 
 use palisade::agent::{Agent, ModelReply, ScriptedModel};
+use palisade::events::EventKind;
 use palisade::{
-    EventKind, Lifecycle, Plugins, Point, SessionSource, Tool, ToolOutcome, ToolRegistry,
-    ToolRequest,
+    Lifecycle, Plugins, Point, SessionSource, Tool, ToolOutcome, ToolRegistry, ToolRequest,
 };
 use palisade_tests::{PluginDir, Recorder};
 use serde_json::json;

@@ -3,7 +3,8 @@
 //! the grant's network — and every request runs inside the hook's deadline, with both bodies
 //! bounded.
 
-use palisade::{EventKind, Host, PreToolDecision, ToolCall};
+use palisade::events::EventKind;
+use palisade::{Host, PreToolDecision, ToolCall};
 use palisade_tests::web::{Reply, Server};
 use palisade_tests::{PluginDir, assert_load_problems, load_recorded};
 use serde_json::json;

@@ -434,10 +434,16 @@ async fn a_wrappers_next_calls_are_bounded_in_number() {
             ToolRequest::new("t", "echo", json!({ "text": "hi" })),
         )
         .await;
-    assert_eq!(runs.load(Ordering::SeqCst), palisade::MAX_NEXT_CALLS);
+    assert_eq!(
+        runs.load(Ordering::SeqCst),
+        palisade::limits::MAX_NEXT_CALLS
+    );
     assert_eq!(
         execution.outcome,
-        ToolOutcome::text(format!("the tool ran {} times", palisade::MAX_NEXT_CALLS))
+        ToolOutcome::text(format!(
+            "the tool ran {} times",
+            palisade::limits::MAX_NEXT_CALLS
+        ))
     );
 }
 
@@ -623,7 +629,7 @@ async fn a_tool_result_observer_is_done_before_execute_returns() {
     let failed = |recorder: &Recorder| {
         recorder.events().iter().any(|e| {
             e.hook_id == "slow/tool-result"
-                && matches!(e.kind, palisade::EventKind::HookFailed { .. })
+                && matches!(e.kind, palisade::events::EventKind::HookFailed { .. })
         })
     };
     let registry = ToolRegistry::new([Tool::new("echo", |_| async {
@@ -632,7 +638,7 @@ async fn a_tool_result_observer_is_done_before_execute_returns() {
     for detached in [false, true] {
         let recorder = Recorder::shared();
         let plugins = host()
-            .state(palisade::StateStore::memory())
+            .state(palisade::state::StateStore::memory())
             .event_sink(recorder.clone())
             .detached_tool_result(detached)
             .build()
@@ -668,7 +674,7 @@ async fn a_tool_result_observer_sees_every_result_while_the_background_queue_is_
     );
     let recorder = Recorder::shared();
     let plugins = host()
-        .state(palisade::StateStore::memory())
+        .state(palisade::state::StateStore::memory())
         .event_sink(recorder.clone())
         .background_queue(1)
         .build()

@@ -333,7 +333,7 @@ async fn a_failing_tool_result_observer_is_contained() {
         .events()
         .into_iter()
         .find_map(|e| match e.kind {
-            palisade::EventKind::HookFailed {
+            palisade::events::EventKind::HookFailed {
                 reason,
                 failed_closed,
                 ..

@@ -4,9 +4,10 @@
 //! events. Then what only command and HTTP hooks have: the payload bound, strict answers,
 //! exit statuses, and a deadline that holds whatever the process does.
 
+use palisade::events::EventKind;
 use palisade::{
-    EventKind, FailureReason, GuardDecision, PreStep, PreStepDecision, PreToolDecision,
-    SessionSource, StopEvent, ToolCall, ToolOutcome,
+    FailureReason, GuardDecision, PreStep, PreStepDecision, PreToolDecision, SessionSource,
+    StopEvent, ToolCall, ToolOutcome,
 };
 use palisade_tests::external::HookServer;
 use palisade_tests::{PluginDir, load, load_recorded};

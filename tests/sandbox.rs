@@ -1,7 +1,8 @@
 //! The sandbox: deadlines, fuel, memory, traps and invalid answers fail closed as typed
 //! failures; no hook has ambient authority; instance lifetimes.
 
-use palisade::{EventKind, FailureReason, PreToolDecision, ToolCall};
+use palisade::events::EventKind;
+use palisade::{FailureReason, PreToolDecision, ToolCall};
 use palisade_tests::{PluginDir, calls_on_spares, host, load, load_recorded, load_without_spares};
 use serde_json::json;
 use std::time::{Duration, Instant};
@@ -218,7 +219,7 @@ async fn guest_output_is_capped_per_call_and_never_fails_the_hook() {
             })
             .sum();
         assert!(
-            kept > 0 && kept <= palisade::MAX_OUTPUT_BYTES_PER_CALL,
+            kept > 0 && kept <= palisade::limits::MAX_OUTPUT_BYTES_PER_CALL,
             "kept {kept} bytes"
         );
     }
@@ -299,7 +300,7 @@ async fn without_spares_each_per_call_instance_serves_one_call() {
     guard(&dir, "fresh", "deny-after:1", "instance = \"per-call\"");
     guard(&dir, "session", "allow", "instance = \"per-session\"");
     let host = host()
-        .state(palisade::StateStore::memory())
+        .state(palisade::state::StateStore::memory())
         .spare_instances(false)
         .build()
         .unwrap();

@@ -1,9 +1,10 @@
 //! The dispatch rules of docs/semantics.md, one test (at least) per rule, for every point.
 
+use palisade::events::EventKind;
 use palisade::{
-    Approval, Approver, AskRequest, Authorization, BoxFuture, CommittedFact, EventKind,
-    FailureReason, GuardDecision, Host, Message, Observation, PreStep, PreStepDecision,
-    SessionSource, StopEvent, ToolCall, ToolOutcome, TurnOutcome,
+    Approval, Approver, AskRequest, Authorization, BoxFuture, CommittedFact, FailureReason,
+    GuardDecision, Host, Message, Observation, PreStep, PreStepDecision, SessionSource, StopEvent,
+    ToolCall, ToolOutcome, TurnOutcome,
 };
 use palisade_tests::{PluginDir, Recorder, load, load_audited, load_recorded};
 use serde_json::json;

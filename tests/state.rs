@@ -2,7 +2,8 @@
 //! outlives every instance, is one per state domain (a plugin folder's own, or one the
 //! operator shares) and scope, and a store that fails or stalls stops a guard closed.
 
-use palisade::{FailureReason, Host, Plugins, PreToolDecision, StateStore, ToolCall};
+use palisade::state::StateStore;
+use palisade::{FailureReason, Host, Plugins, PreToolDecision, ToolCall};
 use palisade_tests::PluginDir;
 use serde_json::json;
 use std::path::Path;

@@ -22,7 +22,8 @@
 #[expect(dead_code, reason = "its summary is the proxy benches' own")]
 mod in_turn;
 
-use palisade::{AskPolicy, CommittedFact, FactStream, Host, Lifecycle, Observation, ToolCall};
+use palisade::facts::FactStream;
+use palisade::{AskPolicy, CommittedFact, Host, Lifecycle, Observation, ToolCall};
 use serde_json::json;
 use std::path::Path;
 use std::time::{Duration, Instant};

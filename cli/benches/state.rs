@@ -12,7 +12,8 @@
 mod server;
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
-use palisade::{Host, PreToolDecision, StateStore, ToolCall};
+use palisade::state::StateStore;
+use palisade::{Host, PreToolDecision, ToolCall};
 use serde_json::json;
 use std::path::Path;
 

@@ -64,12 +64,12 @@ pub fn strict() -> bool {
 /// The state store a `--state` option names: `memory`, a Redis URL (`redis://…`, `rediss://…`,
 /// `redis+unix://…`), or the embedded store in a directory; by default the embedded store in
 /// [`palisade::state::default_dir`].
-pub fn state_store(spec: Option<&str>) -> palisade::StateStore {
+pub fn state_store(spec: Option<&str>) -> palisade::state::StateStore {
     match spec {
-        Some("memory") => palisade::StateStore::memory(),
-        Some(url) if is_redis_url(url) => palisade::StateStore::redis(url),
-        Some(dir) => palisade::StateStore::embedded(dir),
-        None => palisade::StateStore::default(),
+        Some("memory") => palisade::state::StateStore::memory(),
+        Some(url) if is_redis_url(url) => palisade::state::StateStore::redis(url),
+        Some(dir) => palisade::state::StateStore::embedded(dir),
+        None => palisade::state::StateStore::default(),
     }
 }
 

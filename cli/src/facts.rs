@@ -10,7 +10,7 @@
 
 use crate::output::clip;
 use anyhow::Context as _;
-use palisade::FactStream;
+use palisade::facts::FactStream;
 use palisade::facts::{Entry, StoredFact};
 use serde_json::json;
 use std::sync::OnceLock;

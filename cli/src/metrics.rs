@@ -9,7 +9,8 @@
 //! - `palisade_hook_duration_seconds{hook}`: a histogram of invocation wall time;
 //! - `palisade_hook_fuel_consumed_total{hook}`: fuel spent.
 
-use palisade::{Event, EventKind, EventSink, FailureReason, Interest, Point};
+use palisade::events::{Event, EventKind, EventSink, Interest};
+use palisade::{FailureReason, Point};
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::sync::{Arc, Mutex};
@@ -244,7 +245,7 @@ impl EventSink for Tee {
         }
     }
 
-    fn dispatched(&self, dispatch: &palisade::Dispatch) {
+    fn dispatched(&self, dispatch: &palisade::events::Dispatch) {
         self.0.dispatched(dispatch);
         if let Some(second) = &self.1 {
             second.dispatched(dispatch);

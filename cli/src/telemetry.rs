@@ -26,7 +26,7 @@ use opentelemetry_otlp::{Protocol, WithExportConfig as _, WithHttpConfig as _};
 use opentelemetry_sdk::Resource;
 use opentelemetry_sdk::metrics::SdkMeterProvider;
 use opentelemetry_sdk::trace::{IdGenerator, RandomIdGenerator, SdkTracer, SdkTracerProvider};
-use palisade::{Dispatch, Event, EventKind, EventSink};
+use palisade::events::{Dispatch, Event, EventKind, EventSink};
 use std::cell::Cell;
 use std::collections::HashMap;
 use std::io::Read as _;

@@ -352,7 +352,7 @@ fn a_c_plugin_that_logs_while_instantiated_gets_no_spare_instances() {
     let started: Vec<_> = events
         .iter()
         .filter(|e| {
-            matches!(&e.kind, palisade::EventKind::PluginLog { message, .. } if message == "started")
+            matches!(&e.kind, palisade::events::EventKind::PluginLog { message, .. } if message == "started")
         })
         .collect();
     assert_eq!(started.len(), 3, "{events:?}");

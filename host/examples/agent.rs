@@ -10,9 +10,8 @@
 //! decisions it implements).
 
 use palisade::agent::{Agent, Entry, ModelReply, ScriptedModel};
-use palisade::{
-    Event, EventKind, EventSink, Host, SessionSource, Tool, ToolOutcome, ToolRegistry, ToolRequest,
-};
+use palisade::events::{Event, EventKind, EventSink};
+use palisade::{Host, SessionSource, Tool, ToolOutcome, ToolRegistry, ToolRequest};
 use serde_json::json;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};

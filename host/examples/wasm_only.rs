@@ -5,7 +5,8 @@
 //!
 //! Run: `cargo run -p palisade --no-default-features --example wasm_only`
 
-use palisade::{Host, StateStore, ToolCall};
+use palisade::state::StateStore;
+use palisade::{Host, ToolCall};
 use serde_json::json;
 
 #[tokio::main(flavor = "current_thread")]

@@ -255,7 +255,7 @@ impl Agent {
 
     /// An agent that goes on with a session whose transcript so far is `transcript` (a
     /// persisted session, reloaded): turns are numbered on from its last, so the facts of the
-    /// new turns get ids of their own (see [`crate::lifecycle`]). Start it with
+    /// new turns get ids of their own (see [`crate::Lifecycle`]). Start it with
     /// [`SessionSource::Resume`].
     pub fn resume(
         session: Session,

@@ -40,7 +40,7 @@ pub(crate) struct HostInner {
     pub engines: Engines,
     pub sink: Option<Arc<dyn EventSink>>,
     /// What the sink wants ([`EventSink::interest`], asked once); nothing without a sink.
-    pub interest: crate::Interest,
+    pub interest: crate::events::Interest,
     /// The sink, for plugins' logs: none when the sink does not want them.
     pub log_sink: Option<Arc<dyn EventSink>>,
     pub background_queue: usize,
@@ -295,7 +295,7 @@ impl HostBuilder {
         };
         let interest = match &self.sink {
             Some(sink) => sink.interest(),
-            None => crate::Interest::ENDS,
+            None => crate::events::Interest::ENDS,
         };
         Ok(Host {
             inner: Arc::new(HostInner {

@@ -22,17 +22,21 @@
 //! # Ok(()) }
 //! ```
 //!
-//! The modules document the parts: [`manifest`] (what an operator grants), [`point`] (the
-//! extension points and their capabilities), [`events`] (lifecycle events and the audit log),
-//! and the dispatch rules on [`Session`].
+//! The crate root holds what an embedder uses at every call: the [`Host`], its [`Plugins`]
+//! and [`Session`]s, the [`Point`]s and their [`Capability`] table, the values that cross the
+//! boundary ([`ToolCall`], the decisions), the [`Lifecycle`] and the tool pipeline
+//! ([`ToolRegistry`]). Each module holds one concern, its types only there: [`manifest`] (what
+//! an operator grants), [`events`] (lifecycle events and sinks), [`state`] and [`facts`] (the
+//! stores), [`limits`] (the sandbox's caps), [`agent`] (an agent loop), [`bridge`],
+//! [`claude_code`] and [`gemini`] (the agents' hook protocols).
 //!
 //! # Features
 //!
 //! All on by default:
 //!
-//! - `sqlite`: the embedded state store ([`StateStore::embedded`], the default store) and the
-//!   embedded fact stream ([`FactStream::embedded`]), on a bundled SQLite;
-//! - `redis`: [`StateStore::redis`] and [`FactStream::redis`];
+//! - `sqlite`: the embedded state store ([`state::StateStore::embedded`], the default store) and the
+//!   embedded fact stream ([`facts::FactStream::embedded`]), on a bundled SQLite;
+//! - `redis`: [`state::StateStore::redis`] and [`facts::FactStream::redis`];
 //! - `http`: HTTP hooks (`url = …`) and the `wasi:http` grant of
 //!   components (`http = […]`).
 //!
@@ -62,12 +66,12 @@ pub mod gemini;
 mod hook;
 mod host;
 mod jsonl;
-pub mod lifecycle;
+mod lifecycle;
 mod loader;
 pub mod manifest;
-pub mod pipeline;
+mod pipeline;
 mod plugin;
-pub mod point;
+mod point;
 mod points;
 mod runtime;
 mod session;
@@ -76,8 +80,6 @@ pub mod state;
 mod types;
 
 pub use error::{Error, Problem};
-pub use events::{Dispatch, Event, EventKind, EventSink, Interest};
-pub use facts::FactStream;
 pub use failure::{Failure, FailureReason};
 pub use hook::BoxFuture;
 pub use host::{
@@ -90,27 +92,27 @@ pub use lifecycle::{
 };
 #[doc(hidden)]
 pub use loader::{Loads, Manifests};
-pub use manifest::{
-    DEFAULT_PAYLOAD_MAX_BYTES, HookSpec, HttpGrant, HttpHost, Limits, Manifest, Network, Protocol,
-    RuntimeSpec, StateGrant,
-};
 pub use pipeline::{
     CallToken, Tool, ToolContext, ToolExecution, ToolInvocation, ToolRegistry, ToolRequest,
 };
 pub use plugin::{Plugin, Plugins};
 pub use point::{Capability, InstanceLifetime, Interface, Mode, OnFailure, Point};
 pub use runtime::engines::{DEFAULT_INSTANCE_POOL, EPOCH_TICK};
-pub use runtime::limits::{
-    MAX_CORE_INSTANCES, MAX_LOG_LINE_BYTES, MAX_LOG_LINES_PER_CALL, MAX_MEMORIES, MAX_NEXT_CALLS,
-    MAX_OUTPUT_BYTES_PER_CALL, MAX_STATE_CALLS_PER_CALL, MAX_TABLE_ELEMENTS, MAX_TABLES,
-    MAX_WASI_RESOURCES,
-};
 pub use session::{Approver, Session};
 pub use signal::Signal;
-pub use state::StateStore;
 pub use types::{
     Approval, AskRequest, Authorization, CommittedFact, ContentBlock, Context, Denial,
     GuardDecision, LlmResponse, Message, Observation, PostToolResult, PreStep, PreStepDecision,
     PreToolDecision, Provenance, Role, ServerToolContent, SessionSource, Steering, StopEvent,
     ToolCall, ToolOutcome, ToolResult, TurnOutcome,
 };
+
+/// What one plugin instance may hold and do: the sandbox's caps, the same for every plugin
+/// (a manifest's own bounds are in [`manifest`]).
+pub mod limits {
+    pub use crate::runtime::limits::{
+        DIRECT_TICKS, MAX_CORE_INSTANCES, MAX_LOG_LINE_BYTES, MAX_LOG_LINES_PER_CALL, MAX_MEMORIES,
+        MAX_NEXT_CALLS, MAX_OUTPUT_BYTES_PER_CALL, MAX_STATE_CALLS_PER_CALL, MAX_TABLE_ELEMENTS,
+        MAX_TABLES, MAX_WASI_RESOURCES,
+    };
+}

@@ -274,7 +274,7 @@ pub struct ToolExecution {
 }
 
 impl Session {
-    /// Runs `request` through the whole tool pipeline (see [`crate::pipeline`]).
+    /// Runs `request` through the whole tool pipeline (docs/semantics.md, "The tool pipeline").
     pub async fn execute(&self, registry: &ToolRegistry, request: ToolRequest) -> ToolExecution {
         // Seal the identity: freeze the arguments, assign the token.
         let token = CallToken(NEXT_TOKEN.fetch_add(1, Ordering::Relaxed));

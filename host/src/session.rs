@@ -642,10 +642,10 @@ impl Drop for Unfinished {
     }
 }
 
-/// One dispatch's report to the sink ([`crate::EventSink::dispatched`]): sent when it is
+/// One dispatch's report to the sink ([`crate::events::EventSink::dispatched`]): sent when it is
 /// dropped, with the outcome [`DispatchReport::end`] gave it, or `cancelled` if the dispatch's
 /// future was dropped first; not sent when no hook ran, nor without a sink that wants it
-/// ([`crate::Interest::dispatches`]).
+/// ([`crate::events::Interest::dispatches`]).
 pub(crate) struct DispatchReport<'a> {
     shared: &'a SessionShared,
     inv: Invocation,

@@ -5,7 +5,7 @@ pub mod external;
 pub mod redis;
 pub mod web;
 
-use palisade::{Event, EventKind, EventSink};
+use palisade::events::{Event, EventKind, EventSink};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, OnceLock};
 
@@ -118,7 +118,7 @@ pub fn host() -> palisade::HostBuilder {
 /// Loads `dir` with a fresh host that makes no spare instances.
 pub fn load_without_spares(dir: &PluginDir) -> palisade::Plugins {
     host()
-        .state(palisade::StateStore::memory())
+        .state(palisade::state::StateStore::memory())
         .spare_instances(false)
         .build()
         .unwrap()
@@ -213,7 +213,7 @@ pub fn pre_tool_hook(capability: &str, priority: i32) -> String {
 pub fn load(dir: &PluginDir) -> palisade::Plugins {
     // State in memory: a test run never sees another's.
     host()
-        .state(palisade::StateStore::memory())
+        .state(palisade::state::StateStore::memory())
         .build()
         .unwrap()
         .load_dir(dir.path())
@@ -224,7 +224,7 @@ pub fn load(dir: &PluginDir) -> palisade::Plugins {
 pub fn load_recorded(dir: &PluginDir) -> (palisade::Plugins, Arc<Recorder>) {
     let recorder = Recorder::shared();
     let host = host()
-        .state(palisade::StateStore::memory())
+        .state(palisade::state::StateStore::memory())
         .event_sink(recorder.clone())
         .build()
         .unwrap();

@@ -3,7 +3,8 @@
 
 use crate::hook_io::{DEFAULT_BUDGET_MS, answer, read_stdin_by, write};
 use palisade::bridge::{self, Dialect, Reply};
-use palisade::{EventSink, JsonlSink, Plugins};
+use palisade::events::EventSink;
+use palisade::{JsonlSink, Plugins};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -68,8 +69,8 @@ struct Watch {
 }
 
 impl EventSink for Watch {
-    fn emit(&self, event: &palisade::Event) {
-        if let palisade::EventKind::HookStarted = event.kind {
+    fn emit(&self, event: &palisade::events::Event) {
+        if let palisade::events::EventKind::HookStarted = event.kind {
             self.doing
                 .set(format!("running the hook `{}`", event.hook_id));
         }
@@ -78,7 +79,7 @@ impl EventSink for Watch {
         }
     }
 
-    fn dispatched(&self, dispatch: &palisade::Dispatch) {
+    fn dispatched(&self, dispatch: &palisade::events::Dispatch) {
         if let Some(inner) = &self.inner {
             inner.dispatched(dispatch);
         }
@@ -86,10 +87,10 @@ impl EventSink for Watch {
 
     /// The starts (to name the hook that overran) and what the inner sink wants; nothing else
     /// is made for a bridge without an audit log or OpenTelemetry.
-    fn interest(&self) -> palisade::Interest {
-        let started = palisade::Interest {
+    fn interest(&self) -> palisade::events::Interest {
+        let started = palisade::events::Interest {
             started: true,
-            ..palisade::Interest::ENDS
+            ..palisade::events::Interest::ENDS
         };
         self.inner
             .as_ref()
@@ -639,7 +640,7 @@ pub fn read_hook_event(raw: &[u8]) -> serde_json::Result<palisade::claude_code::
 #[cfg(test)]
 mod tests {
     use super::*;
-    use palisade::Interest;
+    use palisade::events::Interest;
 
     fn watch(inner: Option<Arc<dyn EventSink>>) -> Watch {
         Watch {

@@ -53,7 +53,7 @@ fn check(dir: &Path, strict: bool) -> anyhow::Result<ExitCode> {
     if plugins.iter().any(|p| p.manifest().state.is_some()) {
         println!(
             "plugin state (the bridges' and `palisade serve`'s default) is kept in {}",
-            palisade::StateStore::default().describe()
+            palisade::state::StateStore::default().describe()
         );
     }
     print_warnings(&plugins);
@@ -183,7 +183,7 @@ fn plugins_table(plugins: &Plugins) -> String {
 }
 
 /// What a plugin is given beyond compute, `-` for nothing.
-fn grants(manifest: &palisade::Manifest) -> String {
+fn grants(manifest: &palisade::manifest::Manifest) -> String {
     let mut grants = Vec::new();
     if let Some(state) = &manifest.state {
         let scopes: Vec<&str> = [("session", state.session), ("global", state.global)]
@@ -278,7 +278,7 @@ fn print_warnings(plugins: &Plugins) {
                 );
             }
             if manifest.runtime.family() != "wasm"
-                && manifest.protocol == palisade::Protocol::ClaudeCode
+                && manifest.protocol == palisade::manifest::Protocol::ClaudeCode
                 && hook.has(Capability::Guard)
             {
                 println!(

@@ -17,9 +17,10 @@
 use crate::output::{clip, table};
 use anyhow::Context as _;
 use palisade::agent::text_of;
+use palisade::events::{Event, EventKind, EventSink};
 use palisade::{
-    Approval, Approver, AskPolicy, AskRequest, BoxFuture, Event, EventKind, EventSink, Lifecycle,
-    PreStepDecision, SessionSource, StopEvent, ToolCall, ToolDecision, ToolOutcome,
+    Approval, Approver, AskPolicy, AskRequest, BoxFuture, Lifecycle, PreStepDecision,
+    SessionSource, StopEvent, ToolCall, ToolDecision, ToolOutcome,
 };
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -267,7 +268,7 @@ pub(crate) async fn steps(
     let sink = Arc::new(Collect::default());
     // A replay is the same every time: state starts empty and is forgotten.
     let host = crate::cache::host_builder()
-        .state(palisade::StateStore::memory())
+        .state(palisade::state::StateStore::memory())
         .event_sink(sink.clone())
         .build()?;
     let plugins = host.load_dir(dir)?;

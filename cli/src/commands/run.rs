@@ -2,9 +2,9 @@
 
 use anyhow::{Context, bail};
 use palisade::events::StderrSink;
+use palisade::events::{Event, EventKind, EventSink};
 use palisade::{
-    Event, EventKind, EventSink, Observation, Point, PreStep, Session, SessionSource, StopEvent,
-    ToolCall, ToolOutcome,
+    Observation, Point, PreStep, Session, SessionSource, StopEvent, ToolCall, ToolOutcome,
 };
 use serde::Deserialize;
 use serde_json::Value;
@@ -160,7 +160,7 @@ async fn run(
     // A try-out of one event: state starts empty and is forgotten, and no spare instance is
     // made for a next call that never comes.
     let mut builder = crate::cache::host_builder()
-        .state(palisade::StateStore::memory())
+        .state(palisade::state::StateStore::memory())
         .spare_instances(false);
     let sink: Option<Arc<dyn EventSink>> = match events {
         EventFormat::Text => Some(Arc::new(TextSink)),

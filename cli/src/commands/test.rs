@@ -2,7 +2,8 @@
 //! the decision expected of the plugins of `DIR`.
 
 use anyhow::Context;
-use palisade::{Event, EventKind, EventSink, Plugins, Point};
+use palisade::events::{Event, EventKind, EventSink};
+use palisade::{Plugins, Point};
 use serde::Deserialize;
 use serde_json::Value;
 use std::path::{Path, PathBuf};
@@ -114,7 +115,7 @@ async fn test(dir: &Path, cases: &Path) -> anyhow::Result<ExitCode> {
     let collect = Arc::new(Collect::default());
     // Cases are the same every run: state starts empty and is forgotten.
     let host = crate::cache::host_builder()
-        .state(palisade::StateStore::memory())
+        .state(palisade::state::StateStore::memory())
         .event_sink(collect.clone() as Arc<dyn EventSink>)
         .build()?;
     let plugins = host.load_dir(dir)?;

@@ -232,7 +232,7 @@ pub async fn load_plugins(
 ) -> anyhow::Result<palisade::Plugins> {
     use anyhow::Context as _;
     let mut builder = crate::facts::appending(crate::cache::quiet_host_builder());
-    let mut sink: Option<std::sync::Arc<dyn palisade::EventSink>> = None;
+    let mut sink: Option<std::sync::Arc<dyn palisade::events::EventSink>> = None;
     if let Some(path) = audit_log {
         let audit = crate::audit::open(path)
             .with_context(|| format!("cannot open the audit log {}", path.display()))?;

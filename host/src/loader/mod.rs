@@ -211,7 +211,7 @@ impl Host {
     /// load does not wait for it (a store that is slow to open, or busy, holds up only the
     /// hooks that use it): by the first helper, once it has loaded what it takes — in
     /// parallel with the largest component's load — or, with no helper, on a thread of its
-    /// own ([`StateStore::open_ahead`](crate::StateStore::open_ahead)). Not on a thread of its
+    /// own ([`StateStore::open_ahead`](crate::state::StateStore::open_ahead)). Not on a thread of its
     /// own beside the helpers: on two cores, a third busy thread takes the idle core, and the
     /// helper waits behind the thread loading the largest component while the other core
     /// idles.

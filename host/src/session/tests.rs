@@ -124,8 +124,8 @@ async fn a_sink_is_sent_only_what_it_is_interested_in() {
         fn dispatched(&self, dispatch: &Dispatch) {
             self.0.dispatched(dispatch);
         }
-        fn interest(&self) -> crate::Interest {
-            crate::Interest::ENDS
+        fn interest(&self) -> crate::events::Interest {
+            crate::events::Interest::ENDS
         }
     }
     let events = Arc::new(Events::default());

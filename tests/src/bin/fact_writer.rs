@@ -6,7 +6,8 @@
 //! and commits the call's result, then flushes the stream and prints `acked <interaction id>`
 //! for each of the three records — only once the stream has acknowledged them.
 
-use palisade::{AskPolicy, FactStream, Host, Lifecycle, ToolCall, ToolOutcome};
+use palisade::facts::FactStream;
+use palisade::{AskPolicy, Host, Lifecycle, ToolCall, ToolOutcome};
 use std::io::Write;
 use std::time::Duration;
 

@@ -18,8 +18,8 @@
 use super::{INVALID_PARAMS, Proxy, id_key, lock, request};
 use crate::jsonrpc::relay::own_id;
 use base64::Engine as _;
-use palisade::pipeline::{Tool, ToolRegistry, ToolRequest};
 use palisade::{Approval, Approver, AskRequest, ContentBlock, Provenance, ToolCall, ToolOutcome};
+use palisade::{Tool, ToolRegistry, ToolRequest};
 use rmcp::model::{self as mcp, CallToolRequestParams, CallToolResult};
 use serde_json::{Value, json};
 use std::sync::{Arc, Mutex, Weak};

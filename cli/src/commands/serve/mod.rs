@@ -25,7 +25,8 @@ use axum::Router;
 use axum::extract::DefaultBodyLimit;
 use axum::routing::{get, post};
 use handlers::{claude_code, codex, health, metrics_text, not_found};
-use palisade::{EventSink, JsonlSink, Lifecycle, Plugins};
+use palisade::events::EventSink;
+use palisade::{JsonlSink, Lifecycle, Plugins};
 use reload::{fingerprint, reload_on_sighup, watch};
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -61,7 +62,7 @@ pub struct ServeCommand {
     #[arg(long, default_value_t = 64)]
     max_concurrency: usize,
     /// Largest request body, in bytes (a hook event); larger gets 413.
-    #[arg(long, default_value_t = palisade::DEFAULT_PAYLOAD_MAX_BYTES)]
+    #[arg(long, default_value_t = palisade::manifest::DEFAULT_PAYLOAD_MAX_BYTES)]
     payload_max_bytes: usize,
     /// Open connections at most; more are closed as they arrive.
     #[arg(long, default_value_t = 256)]
@@ -153,7 +154,7 @@ pub struct Options {
     /// Whether agent events are recorded in the audit log too.
     pub record: bool,
     /// Where plugin state is kept: one store for the server's life, across reloads.
-    pub state: palisade::StateStore,
+    pub state: palisade::state::StateStore,
 }
 
 /// One loaded plugin directory and the sessions opened on it.
@@ -199,7 +200,7 @@ const QUEUE_WAIT: Duration = Duration::from_secs(5);
 fn load(
     plugins_dir: &Path,
     sink: Option<Arc<dyn EventSink>>,
-    state: palisade::StateStore,
+    state: palisade::state::StateStore,
 ) -> anyhow::Result<Plugins> {
     let mut builder = crate::facts::appending(crate::cache::host_builder().state(state));
     if let Some(sink) = sink {
