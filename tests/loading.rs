@@ -1,7 +1,7 @@
 //! Loading a plugin directory: every manifest and component problem is refused with a
 //! message naming the file, the field and the fix — and all of them are listed at once.
 
-use palisade::{Error, Host, Problem};
+use palisade::{Error, Host, LoadRequest, Problem};
 use palisade_tests::{PluginDir, assert_load_problems};
 use sha2::{Digest, Sha256};
 
@@ -1119,11 +1119,12 @@ fn an_event_about_a_tool_loads_only_the_plugins_whose_matchers_take_it() {
     };
     let pre_tool = [Point::ToolCallCommitted, Point::PreTool, Point::ToolGuard];
     let read = host
-        .load_dir_for_tool(dir.path(), &pre_tool, "Read")
+        .load(LoadRequest::dir(dir.path()).points(&pre_tool).tool("Read"))
         .unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(names(&read), ["every-tool"]);
     // The tool it guards: loaded, and refused as broken.
-    let Err(Error::Invalid { problems }) = host.load_dir_for_tool(dir.path(), &pre_tool, "Bash")
+    let Err(Error::Invalid { problems }) =
+        host.load(LoadRequest::dir(dir.path()).points(&pre_tool).tool("Bash"))
     else {
         panic!("a broken plugin that guards Bash loaded for a Bash event");
     };
@@ -1134,10 +1135,17 @@ fn an_event_about_a_tool_loads_only_the_plugins_whose_matchers_take_it() {
         "{problems:#?}"
     );
     // Without a tool, every plugin on the points.
-    assert!(host.load_dir_for(dir.path(), &pre_tool).is_err());
+    assert!(
+        host.load(LoadRequest::dir(dir.path()).points(&pre_tool))
+            .is_err()
+    );
     // A point with no tool: its plugins, whatever their matchers elsewhere.
     let prompt = host
-        .load_dir_for_tool(dir.path(), &[Point::PromptSubmit], "Read")
+        .load(
+            LoadRequest::dir(dir.path())
+                .points(&[Point::PromptSubmit])
+                .tool("Read"),
+        )
         .unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(names(&prompt), ["prompts"]);
 }

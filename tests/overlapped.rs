@@ -1,4 +1,4 @@
-//! An overlapped load (`Host::load_dir_overlapped`, a bridge's): the manifests are checked
+//! An overlapped load (`Manifests::load_overlapped`, a bridge's): the manifests are checked
 //! before anything runs, the components load while the hooks run, and a hook whose
 //! component is still loading waits for it at its turn. A component that does not load
 //! fails its hook (closed, for a guard) and the load.
@@ -83,8 +83,8 @@ async fn the_hooks_before_a_component_still_loading_run_while_it_loads() {
         }))
         .build()
         .unwrap();
-    let (plugins, loads) = host
-        .load_dir_overlapped(dir.path(), &[Point::PreTool], Some("Bash"))
+    let (plugins, loads) = palisade::Manifests::read(dir.path())
+        .load_overlapped(&host, &[Point::PreTool], Some("Bash"))
         .unwrap();
     let loaded = |name: &str| {
         plugins
@@ -138,8 +138,8 @@ async fn a_component_that_does_not_load_fails_its_hook_and_the_load() {
     );
     marking(&dir, "after", 10, &marker);
     let host = host().build().unwrap();
-    let (plugins, loads) = host
-        .load_dir_overlapped(dir.path(), &[Point::PreTool], Some("Bash"))
+    let (plugins, loads) = palisade::Manifests::read(dir.path())
+        .load_overlapped(&host, &[Point::PreTool], Some("Bash"))
         .unwrap();
     let finishing = tokio::task::spawn_blocking(move || loads.finish());
     let decision = plugins.session("s").pre_tool(&call()).await;
@@ -181,9 +181,11 @@ fn a_manifest_problem_is_reported_before_anything_runs() {
         )],
     );
     let host = host().build().unwrap();
-    let Err(Error::Invalid { problems }) =
-        host.load_dir_overlapped(dir.path(), &[Point::PreTool], Some("Bash"))
-    else {
+    let Err(Error::Invalid { problems }) = palisade::Manifests::read(dir.path()).load_overlapped(
+        &host,
+        &[Point::PreTool],
+        Some("Bash"),
+    ) else {
         panic!("the manifest's problem is an error");
     };
     assert!(
@@ -199,8 +201,8 @@ async fn loads_dropped_unfinished_refuse_what_no_thread_took() {
     let dir = PluginDir::new();
     guard(&dir, "allow");
     let host = host().build().unwrap();
-    let (plugins, loads) = host
-        .load_dir_overlapped(dir.path(), &[Point::PreTool], Some("Bash"))
+    let (plugins, loads) = palisade::Manifests::read(dir.path())
+        .load_overlapped(&host, &[Point::PreTool], Some("Bash"))
         .unwrap();
     drop(loads);
     let decision = tokio::time::timeout(

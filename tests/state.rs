@@ -318,7 +318,7 @@ async fn a_store_slow_to_open_does_not_hold_up_the_load() {
             .state(StateStore::embedded(state))
             .build()
             .unwrap()
-            .load_dir_for(dir.path(), &[palisade::Point::PreTool])
+            .load(palisade::LoadRequest::dir(dir.path()).points(&[palisade::Point::PreTool]))
             .unwrap()
     };
     // Compiled into the test process's cache first, with a store of its own: what is timed

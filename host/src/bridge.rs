@@ -199,7 +199,7 @@ pub fn points_for(event: &str) -> &'static [Point] {
 /// `PreToolUse` or `PostToolUse` (Gemini CLI's `BeforeTool` and `AfterTool` too); `None` for
 /// the other events, and for one whose `tool_name` is not a string (it fails on its own).
 /// With [`points_for`], what a process that serves one event loads
-/// ([`crate::Host::load_dir_for_tool`]).
+/// ([`crate::LoadRequest::tool`]).
 pub fn tool_of(input: &Value) -> Option<&str> {
     let event = input.get("hook_event_name")?.as_str()?;
     match canonical(event) {

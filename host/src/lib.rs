@@ -90,6 +90,7 @@ pub use jsonl::{AuditLoss, JsonlSink};
 pub use lifecycle::{
     AgentApplies, AskPolicy, Lifecycle, NotApplied, Reported, ToolDecision, ToolStep,
 };
+pub use loader::LoadRequest;
 #[doc(hidden)]
 pub use loader::{Loads, Manifests};
 pub use pipeline::{

@@ -249,7 +249,7 @@ impl Plugins {
             return;
         };
         // Each with its limits, and whether it is queued yet: a component still loading
-        // ([`Host::load_dir_overlapped`](crate::Host::load_dir_overlapped)) is queued once
+        // ([`Manifests::load_overlapped`](crate::Manifests::load_overlapped)) is queued once
         // loaded, by the making task, which waits for it.
         let mut queued: Vec<(usize, crate::manifest::Limits, bool)> = Vec::new();
         // The first component's call comes at once: made ahead, it would only be waited for.

@@ -481,7 +481,7 @@ fn start_load(options: &BridgeCommand, preparing: Preparing) -> Starting {
 /// Goes on with the load `starting` for event `name` (for the tool `tool`, when it is about
 /// one: a hook whose matcher does not take it does not run), recording the agent's event in
 /// the audit log (`record`, when asked to). Returns the plugins once their manifests are
-/// checked, with the components still loading ([`palisade::Host::load_dir_overlapped`]),
+/// checked, with the components still loading ([`palisade::Manifests::load_overlapped`]),
 /// and the end of their loads: `Err`, the event's refusal, when one did not load.
 async fn load(
     starting: Starting,

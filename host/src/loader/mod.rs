@@ -37,77 +37,87 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use wasmtime::component::Component;
 
+/// Which plugins of a directory [`Host::load`] loads: every plugin folder (the default), or,
+/// for a process that serves one event and exits (a bridge run), only those whose hooks that
+/// event would run. Every manifest is read and validated either way; only the wanted
+/// plugins' components are loaded.
+#[derive(Clone, Copy)]
+pub struct LoadRequest<'a> {
+    dir: &'a Path,
+    points: Option<&'a [Point]>,
+    tool: Option<&'a str>,
+}
+
+impl std::fmt::Debug for LoadRequest<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LoadRequest")
+            .field("dir", &self.dir)
+            .field("points", &self.points)
+            .field("tool", &self.tool)
+            .finish()
+    }
+}
+
+impl<'a> LoadRequest<'a> {
+    /// Every plugin folder of `dir` (a folder with a `plugin.toml`; others are skipped and
+    /// listed by [`Plugins::skipped`]).
+    pub fn dir(dir: &'a Path) -> LoadRequest<'a> {
+        LoadRequest {
+            dir,
+            points: None,
+            tool: None,
+        }
+    }
+
+    /// Only the plugins with a hook on one of `points`.
+    pub fn points(self, points: &'a [Point]) -> LoadRequest<'a> {
+        LoadRequest {
+            points: Some(points),
+            ..self
+        }
+    }
+
+    /// For an event about the tool named `tool` (as the hooks' matchers see it): a hook on a
+    /// point that has a tool counts only if its matcher takes `tool`, since it is not run
+    /// otherwise. A bridged `Read` thus loads none of the plugins that only guard shell
+    /// commands.
+    pub fn tool(self, tool: &'a str) -> LoadRequest<'a> {
+        LoadRequest {
+            tool: Some(tool),
+            ..self
+        }
+    }
+
+    /// Which plugins are wanted: `None`, all of them.
+    fn wanted(&self) -> Option<Wanted<'a>> {
+        match (self.points, self.tool) {
+            (None, None) => None,
+            (points, tool) => Some(Wanted {
+                points: points.unwrap_or(&Point::ALL),
+                tool,
+            }),
+        }
+    }
+}
+
 impl Host {
-    /// Loads every plugin folder of `dir` (a folder with a `plugin.toml`; others are skipped
-    /// and listed by [`Plugins::skipped`]).
+    /// Loads the plugins `request` names.
     ///
     /// Either every plugin loads, or nothing does and [`Error::Invalid`] lists every problem
     /// found, each naming the file, the field and the fix.
+    pub fn load(&self, request: LoadRequest<'_>) -> Result<Plugins, Error> {
+        let read = read_dir(request.dir)?;
+        self.load_read(read, request.wanted(), false)
+            .map(|(plugins, _)| plugins)
+    }
+
+    /// Loads every plugin folder of `dir`: [`Host::load`] of [`LoadRequest::dir`].
     pub fn load_dir(&self, dir: impl AsRef<Path>) -> Result<Plugins, Error> {
-        self.load(dir.as_ref(), None, false)
-            .map(|(plugins, _)| plugins)
-    }
-
-    /// Loads the plugins of `dir` that have a hook on one of `points`: every manifest is
-    /// read and validated, but only those plugins' components are loaded. For a process that
-    /// serves one event and exits (a bridge run), where loading the rest is wasted time.
-    pub fn load_dir_for(&self, dir: impl AsRef<Path>, points: &[Point]) -> Result<Plugins, Error> {
-        self.load(dir.as_ref(), Some(Wanted { points, tool: None }), false)
-            .map(|(plugins, _)| plugins)
-    }
-
-    /// As [`Host::load_dir_for`], for an event about the tool named `tool` (as the hooks'
-    /// matchers see it): a hook on a point that has a tool counts only if its matcher takes
-    /// `tool`, since it is not run otherwise. A bridged `Read` thus loads none of the plugins
-    /// that only guard shell commands.
-    pub fn load_dir_for_tool(
-        &self,
-        dir: impl AsRef<Path>,
-        points: &[Point],
-        tool: &str,
-    ) -> Result<Plugins, Error> {
-        let tool = Some(tool);
-        self.load(dir.as_ref(), Some(Wanted { points, tool }), false)
-            .map(|(plugins, _)| plugins)
-    }
-
-    /// As [`Host::load_dir_for_tool`] (`tool`: the tool the event is about, if any), for a
-    /// process that runs one event and exits (a bridge), with the components loading while
-    /// the event's hooks run: returns once every manifest is read and checked — a problem
-    /// of a manifest, of a grant or of a command's program is an error here, before anything
-    /// runs — with the components still loading, on helper threads and in
-    /// [`Loads::finish`], which the caller runs (on a blocking thread) meanwhile. A hook
-    /// whose component is still loading waits for it at its turn (its deadline counting from
-    /// then), so the hooks before a large component (a Python interpreter's, 3 ms from the
-    /// cache) run while it loads instead of after.
-    ///
-    /// A component that does not load: [`Loads::finish`] returns its problems, as
-    /// [`Host::load_dir_for_tool`] would have, and its hooks fail (`unavailable`), closed
-    /// where a failure is. The caller refuses the event with those problems, as it would
-    /// have before running anything; the hooks ordered before that component's may have run
-    /// (as they run before a guard that refuses).
-    #[doc(hidden)]
-    pub fn load_dir_overlapped(
-        &self,
-        dir: impl AsRef<Path>,
-        points: &[Point],
-        tool: Option<&str>,
-    ) -> Result<(Plugins, Loads), Error> {
-        Manifests::read(dir).load_overlapped(self, points, tool)
-    }
-
-    fn load(
-        &self,
-        dir: &Path,
-        wanted: Option<Wanted<'_>>,
-        overlapped: bool,
-    ) -> Result<(Plugins, Option<Loads>), Error> {
-        let read = read_dir(dir)?;
-        self.load_read(read, wanted, overlapped)
+        self.load(LoadRequest::dir(dir.as_ref()))
     }
 
     /// Loads the plugins `read` of those `wanted` (all, for `None`); `overlapped`: see
-    /// [`Host::load_dir_overlapped`].
+    /// [`Manifests::load_overlapped`].
     fn load_read(
         &self,
         read: Read,
@@ -710,9 +720,21 @@ impl Manifests {
         }
     }
 
-    /// Loads with `host` the plugins with a hook on one of `points` (and, for a tool's
-    /// event, a matcher that takes `tool`) as [`Host::load_dir_overlapped`] does; every
-    /// problem of every manifest, wanted or not, is an error here.
+    /// Loads with `host` the plugins with a hook on one of `points` (and, for a tool's event,
+    /// a matcher that takes `tool`), for a process that runs one event and exits (a bridge),
+    /// with the components loading while the event's hooks run: returns once every manifest
+    /// is read and checked — a problem of any manifest, wanted or not, of a grant or of a
+    /// command's program is an error here, before anything runs — with the components still
+    /// loading, on helper threads and in [`Loads::finish`], which the caller runs (on a
+    /// blocking thread) meanwhile. A hook whose component is still loading waits for it at
+    /// its turn (its deadline counting from then), so the hooks before a large component (a
+    /// Python interpreter's, 3 ms from the cache) run while it loads instead of after.
+    ///
+    /// A component that does not load: [`Loads::finish`] returns its problems, as
+    /// [`Host::load`] would have, and its hooks fail (`unavailable`), closed where a failure
+    /// is. The caller refuses the event with those problems, as it would have before running
+    /// anything; the hooks ordered before that component's may have run (as they run before a
+    /// guard that refuses).
     pub fn load_overlapped(
         self,
         host: &Host,
@@ -744,7 +766,7 @@ fn add_unique(plugins: &mut Vec<Plugin>, plugin: Plugin, problems: &mut Vec<Prob
     plugins.push(plugin);
 }
 
-/// The components of a [`Host::load_dir_overlapped`], loading: [`Loads::finish`] does the
+/// The components of a [`Manifests::load_overlapped`], loading: [`Loads::finish`] does the
 /// calling thread's share and waits for the rest.
 #[doc(hidden)]
 pub struct Loads {
@@ -763,7 +785,7 @@ impl std::fmt::Debug for Loads {
 impl Loads {
     /// Loads this thread's share of the components and waits for the others': `Err` lists
     /// the problems of every component that did not load (their hooks failed), as
-    /// [`Host::load_dir_for_tool`] would have. Blocks: run it where blocking is allowed.
+    /// [`Host::load`] would have. Blocks: run it where blocking is allowed.
     /// Dropped unfinished, the components no thread took are refused (their hooks fail).
     pub fn finish(self) -> Result<(), Error> {
         let problems: Vec<Problem> = self

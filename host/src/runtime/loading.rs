@@ -1,5 +1,5 @@
 //! A component still loading on another thread while the hooks before it run
-//! ([`Host::load_dir_overlapped`](crate::Host::load_dir_overlapped)): its hook's call waits
+//! ([`Manifests::load_overlapped`](crate::Manifests::load_overlapped)): its hook's call waits
 //! for the load, then runs as any other.
 
 use super::wasm::Wasm;
