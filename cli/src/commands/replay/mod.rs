@@ -14,16 +14,20 @@
 //! agent would commit them. Asks are answered by `--approve` (`never`, the default, or
 //! `always`).
 
-use crate::output::{clip, table};
+mod recorded;
+mod report;
+
+pub(crate) use recorded::{Recorded, sessions};
+use report::{HookRun, hook_runs, plugin_stats, print_text, tallies};
+
 use anyhow::Context as _;
 use palisade::agent::text_of;
 use palisade::events::{Event, EventKind, EventSink};
 use palisade::{
-    Approval, Approver, AskPolicy, AskRequest, BoxFuture, Lifecycle, PreStepDecision,
-    SessionSource, StopEvent, ToolCall, ToolDecision, ToolOutcome,
+    Approval, Approver, AskPolicy, AskRequest, BoxFuture, Lifecycle, PreStepDecision, StopEvent,
+    ToolCall, ToolDecision, ToolOutcome,
 };
-use serde::{Deserialize, Serialize};
-use std::collections::BTreeMap;
+use serde::Serialize;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::{Arc, Mutex};
@@ -80,37 +84,6 @@ impl ReplayCommand {
         let session = self.session.clone().unwrap_or_default();
         replay(&self.dir, &session, self.format, self.approve).await
     }
-}
-
-/// One recorded event.
-#[derive(Debug, Clone, Deserialize)]
-#[serde(tag = "event", rename_all = "kebab-case", deny_unknown_fields)]
-pub(crate) enum Recorded {
-    SessionStart {
-        source: SessionSource,
-    },
-    Prompt {
-        turn: u32,
-        text: String,
-    },
-    ToolCall {
-        call: ToolCall,
-        result: ToolOutcome,
-        /// The agent that ran the tool (`claude-code`, `codex`, `gemini`), for a recording a
-        /// bridge made: its protocol decides what of post-tool's answer it could apply.
-        #[serde(default)]
-        agent: Option<String>,
-    },
-    Stop {
-        turn: u32,
-        #[serde(default)]
-        step: u32,
-        #[serde(default)]
-        last_assistant_message: Option<String>,
-    },
-    SessionEnd {
-        reason: String,
-    },
 }
 
 #[derive(Clone, Copy, clap::ValueEnum)]
@@ -170,31 +143,6 @@ pub(crate) struct Step {
     pub detail: String,
     micros: u128,
     hooks: Vec<HookRun>,
-}
-
-#[derive(Serialize)]
-struct HookRun {
-    hook_id: String,
-    event: &'static str,
-    decision: String,
-    duration_us: u64,
-    fuel: u64,
-    /// What the hook logged in this run.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    logs: Vec<String>,
-}
-
-#[derive(Serialize, Default)]
-struct PluginStats {
-    invocations: usize,
-    p50_us: u64,
-    p95_us: u64,
-    p99_us: u64,
-    max_us: u64,
-    total_fuel: u64,
-    denied: usize,
-    failed: usize,
-    shadowed: usize,
 }
 
 async fn replay(
@@ -308,238 +256,6 @@ pub(crate) async fn steps(
         });
     }
     Ok(steps)
-}
-
-/// The sessions of a recording (JSON Lines; blank and `//` lines skipped), each with its id:
-/// either session events (one session, its id the file's name: its facts' ids are its own,
-/// and the same in every replay of it), or an audit log a bridge wrote with `--record` — its
-/// `agent_event` lines, by session, made into session events
-/// ([`palisade::bridge::session_events`]); its lifecycle events are skipped.
-pub(crate) fn sessions(text: &str, name: &str) -> anyhow::Result<Vec<(String, Vec<Recorded>)>> {
-    const LIFECYCLE: [&str; 7] = [
-        "hook_started",
-        "hook_completed",
-        "hook_failed",
-        "hook_denied",
-        "hook_shadowed",
-        "hook_not_applied",
-        "plugin_log",
-    ];
-    let mut recorded = Vec::new();
-    let mut agent: Vec<(String, Vec<(palisade::bridge::Dialect, serde_json::Value)>)> = Vec::new();
-    for (i, line) in text.lines().enumerate() {
-        if line.trim().is_empty() || line.trim_start().starts_with("//") {
-            continue;
-        }
-        let at = || format!("{name}:{}", i + 1);
-        let value: serde_json::Value = serde_json::from_str(line)
-            .with_context(|| format!("{}: not JSON (see `palisade replay --help`)", at()))?;
-        let kind = value["event"].as_str().unwrap_or_default();
-        if LIFECYCLE.contains(&kind) {
-            continue;
-        }
-        if kind == "agent_event" {
-            let dialect = value["dialect"]
-                .as_str()
-                .and_then(palisade::bridge::Dialect::from_name)
-                .with_context(|| {
-                    format!("{}: an agent_event names no dialect palisade knows", at())
-                })?;
-            let session = value["input"]["session_id"]
-                .as_str()
-                .unwrap_or("unknown-session")
-                .to_string();
-            let input = value["input"].clone();
-            match agent.iter_mut().find(|(id, _)| *id == session) {
-                Some((_, events)) => events.push((dialect, input)),
-                None => agent.push((session, vec![(dialect, input)])),
-            }
-            continue;
-        }
-        let event: Recorded = serde_json::from_value(value).with_context(|| {
-            format!(
-                "{}: not a session event (see `palisade replay --help`)",
-                at()
-            )
-        })?;
-        recorded.push(event);
-    }
-    if !agent.is_empty() {
-        if !recorded.is_empty() {
-            anyhow::bail!(
-                "{name} mixes session events and recorded agent events: keep them in files of \
-                 their own"
-            );
-        }
-        return agent
-            .into_iter()
-            .map(|(id, events)| {
-                let recorded = palisade::bridge::session_events(&events)
-                    .into_iter()
-                    .map(serde_json::from_value)
-                    .collect::<Result<Vec<Recorded>, _>>()
-                    .with_context(|| format!("{name}: session {id}"))?;
-                Ok((id, recorded))
-            })
-            .collect();
-    }
-    let id = Path::new(name).file_stem().map_or_else(
-        || "replay".to_string(),
-        |s| s.to_string_lossy().into_owned(),
-    );
-    Ok(vec![(id, recorded)])
-}
-
-/// What each hook did in one step, from the step's events (its logs attached).
-fn hook_runs(events: &[Event]) -> Vec<HookRun> {
-    let logs_of = |hook_id: &str| -> Vec<String> {
-        events
-            .iter()
-            .filter(|e| e.hook_id == hook_id)
-            .filter_map(|e| match &e.kind {
-                EventKind::PluginLog { message, .. } => Some(message.clone()),
-                _ => None,
-            })
-            .collect()
-    };
-    events
-        .iter()
-        .cloned()
-        .filter_map(|e| {
-            let (name, decision, duration_us, fuel) = match e.kind {
-                EventKind::HookCompleted {
-                    duration_us,
-                    fuel_consumed,
-                    decision,
-                    honoured,
-                } => (
-                    "completed",
-                    if honoured {
-                        decision
-                    } else {
-                        format!("{decision} (recorded)")
-                    },
-                    duration_us,
-                    fuel_consumed,
-                ),
-                EventKind::HookDenied {
-                    duration_us,
-                    fuel_consumed,
-                    reason_code,
-                    ..
-                } => ("denied", reason_code, duration_us, fuel_consumed),
-                EventKind::HookFailed {
-                    duration_us,
-                    fuel_consumed,
-                    reason,
-                    ..
-                } => ("failed", reason.to_string(), duration_us, fuel_consumed),
-                EventKind::HookShadowed {
-                    duration_us,
-                    fuel_consumed,
-                    decision,
-                    reason_code,
-                    ..
-                } => (
-                    "shadowed",
-                    if reason_code.is_empty() {
-                        decision
-                    } else {
-                        format!("{decision} {reason_code}")
-                    },
-                    duration_us,
-                    fuel_consumed,
-                ),
-                _ => return None,
-            };
-            Some(HookRun {
-                logs: logs_of(&e.hook_id),
-                hook_id: e.hook_id,
-                event: name,
-                decision,
-                duration_us,
-                fuel,
-            })
-        })
-        .collect()
-}
-
-/// Per plugin: invocations, fuel, denials, failures and latency percentiles.
-/// What each plugin did over the replay.
-fn tallies(steps: &[Step]) -> BTreeMap<String, crate::output::Tally> {
-    let mut per_plugin: BTreeMap<String, crate::output::Tally> = BTreeMap::new();
-    for run in steps.iter().flat_map(|s| &s.hooks) {
-        let plugin = run
-            .hook_id
-            .split('/')
-            .next()
-            .unwrap_or_default()
-            .to_string();
-        let tally = per_plugin.entry(plugin).or_default();
-        tally.durations.push(run.duration_us);
-        tally.fuel += run.fuel;
-        tally.denied += usize::from(run.event == "denied");
-        tally.failed += usize::from(run.event == "failed");
-        tally.shadowed += usize::from(run.event == "shadowed");
-    }
-    per_plugin
-}
-
-fn plugin_stats(tallies: &BTreeMap<String, crate::output::Tally>) -> BTreeMap<String, PluginStats> {
-    tallies
-        .iter()
-        .map(|(plugin, t)| {
-            let stats = PluginStats {
-                invocations: t.durations.len(),
-                p50_us: t.quantile(0.5),
-                p95_us: t.quantile(0.95),
-                p99_us: t.quantile(0.99),
-                max_us: t.durations.iter().max().copied().unwrap_or(0),
-                total_fuel: t.fuel,
-                denied: t.denied,
-                failed: t.failed,
-                shadowed: t.shadowed,
-            };
-            (plugin.clone(), stats)
-        })
-        .collect()
-}
-
-fn print_text(name: &str, steps: &[Step], tallies: &BTreeMap<String, crate::output::Tally>) {
-    println!("Replay of {name}: {} events\n", steps.len());
-    let mut rows = vec![
-        ["#", "EVENT", "SUBJECT", "OUTCOME", "BY", "REASON", "µs"]
-            .map(String::from)
-            .to_vec(),
-    ];
-    for step in steps {
-        rows.push(vec![
-            step.index.to_string(),
-            step.event.clone(),
-            clip(&step.subject, 40),
-            step.outcome.clone(),
-            step.by.clone().unwrap_or_default(),
-            clip(step.reason.as_deref().unwrap_or_default(), 60),
-            step.micros.to_string(),
-        ]);
-    }
-    print!("{}", table(&rows));
-    println!("\nWhat each hook decided:");
-    for step in steps {
-        for run in &step.hooks {
-            println!(
-                "  #{:<3} {:<28} {:<10} {:<28} {:>7} µs {:>10} fuel",
-                step.index,
-                run.hook_id,
-                run.event,
-                clip(&run.decision, 28),
-                run.duration_us,
-                run.fuel
-            );
-        }
-    }
-    println!();
-    print!("{}", crate::output::tally_table("PLUGIN", tallies));
 }
 
 struct Replayer<'a> {
