@@ -77,6 +77,7 @@ mod runtime;
 mod session;
 mod signal;
 pub mod state;
+mod tool_kinds;
 mod types;
 
 pub use error::{Error, Problem};
@@ -101,6 +102,7 @@ pub use point::{Capability, InstanceLifetime, Interface, Mode, OnFailure, Point}
 pub use runtime::engines::{DEFAULT_INSTANCE_POOL, EPOCH_TICK};
 pub use session::{Approver, Session};
 pub use signal::Signal;
+pub use tool_kinds::ToolKind;
 pub use types::{
     Approval, AskRequest, Authorization, CommittedFact, ContentBlock, Context, Denial,
     GuardDecision, LlmResponse, Message, Observation, PostToolResult, PreStep, PreStepDecision,

@@ -8,6 +8,7 @@ use super::bounds::{
     MAX_MEMORY_MB, MAX_PAYLOAD_MAX_BYTES, MAX_STATE_BYTES, MAX_STATE_KEYS, MAX_TIMEOUT_MS, mb,
 };
 use crate::error::Problem;
+use crate::tool_kinds::ToolKind;
 use regex::Regex;
 use serde::{Deserialize, Deserializer};
 use std::path::Path;
@@ -310,14 +311,15 @@ impl Matcher {
 impl Rule for ToolMatcher {
     type Raw = String;
     fn check(pattern: String) -> Result<Self, Invalid> {
-        let names: Option<Box<[Name]>> = pattern.split('|').map(Name::read).collect();
+        let expanded = with_kinds(&pattern)?;
+        let names: Option<Box<[Name]>> = expanded.split('|').map(Name::read).collect();
         if let Some(names) = names {
             return Ok(ToolMatcher {
                 pattern,
                 compiled: Matcher::Names(names),
             });
         }
-        match matcher(&pattern) {
+        match matcher(&expanded) {
             Ok(re) => Ok(ToolMatcher {
                 pattern,
                 compiled: Matcher::Regex(re),
@@ -328,6 +330,43 @@ impl Rule for ToolMatcher {
             )),
         }
     }
+}
+
+/// `pattern` with each alternative that names a tool kind (`@shell`, [`ToolKind`]) replaced
+/// by the tool names of that kind. A kind stands alone between `|`s.
+fn with_kinds(pattern: &str) -> Result<String, Invalid> {
+    if !pattern.contains('@') {
+        return Ok(pattern.to_string());
+    }
+    let kinds = || {
+        ToolKind::ALL
+            .iter()
+            .map(|kind| format!("`{kind}`"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    let mut alternatives = Vec::new();
+    for alternative in pattern.split('|') {
+        match alternative.strip_prefix('@') {
+            Some(name) => match ToolKind::named(name) {
+                Some(kind) => alternatives.extend(kind.patterns().iter().copied()),
+                None => {
+                    return Err(invalid(
+                        format!("`@{name}` is not a tool kind"),
+                        format!("name one of {}, or the tools themselves", kinds()),
+                    ));
+                }
+            },
+            None if alternative.contains('@') => {
+                return Err(invalid(
+                    format!("`{alternative}`: a tool kind stands alone between `|`s"),
+                    format!("write it as `…|@shell|…`; the kinds are {}", kinds()),
+                ));
+            }
+            None => alternatives.push(alternative),
+        }
+    }
+    Ok(alternatives.join("|"))
 }
 
 /// Compiles a tool-name matcher. The pattern is checked alone first, so that it cannot close

@@ -358,6 +358,59 @@ mod tests {
 
     /// A pattern of names (each optionally ending in `.*` or `.+`) is matched by string
     /// comparison, and answers exactly as its regex does; any other pattern goes to the regex.
+    /// A matcher may name a kind of tool (`@shell`), which stands for what each agent calls
+    /// it; an unknown kind, or one inside a larger regex, is a problem naming the field.
+    #[test]
+    fn a_matcher_names_tool_kinds_across_agents() {
+        let parse = |matcher: &str| {
+            let text = format!(
+                "name = \"m\"\nwasm = \"m.wasm\"\n[[hooks]]\npoint = \"pre-tool\"\n\
+                 capability = \"guard\"\nmatcher = \"{matcher}\"\n"
+            );
+            let mut problems = Vec::new();
+            let manifest = parse::parse(Path::new("m/plugin.toml"), &text, &mut problems);
+            (manifest, problems)
+        };
+        let (manifest, problems) = parse("@shell|@mcp|Read");
+        let hook = &manifest.unwrap_or_else(|| panic!("{problems:?}")).hooks[0];
+        assert!(
+            matches!(hook.compiled_matcher, Some(Matcher::Regex(_))),
+            "terminal/create"
+        );
+        for tool in [
+            "Bash",
+            "exec_command",
+            "local_shell",
+            "run_shell_command",
+            "execute",
+            "terminal/create",
+            "mcp__github__create_issue",
+            "mcp_github_create_issue",
+            "Read",
+        ] {
+            assert!(hook.matches_tool(tool), "{tool}");
+        }
+        for tool in ["Write", "apply_patch", "WebFetch", "mcp_", "Bashful"] {
+            assert!(!hook.matches_tool(tool), "{tool}");
+        }
+        let (manifest, _) = parse("@file-write");
+        let hook = &manifest.unwrap().hooks[0];
+        assert!(matches!(hook.compiled_matcher, Some(Matcher::Names(_))));
+        assert!(hook.matches_tool("apply_patch") && hook.matches_tool("Edit"));
+        for (matcher, says) in [
+            ("@shel", "`@shel` is not a tool kind"),
+            ("(@shell)", "a tool kind stands alone"),
+        ] {
+            let (manifest, problems) = parse(matcher);
+            assert!(manifest.is_none());
+            let problem = format!("{problems:?}");
+            assert!(
+                problem.contains(says) && problem.contains("hooks[0].matcher"),
+                "{problem}"
+            );
+        }
+    }
+
     #[test]
     fn the_names_fast_path_answers_as_the_regex() {
         let names = [
