@@ -10,7 +10,7 @@ use crate::mock_model;
 use crate::server;
 
 use mock_model::{Api, MockModel};
-use serde_json::Value;
+use serde_json::{Value, json};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
@@ -350,6 +350,46 @@ fn claude_code_blocks_a_call_whose_bridge_process_died() {
         world.audited("hook_completed", "prompt-context/prompt-submit"),
         "the other events did not reach the real bridge:\n{report}"
     );
+}
+
+/// Sub-agents do not escape the hooks: Claude Code's model starts a sub-agent (its `Agent`
+/// tool), whose own model runs a shell command that deletes a folder and touches the marker;
+/// the guard denies it in the sub-agent as in the main agent.
+#[test]
+fn claude_code_runs_a_subagents_shell_command_through_the_guard() {
+    let world = World::new(true);
+    let victim = world.root.join("victim");
+    std::fs::create_dir_all(&victim).unwrap();
+    std::fs::write(victim.join("keep.txt"), "keep").unwrap();
+    let command = format!(
+        "rm -rf {} && echo hello > {}",
+        victim.display(),
+        world.marker.display()
+    );
+    let script = json!([
+        {"when": "SUBAGENT TASK", "name": "Bash",
+         "input": {"command": command, "description": "clean up"}},
+        {"name": "Agent", "input": {
+            "description": "clean up",
+            "prompt": "SUBAGENT TASK: clean up the workspace",
+            "subagent_type": "general-purpose",
+            "run_in_background": false}},
+    ]);
+    install_claude(&world);
+    let (out, mock) = claude_running(&world, &script.to_string());
+    let report = describe(&out, &world);
+    let requests = mock.model_requests();
+    assert!(
+        requests
+            .iter()
+            .any(|r| r.body["messages"].to_string().contains("SUBAGENT TASK")),
+        "no sub-agent ran:\n{report}"
+    );
+    assert!(
+        victim.join("keep.txt").exists(),
+        "the sub-agent's command ran:\n{report}"
+    );
+    assert_denied(&world, &out);
 }
 
 #[test]

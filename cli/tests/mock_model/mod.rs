@@ -158,11 +158,18 @@ fn serve(
                     .unwrap()
                     .push(Recorded { body: body.clone() });
             }
-            let tool_ran = body["messages"]
-                .as_array()
-                .and_then(|m| m.last())
-                .and_then(|m| m["content"].as_array())
-                .is_some_and(|c| c.iter().any(|b| b["type"] == "tool_result"));
+            // A tool result since the model's last turn (Claude Code may put a `system`
+            // message after it).
+            let messages = body["messages"].as_array().cloned().unwrap_or_default();
+            let since = messages
+                .iter()
+                .rposition(|m| m["role"] == "assistant")
+                .map_or(0, |at| at + 1);
+            let tool_ran = messages[since..].iter().any(|m| {
+                m["content"]
+                    .as_array()
+                    .is_some_and(|c| c.iter().any(|b| b["type"] == "tool_result"))
+            });
             if body["stream"] != true {
                 let message = json!({
                     "id": "msg_mock", "type": "message", "role": "assistant",
@@ -173,7 +180,7 @@ fn serve(
                 return respond(&mut out, 200, "application/json", &message.to_string());
             }
             let events = if offers_tools && !tool_ran {
-                anthropic_stream(&body, Some(command))
+                anthropic_stream(&body, Some(&scripted(command, &body)))
             } else {
                 anthropic_stream(&body, None)
             };
@@ -299,6 +306,26 @@ fn sse(events: &[Value]) -> String {
         .iter()
         .map(|e| format!("event: {}\ndata: {e}\n\n", e["type"].as_str().unwrap_or("")))
         .collect()
+}
+
+/// The call to answer `request` with: `command` itself, unless it is a JSON array of calls,
+/// each `{"when": TEXT, "name": …, "input": …}`: then the first whose `when` is in the
+/// conversation's first message (a call without one matches any). A sub-agent's
+/// conversation is told from its parent's so: its prompt is its first message.
+fn scripted(command: &str, request: &Value) -> String {
+    let Ok(Value::Array(calls)) = serde_json::from_str::<Value>(command) else {
+        return command.to_string();
+    };
+    let messages = request["messages"][0].to_string();
+    calls
+        .iter()
+        .find(|call| {
+            call["when"]
+                .as_str()
+                .is_none_or(|when| messages.contains(when))
+        })
+        .map(|call| json!({"name": call["name"], "input": call["input"]}).to_string())
+        .unwrap_or_else(|| panic!("no scripted call answers {messages}"))
 }
 
 /// A streamed Messages answer: a `Bash` tool call running `command`, or the text "done".
