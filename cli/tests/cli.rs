@@ -59,7 +59,7 @@ fn check_lists_every_plugin_hook_and_grant() {
         "guard",
         "observe",
         "background",
-        "Bash|shell|exec_command|local_shell",
+        "@shell|@mcp",
         "100 ms, 50000000 fuel, 16 MiB",
         "ok: 5 plugins, 6 hooks on 3 points",
         "tool-execute",
