@@ -659,6 +659,15 @@ fn prompt() -> Value {
 /// (`SECRET-42` for the secret file), permission requests with `permit`'s choice. Returns the
 /// messages the editor received, the prompt's answer last.
 fn editor(proxy: &mut Driven, permit: impl Fn(&Value) -> &'static str) -> Vec<Value> {
+    editor_reading(proxy, permit, |_| {})
+}
+
+/// [`editor`], calling `before_read` with each file read before it answers it.
+fn editor_reading(
+    proxy: &mut Driven,
+    permit: impl Fn(&Value) -> &'static str,
+    before_read: impl Fn(&Value),
+) -> Vec<Value> {
     proxy.send(&prompt());
     let mut received = Vec::new();
     loop {
@@ -667,6 +676,7 @@ fn editor(proxy: &mut Driven, permit: impl Fn(&Value) -> &'static str) -> Vec<Va
         let id = message["id"].clone();
         match message["method"].as_str() {
             Some("fs/read_text_file") => {
+                before_read(&message);
                 let secret = message["params"]["path"]
                     .as_str()
                     .is_some_and(|p| p.contains("secret"));
@@ -709,7 +719,24 @@ fn acp_a_reused_request_id_cannot_route_an_answer_past_post_tool() {
         read_request(7, "/work/secret.txt")
     ]);
     let (mut proxy, log) = acp_proxy(dir.path(), &plugins, &script);
-    let received = editor(&mut proxy, |_| "none");
+    // The first read stays in flight until the agent has its answer to the second (the
+    // refusal), however the threads are scheduled: else the second could come after the
+    // first was answered, when reusing the id is no longer a collision.
+    let refused = || {
+        recorded(&log, 1)
+            .iter()
+            .any(|m| m["id"] == 7 && m.get("error").is_some())
+    };
+    let received = editor_reading(
+        &mut proxy,
+        |_| "none",
+        |_| {
+            let waited = Instant::now();
+            while !refused() && waited.elapsed() < Duration::from_secs(5) {
+                std::thread::sleep(Duration::from_millis(20));
+            }
+        },
+    );
     assert_eq!(received.last().unwrap()["result"]["stopReason"], "end_turn");
     let reads = reads(&received);
     assert_eq!(
