@@ -238,7 +238,7 @@ pub(super) struct ToolMatcher {
 #[derive(Debug, Clone)]
 pub(crate) enum Matcher {
     /// A pattern of names separated by `|` (`Bash`, `Edit|Write`, `Bash|mcp__.+`), each of
-    /// ASCII letters, digits, `_` and `-` (which a regex matches as themselves), optionally
+    /// ASCII letters, digits, `_`, `-` and `/` (which a regex matches as themselves), optionally
     /// ending in `.*` or `.+`. Compared as strings: no regex compiled (a bridge reads every
     /// manifest on every event, and one regex with `.` builds a UTF-8 automaton of some
     /// hundreds of KiB) or run. Answers exactly as the anchored regex would.
@@ -279,7 +279,7 @@ impl Name {
         } else {
             (alternative, Rest::Nothing)
         };
-        let literal = |c: char| c.is_ascii_alphanumeric() || c == '_' || c == '-';
+        let literal = |c: char| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '/');
         text.chars().all(literal).then(|| Name {
             text: text.to_string(),
             rest,

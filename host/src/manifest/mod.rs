@@ -356,8 +356,6 @@ impl HookSpec {
 mod tests {
     use super::*;
 
-    /// A pattern of names (each optionally ending in `.*` or `.+`) is matched by string
-    /// comparison, and answers exactly as its regex does; any other pattern goes to the regex.
     /// A matcher may name a kind of tool (`@shell`), which stands for what each agent calls
     /// it; an unknown kind, or one inside a larger regex, is a problem naming the field.
     #[test]
@@ -374,8 +372,8 @@ mod tests {
         let (manifest, problems) = parse("@shell|@mcp|Read");
         let hook = &manifest.unwrap_or_else(|| panic!("{problems:?}")).hooks[0];
         assert!(
-            matches!(hook.compiled_matcher, Some(Matcher::Regex(_))),
-            "terminal/create"
+            matches!(hook.compiled_matcher, Some(Matcher::Names(_))),
+            "every kind's names are compared as strings, `terminal/create` too"
         );
         for tool in [
             "Bash",
@@ -411,6 +409,8 @@ mod tests {
         }
     }
 
+    /// A pattern of names (each optionally ending in `.*` or `.+`) is matched by string
+    /// comparison, and answers exactly as its regex does; any other pattern goes to the regex.
     #[test]
     fn the_names_fast_path_answers_as_the_regex() {
         let names = [
@@ -425,6 +425,8 @@ mod tests {
             "mcp__\n",
             "mcp__x\ny",
             "mcp__é",
+            "terminal/create",
+            "terminal/",
             "mcp_",
             "a-b",
             "",
@@ -445,6 +447,8 @@ mod tests {
             (".+", true),
             ("|.+", true),
             ("B.*|Bash", true),
+            ("Bash|terminal/create", true),
+            ("terminal/.+", true),
             ("a.*b", false),
             ("mcp__.+.+", false),
             ("Bash.?", false),
