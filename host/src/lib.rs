@@ -114,7 +114,7 @@ pub use types::{
 /// (a manifest's own bounds are in [`manifest`]).
 pub mod limits {
     pub use crate::runtime::limits::{
-        DIRECT_TICKS, MAX_CORE_INSTANCES, MAX_LOG_LINE_BYTES, MAX_LOG_LINES_PER_CALL, MAX_MEMORIES,
+        MAX_CORE_INSTANCES, MAX_LOG_LINE_BYTES, MAX_LOG_LINES_PER_CALL, MAX_MEMORIES,
         MAX_NEXT_CALLS, MAX_OUTPUT_BYTES_PER_CALL, MAX_STATE_CALLS_PER_CALL, MAX_TABLE_ELEMENTS,
         MAX_TABLES, MAX_WASI_RESOURCES,
     };

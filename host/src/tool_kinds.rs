@@ -24,8 +24,8 @@ pub enum ToolKind {
     Subagent,
 }
 
-/// Each kind: its name in a matcher, and the tool names (or, `mcp_.+`, the name prefix) it
-/// stands for. Claude Code 2.1, Codex 0.17x, Gemini CLI 0.61 and ACP's tool-call kinds.
+/// Each kind, in the order of [`ToolKind::ALL`]: its name in a matcher, and the tool names
+/// (or, `mcp_.+`, the name prefix) it stands for. Claude Code 2.1, Codex 0.17x, Gemini CLI 0.61 and ACP's tool-call kinds.
 const TABLE: &[(ToolKind, &str, &[&str])] = &[
     (
         ToolKind::Shell,
@@ -120,10 +120,7 @@ impl ToolKind {
     ];
 
     fn row(self) -> &'static (ToolKind, &'static str, &'static [&'static str]) {
-        TABLE
-            .iter()
-            .find(|(kind, _, _)| *kind == self)
-            .unwrap_or(&TABLE[0])
+        &TABLE[self as usize]
     }
 
     /// Its name in a matcher, after the `@` (`shell`, `file-write`, …).
