@@ -867,6 +867,53 @@ for line in sys.stdin:
     }
 }
 
+/// An agent whose shell tool left a background command behind (its shell exited at once):
+/// when the command ends, it is waited for, not left a zombie of the proxy until the proxy
+/// exits (a long session would fill the process table).
+#[test]
+fn acp_waits_for_what_the_agent_left_behind() {
+    let dir = tempfile::tempdir().unwrap();
+    let plugins = PluginDir::new();
+    let pids = dir.path().join("pids");
+    let agent = dir.path().join("agent.py");
+    std::fs::write(
+        &agent,
+        r#"
+import subprocess, sys
+left = subprocess.run(["sh", "-c", "sleep 0.3 >/dev/null 2>&1 & echo $!"],
+                      capture_output=True, text=True).stdout.strip()
+with open(sys.argv[1] + ".tmp", "w") as f:
+    f.write(left)
+import os
+os.rename(sys.argv[1] + ".tmp", sys.argv[1])
+for line in sys.stdin:
+    pass
+"#,
+    )
+    .unwrap();
+    let agent = [agent.display().to_string(), pids.display().to_string()];
+    let _proxy = Driven::start(&acp_args(&plugins, &agent), dir.path());
+    let started = Instant::now();
+    while !pids.exists() {
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "the agent never started"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let left = std::fs::read_to_string(&pids).unwrap();
+    let waited = Instant::now();
+    // A zombie keeps its entry in /proc until its parent waits for it.
+    while std::fs::metadata(format!("/proc/{left}")).is_ok() {
+        assert!(
+            waited.elapsed() < Duration::from_secs(5),
+            "process {left}, which the agent left behind, ended but was never waited for: {}",
+            std::fs::read_to_string(format!("/proc/{left}/stat")).unwrap_or_default()
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
 /// A client that stops reading while its server floods it: the proxy stops reading the
 /// server once 64 MiB wait for the client, instead of holding the whole flood.
 #[test]

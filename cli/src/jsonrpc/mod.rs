@@ -3,8 +3,11 @@
 //! messages to one side never interleave; and the child process on the other side. A peer's
 //! messages are read strictly ([`strict`]) and relayed under ids the proxy owns ([`relay`]).
 
+mod child;
 pub mod relay;
 pub mod strict;
+
+pub use child::{reap, spawn_child};
 
 use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncReadExt, AsyncWriteExt, BufReader};
@@ -198,7 +201,7 @@ pub fn exit(status: i32) -> ! {
     decide_exit(status);
     let exiting = EXITING.lock().unwrap_or_else(|e| e.into_inner());
     std::mem::forget(exiting);
-    end_children();
+    child::end_children();
     crate::audit::flush(crate::audit::EXIT_FLUSH);
     crate::telemetry::shutdown();
     std::process::exit(EXIT_STATUS.load(std::sync::atomic::Ordering::SeqCst))
@@ -243,142 +246,6 @@ pub async fn load_plugins(
     }
     let dir = dir.to_path_buf();
     tokio::task::spawn_blocking(move || Ok(builder.build()?.load_dir(&dir)?)).await?
-}
-
-/// Starts the proxy's child, `what` (`command` and its arguments): its stdin and stdout piped
-/// to the proxy, its stderr the proxy's own, in a process group of its own (see [`reap`]),
-/// killed when the proxy goes.
-pub fn spawn_child(command: &[String], what: &str) -> anyhow::Result<tokio::process::Child> {
-    use anyhow::Context as _;
-    // What the child starts in a session or group of its own, and leaves behind when it
-    // dies, becomes the proxy's: [`exit`] finds it to end it.
-    #[cfg(target_os = "linux")]
-    let _ = nix::sys::prctl::set_child_subreaper(true);
-    let child = tokio::process::Command::new(&command[0])
-        .args(&command[1..])
-        .process_group(0)
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::inherit())
-        .kill_on_drop(true)
-        .spawn()
-        .with_context(|| format!("cannot start {what} `{}`", command[0]))?;
-    if let Some(group) = child.id().and_then(|id| i32::try_from(id).ok()) {
-        GROUPS.lock().unwrap_or_else(|e| e.into_inner()).push(group);
-    }
-    Ok(child)
-}
-
-/// The process groups of the children started by [`spawn_child`]: [`exit`] ends them.
-static GROUPS: std::sync::Mutex<Vec<i32>> = std::sync::Mutex::new(Vec::new());
-
-/// How long a child has to exit by itself, once the proxy exits (its input closed, see
-/// [`Writer::close`]) or once its output ended ([`reap`]), before its group is killed.
-const END_GRACE: std::time::Duration = std::time::Duration::from_secs(1);
-
-/// Ends the children of [`GROUPS`] and what they started: each child gets up to
-/// [`END_GRACE`] to exit by itself (its input closed: it has what was sent to it), and then
-/// whatever is left of its group is killed. Whichever side the proxy exits from (the editor or
-/// client gone, or the agent or server), nothing the child started outlives it: a child killed
-/// by someone else leaves its own children behind, which hold its session's files and go on
-/// running.
-fn end_children() {
-    use nix::errno::Errno;
-    use nix::sys::signal::{Signal, killpg};
-    use nix::sys::wait::{WaitPidFlag, WaitStatus, waitpid};
-    use nix::unistd::Pid;
-    let groups = std::mem::take(&mut *GROUPS.lock().unwrap_or_else(|e| e.into_inner()));
-    // A group's leader is the child itself: it has exited once it can be reaped (or was).
-    let running = |group: i32| match waitpid(Pid::from_raw(group), Some(WaitPidFlag::WNOHANG)) {
-        Ok(WaitStatus::StillAlive) | Err(Errno::EINTR) => true,
-        Ok(_) | Err(_) => false,
-    };
-    let deadline = std::time::Instant::now() + END_GRACE;
-    let mut waiting = groups.clone();
-    while !waiting.is_empty() && std::time::Instant::now() < deadline {
-        waiting.retain(|&group| running(group));
-        if !waiting.is_empty() {
-            std::thread::sleep(std::time::Duration::from_millis(2));
-        }
-    }
-    for group in groups {
-        let _ = killpg(Pid::from_raw(group), Signal::SIGKILL);
-    }
-    #[cfg(target_os = "linux")]
-    kill_descendants();
-}
-
-/// Kills every process descended from this one: what a child started in a session or group
-/// of its own (a shell tool's command, say), which killing the child's group misses. The
-/// proxy is their subreaper ([`spawn_child`]), so they stay its descendants when the child
-/// that started them has died. Read from `/proc`, until a pass finds none (a process may fork
-/// while the table is read).
-#[cfg(target_os = "linux")]
-fn kill_descendants() {
-    use nix::sys::signal::{Signal, kill};
-    use nix::unistd::Pid;
-    let me = std::process::id() as i32;
-    for _ in 0..5 {
-        let mut parents: Vec<(i32, i32)> = Vec::new();
-        for entry in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
-            let Ok(pid) = entry.file_name().to_string_lossy().parse::<i32>() else {
-                continue;
-            };
-            let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else {
-                continue;
-            };
-            // `pid (comm) state ppid …`: the name may hold spaces and parentheses.
-            let after_name = stat
-                .rfind(')')
-                .map(|at| &stat[at + 1..])
-                .unwrap_or_default();
-            let mut fields = after_name.split_whitespace();
-            // A zombie has died already.
-            if let (Some(state), Some(parent)) = (fields.next(), fields.next())
-                && state != "Z"
-                && let Ok(parent) = parent.parse::<i32>()
-            {
-                parents.push((pid, parent));
-            }
-        }
-        let mut descendants = vec![me];
-        let mut next = 0;
-        while next < descendants.len() {
-            let parent = descendants[next];
-            for (pid, _) in parents.iter().filter(|(_, p)| *p == parent) {
-                if !descendants.contains(pid) {
-                    descendants.push(*pid);
-                }
-            }
-            next += 1;
-        }
-        if descendants.len() == 1 {
-            return;
-        }
-        for pid in &descendants[1..] {
-            let _ = kill(Pid::from_raw(*pid), Signal::SIGKILL);
-        }
-        std::thread::sleep(std::time::Duration::from_millis(5));
-    }
-}
-
-/// How the child ended: its exit status, waited for [`END_GRACE`] at most (then it is killed).
-/// What it started goes with it (its process group is killed): nothing of the child's outlives
-/// the proxy holding its output or the files it had open.
-pub async fn reap(child: &mut tokio::process::Child) -> String {
-    let group = child.id();
-    let status = match tokio::time::timeout(END_GRACE, child.wait()).await {
-        Ok(Ok(status)) => status.to_string(),
-        _ => {
-            let _ = child.kill().await;
-            "killed".to_string()
-        }
-    };
-    if let Some(group) = group.and_then(|g| i32::try_from(g).ok()) {
-        use nix::sys::signal::{Signal, killpg};
-        let _ = killpg(nix::unistd::Pid::from_raw(group), Signal::SIGKILL);
-    }
-    status
 }
 
 /// The longest line (one message) read from either side: a peer cannot make the proxy hold
