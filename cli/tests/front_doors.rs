@@ -807,6 +807,19 @@ fn acp_an_ask_before_a_client_tool_asks_the_editor() {
     );
 }
 
+/// What a test's agent wrote to `file` once it started (it renames the file into place).
+fn written_by_the_agent(file: &Path) -> String {
+    let started = Instant::now();
+    while !file.exists() {
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "the agent never started"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    std::fs::read_to_string(file).unwrap()
+}
+
 /// An agent whose shell tool started a command in a session of its own, then died: the
 /// command does not outlive the proxy (killing the agent's process group misses it).
 #[test]
@@ -830,15 +843,7 @@ for line in sys.stdin:
     .unwrap();
     let agent = [agent.display().to_string(), pids.display().to_string()];
     let mut proxy = Driven::start(&acp_args(&plugins, &agent), dir.path());
-    let started = Instant::now();
-    while !pids.exists() {
-        assert!(
-            started.elapsed() < Duration::from_secs(30),
-            "the agent never started"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    let pids = std::fs::read_to_string(&pids).unwrap();
+    let pids = written_by_the_agent(&pids);
     let (agent_pid, command_pid) = pids.split_once(' ').unwrap();
     let alive = |pid: &str| {
         std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| {
@@ -893,15 +898,7 @@ for line in sys.stdin:
     .unwrap();
     let agent = [agent.display().to_string(), pids.display().to_string()];
     let _proxy = Driven::start(&acp_args(&plugins, &agent), dir.path());
-    let started = Instant::now();
-    while !pids.exists() {
-        assert!(
-            started.elapsed() < Duration::from_secs(30),
-            "the agent never started"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    let left = std::fs::read_to_string(&pids).unwrap();
+    let left = written_by_the_agent(&pids);
     let waited = Instant::now();
     // A zombie keeps its entry in /proc until its parent waits for it.
     while std::fs::metadata(format!("/proc/{left}")).is_ok() {
