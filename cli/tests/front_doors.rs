@@ -230,6 +230,73 @@ fn mcp_refuses_lines_that_parsers_read_two_ways_and_forwards_what_it_judged() {
     assert!(id.starts_with("palisade-") && id.len() > 40, "{id}");
 }
 
+/// An MCP server on stdio that records every line it reads into `argv[1]` and lists one
+/// tool, `move_file`, whose schema names `destination` (not a protocol key).
+const LISTING_SERVER: &str = r#"
+import json, sys
+log = open(sys.argv[1], "a", buffering=1)
+tool = {"name": "move_file", "inputSchema": {"type": "object", "properties": {
+    "source": {"type": "string"}, "destination": {"type": "string"}}}}
+for line in sys.stdin:
+    log.write(line)
+    message = json.loads(line)
+    if "method" not in message or "id" not in message:
+        continue
+    method = message["method"]
+    if method == "initialize":
+        result = {"serverInfo": {"name": "rec", "version": "1"}, "capabilities": {"tools": {}},
+                  "protocolVersion": "2025-06-18"}
+    elif method == "tools/list":
+        result = {"tools": [tool]}
+    else:
+        result = {"content": [{"type": "text", "text": "moved"}]}
+    print(json.dumps({"jsonrpc": "2.0", "id": message["id"], "result": result}), flush=True)
+"#;
+
+/// A tool argument whose key is the tool's own property in another case (`Destination` for
+/// `destination`) is refused before any hook runs: a guard reads `destination` and sees
+/// none, and a server that reads keys case-insensitively would move the file there. The
+/// proxy reads the tool's schema from the server's `tools/list` itself (the client never
+/// listed); the key as the schema spells it passes.
+#[test]
+fn mcp_refuses_a_tool_argument_spelled_in_another_case_than_the_tools_schema() {
+    let dir = tempfile::tempdir().unwrap();
+    let plugins = PluginDir::new();
+    let (server, log) = peer(dir.path(), "server", LISTING_SERVER);
+    let mut proxy = mcp_proxy(dir.path(), &plugins, &server, &log, &[]);
+    proxy.send_bytes(format!("{INITIALIZE}\n").as_bytes());
+    assert_eq!(proxy.next()["id"], 0);
+    let call = |id: u32, key: &str| {
+        json!({ "jsonrpc": "2.0", "id": id, "method": "tools/call", "params": {
+            "name": "move_file", "arguments": { "source": "a", key: "/etc/cron.d/x" } } })
+    };
+    proxy.send(&call(1, "Destination"));
+    let refused = proxy.next();
+    assert_eq!(refused["id"], 1, "{refused}");
+    assert_eq!(refused["error"]["code"], -32602, "{refused}");
+    let why = refused["error"]["message"].as_str().unwrap_or_default();
+    assert!(
+        why.contains("`Destination`") && why.contains("`destination`"),
+        "{why}"
+    );
+    proxy.send(&call(2, "destination"));
+    let moved = proxy.next();
+    assert_eq!(moved["id"], 2, "{moved}");
+    assert_eq!(moved["result"]["content"][0]["text"], "moved", "{moved}");
+    let seen = recorded(&log, 3);
+    let calls: Vec<&Value> = seen
+        .iter()
+        .filter(|m| m["method"] == "tools/call")
+        .collect();
+    assert_eq!(calls.len(), 1, "{seen:?}");
+    assert_eq!(
+        calls[0]["params"]["arguments"]["destination"],
+        "/etc/cron.d/x"
+    );
+    let lists = seen.iter().filter(|m| m["method"] == "tools/list").count();
+    assert_eq!(lists, 1, "the list is read once: {seen:?}");
+}
+
 /// A request id in flight is the client's once: a second request with it is refused, and an
 /// answer to no request of the server's (a guess at one of Palisade's ids, or a stale one) is
 /// dropped, never passed on.
@@ -352,6 +419,64 @@ async fn mcp_over_http_refuses_other_methods_and_ambiguous_bodies() {
     assert!(
         streamed.contains("id: e2") && streamed.contains("\\u2028"),
         "{streamed}"
+    );
+}
+
+/// Over streamable HTTP too, a tool argument spelled in another case than the tool's schema
+/// is refused, and the server never receives that call; the proxy reads the schema from the
+/// server's `tools/list`, in the client's session.
+#[tokio::test(flavor = "multi_thread")]
+async fn mcp_over_http_refuses_a_tool_argument_spelled_in_another_case_than_the_schema() {
+    let dir = tempfile::tempdir().unwrap();
+    let plugins = PluginDir::new();
+    let upstream = Server::start(|request| {
+        let message: Value = serde_json::from_slice(&request.body).unwrap_or_default();
+        let result = match message["method"].as_str() {
+            Some("tools/list") => json!({ "tools": [{ "name": "move_file", "inputSchema": {
+                "type": "object", "properties": { "destination": { "type": "string" } } } }] }),
+            _ => json!({ "content": [{ "type": "text", "text": "moved" }] }),
+        };
+        Reply {
+            headers: vec![
+                ("content-type".into(), "application/json".into()),
+                ("mcp-session-id".into(), "s1".into()),
+            ],
+            ..Reply::ok(
+                json!({ "jsonrpc": "2.0", "id": message["id"], "result": result }).to_string(),
+            )
+        }
+    });
+    let (_proxy, url, token) = mcp_over_http(dir.path(), &plugins, &upstream, &[]);
+    let http = reqwest::Client::new();
+    let call = |id: u32, key: &str| {
+        let body = json!({ "jsonrpc": "2.0", "id": id, "method": "tools/call", "params": {
+            "name": "move_file", "arguments": { key: "/etc/cron.d/x" } } });
+        http.post(&url)
+            .bearer_auth(&token)
+            .header("content-type", "application/json")
+            .header("accept", "application/json")
+            .header("mcp-session-id", "s1")
+            .body(body.to_string())
+            .send()
+    };
+    let answer = |text: String| serde_json::from_str::<Value>(&text).unwrap();
+    let refused = answer(call(1, "DESTINATION").await.unwrap().text().await.unwrap());
+    assert_eq!(refused["error"]["code"], -32602, "{refused}");
+    let moved = answer(call(2, "destination").await.unwrap().text().await.unwrap());
+    assert_eq!(moved["result"]["content"][0]["text"], "moved", "{moved}");
+    let received: Vec<Value> = upstream
+        .received()
+        .iter()
+        .map(|r| serde_json::from_slice(&r.body).unwrap_or_default())
+        .collect();
+    let methods: Vec<&str> = received
+        .iter()
+        .filter_map(|m| m["method"].as_str())
+        .collect();
+    assert_eq!(methods, ["tools/list", "tools/call"], "{received:?}");
+    assert_eq!(
+        received[1]["params"]["arguments"]["destination"],
+        "/etc/cron.d/x"
     );
 }
 

@@ -262,7 +262,7 @@ pub fn truncate(line: &str) -> String {
 /// A key as a case-insensitive reader compares it: each character lower-cased, upper-cased,
 /// then lower-cased (so `ſ` is `s`, `K` is `k`, `ς` is `σ`, and `ẞ` is `ss` as `ß` is: its
 /// upper case is itself).
-fn fold(key: &str) -> std::borrow::Cow<'_, str> {
+pub fn fold(key: &str) -> std::borrow::Cow<'_, str> {
     use std::borrow::Cow;
     if key.is_ascii() {
         return match key.bytes().any(|b| b.is_ascii_uppercase()) {

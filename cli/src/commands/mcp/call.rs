@@ -15,7 +15,8 @@
 //! - a client's `notifications/cancelled` stops the pipeline where it is, and the call is not
 //!   answered (the protocol's rule for a cancelled request).
 
-use super::{INVALID_PARAMS, Proxy, id_key, lock, request};
+use super::schema::ToolSchemas;
+use super::{INTERNAL_ERROR, INVALID_PARAMS, Proxy, id_key, lock, request};
 use crate::jsonrpc::relay::own_id;
 use base64::Engine as _;
 use palisade::{Approval, Approver, AskRequest, ContentBlock, Provenance, ToolCall, ToolOutcome};
@@ -34,6 +35,14 @@ pub(super) trait Upstream: Send + Sync + 'static {
     /// response), or why there is none. A call dropped before its answer is cancelled at the
     /// server.
     fn call(&self, params: Value) -> palisade::BoxFuture<'_, Result<Value, String>>;
+
+    /// Sends a request of Palisade's own (`tools/list`), under an id of the proxy's: the
+    /// server's answer, or why there is none.
+    fn request<'a>(
+        &'a self,
+        method: &'a str,
+        params: Value,
+    ) -> palisade::BoxFuture<'a, Result<Value, String>>;
 }
 
 /// A client's `tools/call` (`params`, as sent) through the pipeline in `lifecycle`, whose
@@ -46,6 +55,7 @@ pub(super) async fn call_tool(
     server: String,
     id: &Value,
     params: Value,
+    schemas: &ToolSchemas,
     cancel: &palisade::Signal,
 ) -> Result<Option<Value>, (i64, String)> {
     let parsed: CallToolRequestParams = serde_json::from_value(params.clone()).map_err(|e| {
@@ -55,6 +65,21 @@ pub(super) async fn call_tool(
         )
     })?;
     let tool = parsed.name.to_string();
+    let arguments = Value::Object(parsed.arguments.unwrap_or_default());
+    let misspelled = tokio::select! {
+        misspelled = schemas.misspelled(upstream.as_ref(), &tool, &arguments) => misspelled,
+        () = cancel.cancelled() => return Ok(None),
+    };
+    match misspelled {
+        Ok(None) => {}
+        Ok(Some(why)) => return Err((INVALID_PARAMS, format!("tools/call: {why}"))),
+        Err(why) => {
+            return Err((
+                INTERNAL_ERROR,
+                format!("tools/call refused: {why}, so its arguments cannot be judged"),
+            ));
+        }
+    }
     let name = format!("mcp__{server}__{tool}");
     let last: Last = Arc::default();
     let body = {
@@ -71,11 +96,7 @@ pub(super) async fn call_tool(
     };
     let request = ToolRequest {
         provenance: Some(Provenance::Mcp { server, tool }),
-        ..ToolRequest::new(
-            tool_use_id(id),
-            name,
-            Value::Object(parsed.arguments.unwrap_or_default()),
-        )
+        ..ToolRequest::new(tool_use_id(id), name, arguments)
     };
     let registry = ToolRegistry::new([body]);
     let execution = tokio::select! {
@@ -125,6 +146,7 @@ impl Proxy {
             self.server_name(),
             &id,
             params,
+            &self.schemas,
             &cancel,
         )
         .await;
@@ -136,8 +158,9 @@ impl Proxy {
         }
     }
 
-    /// One `tools/call` to the server on stdio: its answer, or why there is none.
-    async fn upstream(&self, params: Value) -> Result<Value, String> {
+    /// One request to the server on stdio, under an id of the proxy's (`tools/call` in the
+    /// pipeline's name, `tools/list` in Palisade's): its answer, or why there is none.
+    async fn upstream(&self, method: &str, params: Value) -> Result<Value, String> {
         let id = own_id();
         let key = id_key(&id);
         let (answered, answer) = oneshot::channel();
@@ -151,7 +174,7 @@ impl Proxy {
             key: &key,
             done: false,
         };
-        self.server.send(&request(&id, "tools/call", params));
+        self.server.send(&request(&id, method, params));
         let answer = answer.await;
         pending.done = true;
         answer.map_err(|_| "the MCP server ended before it answered".to_string())
@@ -165,7 +188,18 @@ impl Upstream for Stdio {
     fn call(&self, params: Value) -> palisade::BoxFuture<'_, Result<Value, String>> {
         Box::pin(async move {
             let proxy = self.0.upgrade().ok_or("the proxy is shutting down")?;
-            proxy.upstream(params).await
+            proxy.upstream("tools/call", params).await
+        })
+    }
+
+    fn request<'a>(
+        &'a self,
+        method: &'a str,
+        params: Value,
+    ) -> palisade::BoxFuture<'a, Result<Value, String>> {
+        Box::pin(async move {
+            let proxy = self.0.upgrade().ok_or("the proxy is shutting down")?;
+            proxy.upstream(method, params).await
         })
     }
 }

@@ -23,6 +23,7 @@
 
 mod call;
 mod http;
+mod schema;
 
 use crate::jsonrpc::relay::{self, Relay};
 use crate::jsonrpc::strict::{INVALID_REQUEST, Kind};
@@ -147,6 +148,8 @@ struct Proxy {
     to_client: Relay,
     /// The client's `tools/call`s in the pipeline, by id: their cancellation.
     in_flight: Mutex<HashMap<String, Signal>>,
+    /// The server's tool schemas, for the keys of a call's arguments.
+    schemas: schema::ToolSchemas,
 }
 
 fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -183,6 +186,7 @@ impl Proxy {
                 to_server: Relay::default(),
                 to_client: Relay::default(),
                 in_flight: Mutex::default(),
+                schemas: schema::ToolSchemas::default(),
             }
         })
     }
@@ -328,7 +332,11 @@ impl Proxy {
                     self.to_client.answered(&own);
                     params["requestId"] = own;
                 }
-                Kind::Notification => {}
+                Kind::Notification => {
+                    if message.method() == "notifications/tools/list_changed" {
+                        self.schemas.changed();
+                    }
+                }
             }
             self.client.send(&message.value);
         }

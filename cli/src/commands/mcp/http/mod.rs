@@ -32,6 +32,7 @@
 mod upstream;
 
 use super::call::{Upstream, approval, call_tool, elicitation, tool_use_id};
+use super::schema::ToolSchemas;
 use super::{id_key, lock};
 use crate::http_front::{AllowedHost, bearer_matches, problem, serve_connections};
 use crate::jsonrpc::relay::own_id;
@@ -114,6 +115,8 @@ struct McpSession {
     /// Elicitations Palisade sent in this session (on a `tools/call`'s stream), by id: the
     /// client POSTs the answers, in this session.
     asks: Mutex<HashMap<String, oneshot::Sender<Value>>>,
+    /// The server's tool schemas in this session, for the keys of a call's arguments.
+    schemas: ToolSchemas,
 }
 
 impl McpSession {
@@ -385,6 +388,7 @@ impl Gateway {
             elicits: AtomicBool::new(false),
             streams: Mutex::default(),
             asks: Mutex::default(),
+            schemas: ToolSchemas::default(),
         });
         sessions.live.insert(id.to_string(), session.clone());
         sessions.order.push_back(id.to_string());
@@ -470,7 +474,17 @@ impl Gateway {
         });
         let params = message["params"].clone();
         let name = self.name.clone();
-        let decided = call_tool(&session.lifecycle, upstream, name, &id, params, &cancel).await;
+        let schemas = &session.schemas;
+        let decided = call_tool(
+            &session.lifecycle,
+            upstream,
+            name,
+            &id,
+            params,
+            schemas,
+            &cancel,
+        );
+        let decided = decided.await;
         lock(&session.in_flight).remove(&id_key(&id));
         match decided {
             Ok(Some(result)) => Some(json!({ "jsonrpc": "2.0", "id": id, "result": result })),

@@ -28,11 +28,38 @@ pub(super) struct Http {
 
 impl Upstream for Http {
     fn call(&self, params: Value) -> palisade::BoxFuture<'_, Result<Value, String>> {
+        Box::pin(self.post("tools/call", params))
+    }
+
+    fn request<'a>(
+        &'a self,
+        method: &'a str,
+        params: Value,
+    ) -> palisade::BoxFuture<'a, Result<Value, String>> {
         Box::pin(async move {
+            // Its own id; what the server sends on its stream other than the answer is not
+            // the client's call's.
+            let own = Http {
+                gateway: self.gateway.clone(),
+                headers: self.headers.clone(),
+                id: crate::jsonrpc::relay::own_id(),
+                events: None,
+                lost: Signal::new(),
+            };
+            own.post(method, params).await
+        })
+    }
+}
+
+impl Http {
+    /// POSTs the request `method` with `params` under [`Http::id`]: the server's answer.
+    async fn post(&self, method: &str, params: Value) -> Result<Value, String> {
+        {
             let mut cancel_on_drop = CancelOnDrop {
                 upstream: Some(self),
             };
-            let message = json!({ "jsonrpc": "2.0", "id": self.id, "method": "tools/call", "params": params });
+            let message =
+                json!({ "jsonrpc": "2.0", "id": self.id, "method": method, "params": params });
             let answer = self
                 .gateway
                 .request(Method::POST, &self.headers)
@@ -58,7 +85,7 @@ impl Upstream for Http {
             };
             cancel_on_drop.upstream = None;
             answer
-        })
+        }
     }
 }
 
