@@ -480,6 +480,96 @@ async fn mcp_over_http_refuses_a_tool_argument_spelled_in_another_case_than_the_
     );
 }
 
+/// A client whose connection dropped while its `tools/call` ran resumes the call's stream
+/// with a GET and the last event id it saw, and receives the answer that came meanwhile:
+/// the proxy's own event streams carry ids (a 2025-11-25 client first gets a priming event)
+/// and are held for a resume. The resume never reaches the server; another session's GET with
+/// the same id gets 400.
+#[tokio::test(flavor = "multi_thread")]
+async fn mcp_over_http_a_dropped_call_stream_resumes_with_its_last_event_id() {
+    let dir = tempfile::tempdir().unwrap();
+    let plugins = PluginDir::new();
+    let upstream = Server::start(|request| {
+        if request.method == "GET" {
+            return Reply {
+                status: 405,
+                ..Reply::ok("no stream here")
+            };
+        }
+        let message: Value = serde_json::from_slice(&request.body).unwrap_or_default();
+        let answer = json!({ "jsonrpc": "2.0", "id": message["id"], "result": {
+            "content": [{ "type": "text", "text": "done late" }] } });
+        let reply = Reply {
+            headers: vec![("content-type".into(), "application/json".into())],
+            ..Reply::ok(answer.to_string())
+        };
+        if message["method"] == "tools/call" {
+            reply.after(Duration::from_secs(2))
+        } else {
+            reply
+        }
+    });
+    let (_proxy, url, token) = mcp_over_http(dir.path(), &plugins, &upstream, &[]);
+    let http = reqwest::Client::new();
+    let call = json!({ "jsonrpc": "2.0", "id": 5, "method": "tools/call",
+        "params": { "name": "slow", "arguments": {} } });
+    let mut posted = http
+        .post(&url)
+        .bearer_auth(&token)
+        .header("content-type", "application/json")
+        .header("accept", "application/json, text/event-stream")
+        .header("mcp-session-id", "s1")
+        .header("mcp-protocol-version", "2025-11-25")
+        .body(call.to_string())
+        .send()
+        .await
+        .unwrap();
+    let first = tokio::time::timeout(Duration::from_secs(1), posted.chunk())
+        .await
+        .expect("a priming event at once")
+        .unwrap()
+        .unwrap();
+    let first = String::from_utf8_lossy(&first).into_owned();
+    let last_id = first
+        .lines()
+        .find_map(|line| line.strip_prefix("id: "))
+        .unwrap_or_else(|| panic!("no event id: {first:?}"))
+        .to_string();
+    drop(posted);
+    // The answer comes while nobody listens.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let resume = |session: &'static str| {
+        http.get(&url)
+            .bearer_auth(&token)
+            .header("accept", "text/event-stream")
+            .header("mcp-session-id", session)
+            .header("last-event-id", &last_id)
+            .send()
+    };
+    let resumed = resume("s1").await.unwrap();
+    assert_eq!(resumed.status(), 200);
+    let rest = tokio::time::timeout(Duration::from_secs(10), resumed.text())
+        .await
+        .expect("the resumed stream ends after the answer")
+        .unwrap();
+    assert!(
+        rest.contains("\"id\":5") && rest.contains("done late"),
+        "{rest}"
+    );
+    assert!(!rest.contains(&format!("id: {last_id}\n")), "{rest}");
+    assert_eq!(resume("s2").await.unwrap().status(), 400);
+    let received = upstream.received();
+    assert!(
+        received.iter().all(|r| r.method == "POST"),
+        "a GET reached the server"
+    );
+    let calls = received
+        .iter()
+        .filter(|r| String::from_utf8_lossy(&r.body).contains("tools/call"))
+        .count();
+    assert_eq!(calls, 1);
+}
+
 /// `palisade mcp --listen` in front of `upstream`, with `extra` arguments: the proxy, its URL
 /// and its bearer token.
 fn mcp_over_http(

@@ -13,7 +13,8 @@
 //! answer — else as one JSON response. When the server ends the call's stream early, the proxy
 //! resumes it (`GET` with `Last-Event-ID`, after the server's `retry:`), so that the pipeline
 //! judges the real answer; a stream that cannot be resumed leaves the call unanswered, as the
-//! server left it.
+//! server left it. The call's stream to the client is resumable in turn ([`replay`]): a `GET`
+//! with a `Last-Event-ID` of the proxy's is answered by the proxy, from what it held.
 //!
 //! A POSTed message is read strictly and forwarded as it was read, re-encoded, never as the
 //! client's bytes (see [`crate::jsonrpc::strict`]); a `GET` or `DELETE` is forwarded without a
@@ -29,6 +30,7 @@
 //! proxy's; the client POSTs its answer, as MCP's transport has it, and only an answer in the
 //! same session counts. Any other client's ask is a denial.
 
+mod replay;
 mod upstream;
 
 use super::call::{Upstream, approval, call_tool, elicitation, tool_use_id};
@@ -117,6 +119,14 @@ struct McpSession {
     asks: Mutex<HashMap<String, oneshot::Sender<Value>>>,
     /// The server's tool schemas in this session, for the keys of a call's arguments.
     schemas: ToolSchemas,
+    /// The event streams of its calls, held for a client that resumes one.
+    replays: replay::Replays,
+}
+
+impl replay::HeldBy for McpSession {
+    fn replays(&self) -> &replay::Replays {
+        &self.replays
+    }
 }
 
 impl McpSession {
@@ -226,6 +236,11 @@ async fn handle(
         }
     };
     let session_id = header_text(&headers, "mcp-session-id");
+    if method == Method::GET
+        && let Some((token, n)) = replay::parse(&header_text(&headers, "last-event-id"))
+    {
+        return gateway.resume(&session_id, token, n);
+    }
     if method == Method::GET || method == Method::DELETE {
         if method == Method::DELETE {
             gateway.end(&session_id);
@@ -280,6 +295,18 @@ async fn handle(
     }
     let body = Bytes::from(strict::encode(&message.value));
     gateway.forward(Method::POST, &headers, body).await
+}
+
+/// An event stream response of `body`.
+fn event_stream(
+    body: impl futures_util::Stream<Item = Result<Bytes, std::convert::Infallible>> + Send + 'static,
+) -> Response {
+    Response::builder()
+        .status(StatusCode::OK)
+        .header(header::CONTENT_TYPE, "text/event-stream")
+        .header(header::CACHE_CONTROL, "no-cache")
+        .body(Body::from_stream(body))
+        .unwrap_or_else(|e| problem(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))
 }
 
 fn header_text(headers: &HeaderMap, name: &str) -> String {
@@ -389,6 +416,7 @@ impl Gateway {
             streams: Mutex::default(),
             asks: Mutex::default(),
             schemas: ToolSchemas::default(),
+            replays: Mutex::default(),
         });
         sessions.live.insert(id.to_string(), session.clone());
         sessions.order.push_back(id.to_string());
@@ -506,6 +534,8 @@ impl Gateway {
         let key = tool_use_id(&message["id"]);
         let (events, stream) = mpsc::unbounded_channel::<Value>();
         lock(&session.streams).insert(key.clone(), events.clone());
+        let version = header_text(headers, "mcp-protocol-version");
+        let body = replay::Replay::start(&session, &version, stream);
         let (gateway, headers) = (self.clone(), passed(headers));
         tokio::spawn(async move {
             let answer = gateway
@@ -516,20 +546,21 @@ impl Gateway {
                 let _ = events.send(answer);
             }
         });
-        let body = futures_util::stream::unfold(stream, |mut stream| async move {
-            let message = stream.recv().await?;
-            let event = format!("event: message\ndata: {}\n\n", strict::encode(&message));
-            Some((
-                Ok::<_, std::convert::Infallible>(Bytes::from(event)),
-                stream,
-            ))
-        });
-        Response::builder()
-            .status(StatusCode::OK)
-            .header(header::CONTENT_TYPE, "text/event-stream")
-            .header(header::CACHE_CONTROL, "no-cache")
-            .body(Body::from_stream(body))
-            .unwrap_or_else(|e| problem(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))
+        event_stream(body)
+    }
+
+    /// A client's GET with a `Last-Event-ID` of the proxy's: the rest of that call's stream,
+    /// from where the client lost it, or 400 when the stream is no longer held.
+    fn resume(&self, session_id: &str, token: &str, n: u64) -> Response {
+        let session = lock(&self.sessions).live.get(session_id).cloned();
+        match session.and_then(|session| replay::resume(&session.replays, token, n)) {
+            Some(rest) => event_stream(rest),
+            None => problem(
+                StatusCode::BAD_REQUEST,
+                "the event stream of this Last-Event-ID is no longer held (it ended long ago, \
+                 or its session did): send the request again",
+            ),
+        }
     }
 
     /// A request to the server.
