@@ -570,6 +570,49 @@ async fn mcp_over_http_a_dropped_call_stream_resumes_with_its_last_event_id() {
     assert_eq!(calls, 1);
 }
 
+/// A client that goes away while its `tools/call` waits for a plain JSON answer leaves no
+/// call in flight behind: once the call is over (or cut off with the connection), its session
+/// is idle again, and a full session table can make room by ending it.
+#[tokio::test(flavor = "multi_thread")]
+async fn mcp_over_http_a_client_gone_mid_call_leaves_its_session_idle() {
+    let dir = tempfile::tempdir().unwrap();
+    let plugins = PluginDir::new();
+    let upstream = Server::start(|request| {
+        let message: Value = serde_json::from_slice(&request.body).unwrap_or_default();
+        let answer = json!({ "jsonrpc": "2.0", "id": message["id"], "result": {
+            "content": [{ "type": "text", "text": "done" }] } });
+        let reply = Reply {
+            headers: vec![("content-type".into(), "application/json".into())],
+            ..Reply::ok(answer.to_string())
+        };
+        if message["method"] == "tools/call" {
+            reply.after(Duration::from_secs(2))
+        } else {
+            reply
+        }
+    });
+    let (_proxy, url, token) =
+        mcp_over_http(dir.path(), &plugins, &upstream, &["--max-sessions", "1"]);
+    let http = reqwest::Client::new();
+    let post = |session: &str| {
+        let call = json!({ "jsonrpc": "2.0", "id": 1, "method": "tools/call",
+                           "params": { "name": "slow", "arguments": {} } });
+        http.post(&url)
+            .bearer_auth(&token)
+            .header("mcp-session-id", session)
+            .header("accept", "application/json")
+            .header("content-type", "application/json")
+            .body(call.to_string())
+            .send()
+    };
+    // The client gives up on its call half a second in, and its connection closes.
+    let gone = tokio::time::timeout(Duration::from_millis(500), post("a")).await;
+    assert!(gone.is_err(), "the call was answered early");
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let answered = post("b").await.unwrap();
+    assert_eq!(answered.status(), 200, "{}", answered.text().await.unwrap());
+}
+
 /// `palisade mcp --listen` in front of `upstream`, with `extra` arguments: the proxy, its URL
 /// and its bearer token.
 fn mcp_over_http(

@@ -129,6 +129,15 @@ impl replay::HeldBy for McpSession {
     }
 }
 
+/// A call of the session's in flight: it leaves the session's table when dropped.
+struct InFlight<'a>(&'a McpSession, String);
+
+impl Drop for InFlight<'_> {
+    fn drop(&mut self) {
+        lock(&self.0.in_flight).remove(&self.1);
+    }
+}
+
 impl McpSession {
     /// Whether ending it loses nothing: no plugin state, no call in flight.
     fn idle(&self) -> bool {
@@ -493,6 +502,8 @@ impl Gateway {
         let id = message["id"].clone();
         let cancel = Signal::new();
         lock(&session.in_flight).insert(id_key(&id), cancel.clone());
+        // Out of flight however this ends: answered, or dropped with the client's connection.
+        let _in_flight = InFlight(session, id_key(&id));
         let upstream: Arc<dyn Upstream> = Arc::new(Http {
             gateway: self.clone(),
             headers,
@@ -513,7 +524,6 @@ impl Gateway {
             &cancel,
         );
         let decided = decided.await;
-        lock(&session.in_flight).remove(&id_key(&id));
         match decided {
             Ok(Some(result)) => Some(json!({ "jsonrpc": "2.0", "id": id, "result": result })),
             Ok(None) => None,
