@@ -1,15 +1,17 @@
 //! The official MCP conformance suite (`@modelcontextprotocol/conformance`, its server
-//! scenarios) against the official reference server `@modelcontextprotocol/server-everything`
-//! (both from npm): directly, and through `palisade mcp` over streamable HTTP (`--listen`) and
-//! over stdio, each with an empty plugin folder and with the example plugins. Every scenario
-//! that passes without the proxy passes through it. What the reference server does not do
-//! (resume a call's closed stream, log on a call's stream, ask on it) is tested against
-//! `asking-server.mjs`, a server of our own on the official TypeScript library.
+//! scenarios), directly and through `palisade mcp` over streamable HTTP (`--listen`) and over
+//! stdio, each with an empty plugin folder and with the example plugins: every scenario that
+//! passes without the proxy passes through it. Against two servers: the official reference
+//! server `@modelcontextprotocol/server-everything` (from npm; it implements some of the
+//! scenarios), and `conformance-server.mjs`, a server of our own on the official TypeScript
+//! library that implements every one (the suite's own reference server is not published). What
+//! the proxy adds beyond the suite (a call's closed stream resumed, a log and a question on a
+//! call's stream) is tested against `asking-server.mjs`, another server of ours.
 //!
 //! The suite speaks only streamable HTTP, so on stdio it drives the chain `gateway.mjs` (HTTP
-//! to a stdio child per session) → `palisade mcp` → `bridge.mjs` (stdio to the reference
-//! server's HTTP), and its baseline is the same chain without the proxy. The suite cannot be
-//! given headers: `bearer.mjs`, preloaded into its node, adds the proxy's bearer token to the
+//! to a stdio child per session) → `palisade mcp` → `bridge.mjs` (stdio to the server's
+//! HTTP), and its baseline is the same chain without the proxy. The suite cannot be given
+//! headers: `bearer.mjs`, preloaded into its node, adds the proxy's bearer token to the
 //! requests it sends to the proxy.
 //!
 //! A scenario that fails in a run is run once more alone before it counts as failing: the
@@ -52,6 +54,7 @@ fn tools() -> (PathBuf, PathBuf) {
             "bridge.mjs",
             "bearer.mjs",
             "asking-server.mjs",
+            "conformance-server.mjs",
         ] {
             std::fs::copy(scripts.join(script), dir.join(script)).expect("copy the scripts");
         }
@@ -222,11 +225,11 @@ fn reference_server(node: &Path, dir: &Path) -> (Running, String) {
     )
 }
 
-/// `asking-server.mjs`: it and its endpoint.
-fn asking_server(node: &Path, dir: &Path) -> (Running, String) {
+/// A server of ours (`script`, beside the suite): it and its endpoint.
+fn our_server(node: &Path, dir: &Path, script: &str) -> (Running, String) {
     use std::io::BufRead;
     let mut server = Command::new(node)
-        .arg(dir.join("asking-server.mjs"))
+        .arg(dir.join(script))
         .stdout(Stdio::piped())
         .spawn()
         .unwrap();
@@ -273,10 +276,28 @@ fn the_conformance_suite_passes_through_palisade_mcp_as_it_does_directly() {
     let _one = ONE_AT_A_TIME.blocking_lock();
     let (node, dir) = tools();
     let (_server, upstream) = reference_server(&node, &dir);
-    let direct = passing("direct", &node, &dir, &upstream, None);
     // The reference server implements some of the suite's scenarios, not all (11 at
     // server-everything 2026.8.31 and the suite 0.1.16).
-    assert!(direct.len() >= 10, "only {direct:?} pass directly");
+    through_the_proxy_as_directly(&node, &dir, &upstream, 10);
+}
+
+/// Every one of the suite's 32 server scenarios, against a server that implements them all.
+#[test]
+fn every_conformance_scenario_passes_through_palisade_mcp() {
+    let _one = ONE_AT_A_TIME.blocking_lock();
+    let (node, dir) = tools();
+    let (_server, upstream) = our_server(&node, &dir, "conformance-server.mjs");
+    through_the_proxy_as_directly(&node, &dir, &upstream, 32);
+}
+
+/// Runs the suite against `upstream` directly (at least `at_least` scenarios pass), then
+/// through `palisade mcp` over `--listen` and over stdio, with no plugins and with the
+/// examples: fails naming every scenario that passed directly and not through the proxy.
+fn through_the_proxy_as_directly(node: &Path, dir: &Path, upstream: &str, at_least: usize) {
+    let (node, dir) = (node.to_path_buf(), dir.to_path_buf());
+    let upstream = upstream.to_string();
+    let direct = passing("direct", &node, &dir, &upstream, None);
+    assert!(direct.len() >= at_least, "only {direct:?} pass directly");
 
     let empty = PluginDir::new();
     let examples = PluginDir::new();
@@ -360,7 +381,7 @@ fn the_conformance_suite_passes_through_palisade_mcp_as_it_does_directly() {
 async fn over_http_a_closed_call_stream_resumes_and_notifications_stream() {
     let _one = ONE_AT_A_TIME.lock().await;
     let (node, dir) = tools();
-    let (_server, upstream) = asking_server(&node, &dir);
+    let (_server, upstream) = our_server(&node, &dir, "asking-server.mjs");
     let plugins = PluginDir::new();
     let state = tempfile::tempdir().unwrap();
     let (_proxy, url, token) = listen(plugins.path(), state.path(), &upstream);
@@ -438,7 +459,7 @@ async fn over_http_a_closed_call_stream_resumes_and_notifications_stream() {
 async fn over_http_a_servers_request_on_the_call_stream_is_relayed_both_ways() {
     let _one = ONE_AT_A_TIME.lock().await;
     let (node, dir) = tools();
-    let (_server, upstream) = asking_server(&node, &dir);
+    let (_server, upstream) = our_server(&node, &dir, "asking-server.mjs");
     let plugins = PluginDir::new();
     let state = tempfile::tempdir().unwrap();
     let (_proxy, url, token) = listen(plugins.path(), state.path(), &upstream);
