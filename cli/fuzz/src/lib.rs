@@ -13,9 +13,6 @@
 //!   reader, as one message equal to the one judged. Any input the proxy accepts that another
 //!   parser would read differently fails here.
 
-// strict.rs names `palisade::events::printable`: this crate stands in for the host's.
-extern crate self as palisade;
-
 #[path = "../../src/jsonrpc/strict.rs"]
 pub mod strict;
 
@@ -23,9 +20,9 @@ pub mod lenient;
 
 use lenient::{Breaks, Reading};
 
-/// What strict.rs uses of the host crate.
-pub mod events {
-    /// The host's escapes a key for a log line; here only a refusal's wording would change.
+/// What strict.rs uses of the CLI (`crate::output`): this crate stands in for it.
+pub mod output {
+    /// The CLI's escapes a key for a log line; here only a refusal's wording would change.
     pub fn printable(text: &str) -> std::borrow::Cow<'_, str> {
         std::borrow::Cow::Borrowed(text)
     }
