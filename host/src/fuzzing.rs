@@ -5,7 +5,7 @@
 //! answer, an agent's hook event, a component's decisions) and checks what must hold whatever
 //! the input: no panic, and the bounds and fail-closed rules the host promises.
 
-use crate::hook::{Request, Shared};
+use crate::hook::Request;
 use crate::manifest::{self, MAX_FUEL, MAX_MEMORY_MB, MAX_TIMEOUT_MS, Matcher};
 use crate::point::Point;
 use crate::runtime::external::wire;
@@ -281,34 +281,7 @@ fn native_answer_text(u: &mut Unstructured<'_>) -> arbitrary::Result<Vec<u8>> {
 }
 
 fn request_for(point: Point) -> Request<'static> {
-    use crate::types::{
-        CommittedFact, Observation, PreStep, SessionSource, StopEvent, ToolCall, ToolOutcome,
-    };
-    let call = Shared::new(ToolCall::new("t", "Bash", serde_json::json!({})));
-    let outcome = Shared::new(ToolOutcome::text("out"));
-    match point {
-        Point::SessionStart => Request::SessionStart(SessionSource::Startup),
-        Point::PromptSubmit => Request::PromptSubmit(Shared::new(PreStep {
-            messages: vec![],
-            turn: 1,
-            step: 1,
-        })),
-        Point::PreTool => Request::PreTool(call.into()),
-        Point::ToolGuard | Point::ToolExecute => Request::ToolGuard(call.into()),
-        Point::PostTool => Request::PostTool(call, outcome),
-        Point::ToolResult => Request::ToolResult(call, outcome),
-        Point::TurnStopping => Request::TurnStopping(Shared::new(StopEvent {
-            turn: 1,
-            step: 1,
-            last_assistant_message: None,
-            continuations: 0,
-        })),
-        _ => Request::Committed(Shared::new(Observation {
-            interaction_id: "i".into(),
-            turn: 1,
-            fact: CommittedFact::SessionEnded { reason: "x".into() },
-        })),
-    }
+    crate::point_wire::of(point.interface()).sample(point)
 }
 
 /// A host, its async runtime and a plugin set, made once per process.

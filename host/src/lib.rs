@@ -72,6 +72,7 @@ pub mod manifest;
 mod pipeline;
 mod plugin;
 mod point;
+mod point_wire;
 mod points;
 mod runtime;
 mod session;

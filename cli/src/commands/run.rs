@@ -1,13 +1,9 @@
 //! `palisade run DIR --point P --input FILE`.
 
-use anyhow::{Context, bail};
+use anyhow::Context;
 use palisade::events::StderrSink;
 use palisade::events::{Event, EventKind, EventSink};
-use palisade::{
-    Observation, Point, PreStep, Session, SessionSource, StopEvent, ToolCall, ToolOutcome,
-};
-use serde::Deserialize;
-use serde_json::Value;
+use palisade::{Point, Session};
 use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -119,28 +115,6 @@ fn describe_raw(event: &Event) -> String {
     }
 }
 
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct CallAndOutcome {
-    call: ToolCall,
-    outcome: ToolOutcome,
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct SessionStartInput {
-    source: SessionSource,
-}
-
-/// The input document of each point, for error messages and `--help`.
-pub const INPUTS: &str = "\
-session-start        {\"source\": \"startup\"|\"resume\"|\"clear\"|\"compact\"}
-prompt-submit        {\"messages\": [{\"role\": \"user\", \"text\": \"…\"}], \"turn\": 1, \"step\": 1}
-pre-tool, tool-guard {\"tool_use_id\": \"…\", \"name\": \"Bash\", \"arguments\": {…}}
-post-tool, tool-result {\"call\": {tool call}, \"outcome\": {\"content_blocks\": [{\"type\": \"text\", \"text\": \"…\"}], \"is_error\": false}}
-turn-stopping        {\"turn\": 1, \"step\": 2, \"last_assistant_message\": \"…\", \"continuations\": 0}
-<committed fact>     {\"interaction_id\": \"…\", \"turn\": 1, \"fact\": {\"kind\": \"message\", \"message\": {…}}}";
-
 async fn run(
     dir: &Path,
     point: &str,
@@ -173,79 +147,15 @@ async fn run(
     let host = builder.build()?;
     let plugins = host.load_dir(dir)?;
     let session = plugins.session("palisade-run");
-    let output = dispatch(&session, point, &text).map_err(|e| {
+    let output = session.run_json(point, &text).map_err(|e| {
         anyhow::anyhow!(
-            "{}: not a valid `{point}` input: {e}\nthe input of each point:\n{INPUTS}",
-            input.display()
+            "{}: not a valid `{point}` input: {e}\nthe input of each point:\n{}",
+            input.display(),
+            Session::json_inputs()
         )
     })?;
-    let output = output.await?;
+    let output = output.await.map_err(anyhow::Error::msg)?;
     session.drain_background().await;
     println!("{}", serde_json::to_string_pretty(&output)?);
     Ok(ExitCode::SUCCESS)
-}
-
-pub type Dispatch<'a> = std::pin::Pin<Box<dyn Future<Output = anyhow::Result<Value>> + 'a>>;
-
-/// Parses the input of `point` and returns the dispatch to await.
-pub fn dispatch<'a>(
-    session: &'a Session,
-    point: Point,
-    text: &str,
-) -> serde_json::Result<Dispatch<'a>> {
-    fn json<T: serde::Serialize>(value: T) -> anyhow::Result<Value> {
-        Ok(serde_json::to_value(value)?)
-    }
-    Ok(match point {
-        Point::SessionStart => {
-            let input: SessionStartInput = serde_json::from_str(text)?;
-            Box::pin(async move {
-                let contexts = session.session_start(input.source).await;
-                json(serde_json::json!({ "contexts": contexts }))
-            })
-        }
-        Point::PromptSubmit => {
-            let step: PreStep = serde_json::from_str(text)?;
-            Box::pin(async move { json(session.prompt_submit(&step).await) })
-        }
-        Point::PreTool => {
-            let call: ToolCall = serde_json::from_str(text)?;
-            Box::pin(async move { json(session.pre_tool(&call).await) })
-        }
-        Point::ToolGuard => {
-            let call: ToolCall = serde_json::from_str(text)?;
-            Box::pin(async move { json(session.tool_guard(&call).await) })
-        }
-        Point::PostTool => {
-            let input: CallAndOutcome = serde_json::from_str(text)?;
-            Box::pin(async move { json(session.post_tool(&input.call, &input.outcome).await) })
-        }
-        Point::ToolResult => {
-            let input: CallAndOutcome = serde_json::from_str(text)?;
-            Box::pin(async move {
-                session.tool_result(&input.call, &input.outcome).await;
-                json(serde_json::json!({ "decision": "none" }))
-            })
-        }
-        Point::TurnStopping => {
-            let event: StopEvent = serde_json::from_str(text)?;
-            Box::pin(async move {
-                let steering = session.turn_stopping(&event).await;
-                json(serde_json::json!({ "continue": !steering.is_empty(), "steering": steering }))
-            })
-        }
-        committed => {
-            let observation: Observation = serde_json::from_str(text)?;
-            Box::pin(async move {
-                if observation.point() != committed {
-                    bail!(
-                        "a `{}` fact was given for `{committed}`; give a fact of that kind",
-                        observation.point()
-                    );
-                }
-                session.committed(&observation);
-                json(serde_json::json!({ "decision": "none" }))
-            })
-        }
-    })
 }

@@ -130,15 +130,16 @@ async fn test(dir: &Path, cases: &Path) -> anyhow::Result<ExitCode> {
         let session = plugins.session(format!("palisade-test-{line}"));
         collect.take();
         let started = Instant::now();
-        let dispatch = crate::commands::run::dispatch(&session, *point, &case.input.to_string())
+        let dispatch = session
+            .run_json(*point, &case.input.to_string())
             .map_err(|e| {
                 anyhow::anyhow!(
                     "{}:{line}: `input` is not a valid `{point}` input: {e}\nthe input of each point:\n{}",
                     cases.display(),
-                    crate::commands::run::INPUTS
+                    palisade::Session::json_inputs()
                 )
             })?;
-        let output = dispatch.await;
+        let output = dispatch.await.map_err(anyhow::Error::msg);
         session.drain_background().await;
         let took = started.elapsed();
         let events = collect.take();

@@ -12,13 +12,18 @@
 //! A decision is honoured whole or not at all. After a block, only the blocking decision's
 //! contexts survive; a guard that fails closed blocks with no contexts.
 
+use crate::claude_code::HookEvent;
 use crate::failure::{Failure, FailureReason};
 use crate::hook::{self, Answer, Request, Shared, parse_blocks, parse_json};
 use crate::manifest::HookSpec;
 use crate::plugin::HookRef;
 use crate::point::{Capability, Point};
+use crate::point_wire::{ClaudeReply, PointWire, kind};
+use crate::runtime::external::{native, wire};
 use crate::session::{Session, Verdict};
 use crate::types::{Context, Denial, PostToolResult, ToolCall, ToolOutcome, project_value};
+use base64::Engine as _;
+use serde::Deserialize;
 use serde_json::Value;
 use std::sync::Arc;
 
@@ -167,4 +172,133 @@ fn judge(
     Verdict::Completed {
         honoured: spec.capabilities.iter().any(|c| *c != Capability::Observe),
     }
+}
+
+/// What `post-tool` hooks receive and answer on the wire: the call and its outcome (Claude
+/// Code's `tool_response` is the canonical value); accept with contexts, block (`decision:
+/// "block"`, with contexts); a replacement only in the palisade protocol.
+impl PointWire for kind::PostTool {
+    fn claude_event(&self, _: Point) -> &'static str {
+        "PostToolUse"
+    }
+
+    fn claude_fields(&self, request: &Request<'_>, event: &mut HookEvent) {
+        if let Request::PostTool(call, outcome) = request {
+            wire::call_outcome_event(event, call, outcome);
+        }
+    }
+
+    fn claude_answer(&self, reply: &ClaudeReply<'_>) -> Result<Answer, Failure> {
+        reply.no_permission()?;
+        let action = match reply.blocked() {
+            Some(reason) => hook::PostToolAction::Block(reason),
+            None => hook::PostToolAction::Accept,
+        };
+        Ok(Answer::PostTool(hook::PostToolDecision {
+            action,
+            contexts: reply.contexts.clone(),
+        }))
+    }
+
+    fn native_input(&self, request: &Request<'_>) -> Value {
+        match request {
+            Request::PostTool(call, outcome) => native::call_outcome_input(call, outcome),
+            _ => Value::Null,
+        }
+    }
+
+    fn native_answer(&self, point: Point, decision: Value) -> Result<Answer, Failure> {
+        #[derive(Deserialize)]
+        #[serde(tag = "type", rename_all = "kebab-case", deny_unknown_fields)]
+        enum BlockJson {
+            Text {
+                text: String,
+            },
+            Json {
+                value: Value,
+            },
+            Image {
+                media_type: String,
+                /// Standard base64.
+                data: String,
+            },
+        }
+        #[derive(Deserialize)]
+        #[serde(rename_all = "kebab-case", deny_unknown_fields)]
+        enum ActionJson {
+            Accept,
+            Block(String),
+            ReplaceContent(Vec<BlockJson>),
+            ReplaceValue(Value),
+        }
+        #[derive(Deserialize)]
+        #[serde(deny_unknown_fields)]
+        struct PostToolJson {
+            action: ActionJson,
+            #[serde(default)]
+            contexts: Vec<String>,
+        }
+        let block = |block: BlockJson| -> Result<hook::Block, Failure> {
+            Ok(match block {
+                BlockJson::Text { text } => hook::Block::Text(text),
+                BlockJson::Json { value } => hook::Block::Json(value.to_string()),
+                BlockJson::Image { media_type, data } => hook::Block::Image {
+                    media_type,
+                    data: base64::engine::general_purpose::STANDARD
+                        .decode(data.as_bytes())
+                        .map_err(|e| {
+                            native::invalid(format!("an image block's `data` is not base64: {e}"))
+                        })?,
+                },
+            })
+        };
+        let answer: PostToolJson = native::decision(point, decision)?;
+        let action = match answer.action {
+            ActionJson::Accept => hook::PostToolAction::Accept,
+            ActionJson::Block(message) => hook::PostToolAction::Block(message),
+            ActionJson::ReplaceContent(blocks) => hook::PostToolAction::ReplaceContent(
+                blocks.into_iter().map(block).collect::<Result<_, _>>()?,
+            ),
+            ActionJson::ReplaceValue(value) => {
+                hook::PostToolAction::ReplaceValue(value.to_string())
+            }
+        };
+        Ok(Answer::PostTool(hook::PostToolDecision {
+            action,
+            contexts: answer.contexts,
+        }))
+    }
+
+    fn neutral(&self, contexts: Vec<String>) -> Answer {
+        Answer::PostTool(hook::PostToolDecision {
+            action: hook::PostToolAction::Accept,
+            contexts,
+        })
+    }
+
+    fn veto(&self, message: String, _: &str) -> Option<Answer> {
+        Some(Answer::PostTool(hook::PostToolDecision {
+            action: hook::PostToolAction::Block(message),
+            contexts: vec![],
+        }))
+    }
+
+    #[cfg(any(test, feature = "fuzzing"))]
+    fn sample(&self, _: Point) -> Request<'static> {
+        let outcome = Shared::new(ToolOutcome::text("out"));
+        Request::PostTool(crate::point_wire::sample_call(), outcome)
+    }
+}
+
+/// The input of [`Session::run_json`] here (and at `tool-result`).
+pub(super) const INPUT: &str = "post-tool, tool-result {\"call\": {tool call}, \"outcome\": {\"content_blocks\": [{\"type\": \"text\", \"text\": \"…\"}], \"is_error\": false}}";
+
+pub(super) fn run_json<'a>(
+    session: &'a Session,
+    input: &str,
+) -> serde_json::Result<super::input::RunJson<'a>> {
+    let input: super::input::CallAndOutcome = serde_json::from_str(input)?;
+    Ok(Box::pin(async move {
+        super::input::json(session.post_tool(&input.call, &input.outcome).await)
+    }))
 }

@@ -12,12 +12,17 @@
 //! - the step's cancellation signal ([`Session::prompt_submit_until`]) cuts the hook in
 //!   flight off (recorded as dropped) and opens no step.
 
+use crate::claude_code::HookEvent;
 use crate::failure::{Failure, FailureReason};
 use crate::hook::{self, Answer, Request, Shared};
 use crate::point::{Capability, Point};
+use crate::point_wire::{ClaudeReply, PointWire, kind};
+use crate::runtime::external::{native, wire};
 use crate::session::{Session, Verdict, deny_verdict};
 use crate::signal::Signal;
 use crate::types::{Context, Message, PreStep, PreStepDecision, Role};
+use serde::Deserialize;
+use serde_json::{Value, json};
 use std::sync::Arc;
 
 struct State {
@@ -122,4 +127,108 @@ fn not_the_users(message: &Message) -> Failure {
             }
         ),
     )
+}
+
+/// What `prompt-submit` hooks receive and answer on the wire: the step's batch (and its text
+/// as Claude Code's `prompt`); enter with contexts (plain text too), reject (`decision:
+/// "block"`), or in the palisade protocol any answer a component gives.
+impl PointWire for kind::PromptSubmit {
+    fn claude_event(&self, _: Point) -> &'static str {
+        "UserPromptSubmit"
+    }
+
+    fn claude_fields(&self, request: &Request<'_>, event: &mut HookEvent) {
+        if let Request::PromptSubmit(step) = request {
+            event.prompt = Some(wire::prompt_text(&step.messages));
+            let ours = &mut event.other;
+            ours.insert(
+                "messages".into(),
+                step.messages
+                    .iter()
+                    .map(wire::message)
+                    .collect::<Vec<_>>()
+                    .into(),
+            );
+            ours.insert("turn".into(), step.turn.into());
+            ours.insert("step".into(), step.step.into());
+        }
+    }
+
+    fn plain_text_is_context(&self) -> bool {
+        true
+    }
+
+    fn claude_answer(&self, reply: &ClaudeReply<'_>) -> Result<Answer, Failure> {
+        reply.no_permission()?;
+        Ok(match reply.blocked() {
+            Some(reason) => Answer::PromptSubmit(hook::PreStepDecision::Reject(
+                crate::point_wire::deny(reason, "block"),
+            )),
+            None => self.neutral(reply.contexts.clone()),
+        })
+    }
+
+    fn native_input(&self, request: &Request<'_>) -> Value {
+        let Request::PromptSubmit(step) = request else {
+            return Value::Null;
+        };
+        json!({
+            "step": {
+                "messages": step.messages.iter().map(wire::message).collect::<Vec<_>>(),
+                "turn": step.turn,
+                "step": step.step,
+            },
+            // A serialize-only projection (docs/semantics.md S2.9): never read back.
+            "prompt": wire::prompt_text(&step.messages),
+        })
+    }
+
+    fn native_answer(&self, point: Point, decision: Value) -> Result<Answer, Failure> {
+        #[derive(Deserialize)]
+        #[serde(rename_all = "kebab-case", deny_unknown_fields)]
+        enum PreStepJson {
+            Enter(Vec<String>),
+            EnterBatch(Vec<Message>),
+            Reject(native::DenyJson),
+        }
+        Ok(Answer::PromptSubmit(
+            match native::decision(point, decision)? {
+                PreStepJson::Enter(contexts) => hook::PreStepDecision::Enter(contexts),
+                PreStepJson::EnterBatch(messages) => hook::PreStepDecision::EnterBatch(messages),
+                PreStepJson::Reject(deny) => hook::PreStepDecision::Reject(deny.into()),
+            },
+        ))
+    }
+
+    fn neutral(&self, contexts: Vec<String>) -> Answer {
+        Answer::PromptSubmit(hook::PreStepDecision::Enter(contexts))
+    }
+
+    fn veto(&self, message: String, reason_code: &str) -> Option<Answer> {
+        Some(Answer::PromptSubmit(hook::PreStepDecision::Reject(
+            crate::point_wire::deny(message, reason_code),
+        )))
+    }
+
+    #[cfg(any(test, feature = "fuzzing"))]
+    fn sample(&self, _: Point) -> Request<'static> {
+        Request::PromptSubmit(Shared::new(PreStep {
+            messages: vec![],
+            turn: 1,
+            step: 1,
+        }))
+    }
+}
+
+/// The input of [`Session::run_json`] here.
+pub(super) const INPUT: &str = "prompt-submit        {\"messages\": [{\"role\": \"user\", \"text\": \"…\"}], \"turn\": 1, \"step\": 1}";
+
+pub(super) fn run_json<'a>(
+    session: &'a Session,
+    input: &str,
+) -> serde_json::Result<super::input::RunJson<'a>> {
+    let step: PreStep = serde_json::from_str(input)?;
+    Ok(Box::pin(async move {
+        super::input::json(session.prompt_submit(&step).await)
+    }))
 }

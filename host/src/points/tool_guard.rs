@@ -7,12 +7,18 @@
 //! a rejection, a cancellation, an unavailable channel or no approver at all is a denial),
 //! then `tool-guard`.
 
+use crate::claude_code::HookEvent;
+use crate::failure::Failure;
 use crate::hook::{self, Answer, Lent, Payload, Request};
 use crate::point::{Capability, Point};
+use crate::point_wire::{ClaudeReply, PointWire, ToolPermission, deny, kind};
+use crate::runtime::external::{native, wire};
 use crate::session::{Session, Verdict, deny_verdict};
 use crate::types::{
     Approval, AskRequest, Authorization, Denial, GuardDecision, PreToolDecision, ToolCall,
 };
+use serde::Deserialize;
+use serde_json::{Value, json};
 
 impl Session {
     /// Runs the `tool-guard` hooks that match `call`'s tool: the first deny vetoes the call.
@@ -92,4 +98,78 @@ impl Session {
             failure: None,
         })
     }
+}
+
+/// What `tool-guard` hooks receive and answer on the wire: the call; deny or abstain (an ask
+/// is refused: a guard cannot ask), no contexts.
+impl PointWire for kind::ToolGuard {
+    fn claude_event(&self, _: Point) -> &'static str {
+        "PreToolUse"
+    }
+
+    fn claude_fields(&self, request: &Request<'_>, event: &mut HookEvent) {
+        if let Request::ToolGuard(call) = request {
+            wire::tool_call_event(event, call);
+        }
+    }
+
+    fn claude_answer(&self, reply: &ClaudeReply<'_>) -> Result<Answer, Failure> {
+        Ok(Answer::ToolGuard(match reply.tool_permission()? {
+            ToolPermission::Deny(deny) => hook::GuardDecision::Deny(deny),
+            ToolPermission::Ask(_) => {
+                return Err(crate::point_wire::invalid(
+                    "`ask` at tool-guard: a tool guard can only deny or abstain",
+                ));
+            }
+            ToolPermission::Allow => hook::GuardDecision::Abstain,
+        }))
+    }
+
+    fn native_input(&self, request: &Request<'_>) -> Value {
+        match request {
+            Request::ToolGuard(call) => json!({ "call": native::call_json(call) }),
+            _ => Value::Null,
+        }
+    }
+
+    fn native_answer(&self, point: Point, decision: Value) -> Result<Answer, Failure> {
+        #[derive(Deserialize)]
+        #[serde(rename_all = "kebab-case", deny_unknown_fields)]
+        enum GuardJson {
+            Abstain,
+            Deny(native::DenyJson),
+        }
+        Ok(Answer::ToolGuard(
+            match native::decision(point, decision)? {
+                GuardJson::Abstain => hook::GuardDecision::Abstain,
+                GuardJson::Deny(deny) => hook::GuardDecision::Deny(deny.into()),
+            },
+        ))
+    }
+
+    fn neutral(&self, _: Vec<String>) -> Answer {
+        Answer::ToolGuard(hook::GuardDecision::Abstain)
+    }
+
+    fn veto(&self, message: String, reason_code: &str) -> Option<Answer> {
+        Some(Answer::ToolGuard(hook::GuardDecision::Deny(deny(
+            message,
+            reason_code,
+        ))))
+    }
+
+    #[cfg(any(test, feature = "fuzzing"))]
+    fn sample(&self, _: Point) -> Request<'static> {
+        Request::ToolGuard(crate::point_wire::sample_call().into())
+    }
+}
+
+pub(super) fn run_json<'a>(
+    session: &'a Session,
+    input: &str,
+) -> serde_json::Result<super::input::RunJson<'a>> {
+    let call: ToolCall = serde_json::from_str(input)?;
+    Ok(Box::pin(async move {
+        super::input::json(session.tool_guard(&call).await)
+    }))
 }

@@ -7,10 +7,16 @@
 //! every point. [`HostBuilder::detached_tool_result`](crate::HostBuilder::detached_tool_result)
 //! runs the foreground ones detached too.
 
+use crate::claude_code::HookEvent;
+use crate::failure::Failure;
+use crate::hook::Answer;
 use crate::hook::{Request, Shared};
 use crate::point::Point;
+use crate::point_wire::{ClaudeReply, PointWire, kind};
+use crate::runtime::external::{native, wire};
 use crate::session::Session;
 use crate::types::{ToolCall, ToolOutcome};
+use serde_json::{Value, json};
 
 impl Session {
     /// Shows `outcome` of `call` to the `tool-result` hooks that match its tool, and returns
@@ -24,4 +30,48 @@ impl Session {
                 .await;
         }
     }
+}
+
+/// What `tool-result` hooks receive and answer on the wire: the call and its final outcome;
+/// nothing (contexts are ignored, a decision refused).
+impl PointWire for kind::ToolResult {
+    fn claude_event(&self, _: Point) -> &'static str {
+        "PostToolUse"
+    }
+
+    fn claude_fields(&self, request: &Request<'_>, event: &mut HookEvent) {
+        if let Request::ToolResult(call, outcome) = request {
+            wire::call_outcome_event(event, call, outcome);
+        }
+    }
+
+    fn claude_answer(&self, reply: &ClaudeReply<'_>) -> Result<Answer, Failure> {
+        reply.no_permission()?;
+        reply.no_decision()?;
+        Ok(Answer::Observed)
+    }
+
+    fn native_input(&self, request: &Request<'_>) -> Value {
+        match request {
+            Request::ToolResult(call, outcome) => native::call_outcome_input(call, outcome),
+            _ => Value::Null,
+        }
+    }
+
+    #[cfg(any(test, feature = "fuzzing"))]
+    fn sample(&self, _: Point) -> Request<'static> {
+        let outcome = Shared::new(ToolOutcome::text("out"));
+        Request::ToolResult(crate::point_wire::sample_call(), outcome)
+    }
+}
+
+pub(super) fn run_json<'a>(
+    session: &'a Session,
+    input: &str,
+) -> serde_json::Result<super::input::RunJson<'a>> {
+    let input: super::input::CallAndOutcome = serde_json::from_str(input)?;
+    Ok(Box::pin(async move {
+        session.tool_result(&input.call, &input.outcome).await;
+        super::input::json(json!({ "decision": "none" }))
+    }))
 }

@@ -23,9 +23,8 @@ use crate::hook::Shared;
 use crate::hook::{self, Answer, Request};
 use crate::point::Point;
 #[cfg(test)]
-use crate::types::SessionSource;
-use crate::types::{Message, ToolCall, ToolOutcome};
-use base64::Engine as _;
+use crate::types::{Message, SessionSource};
+use crate::types::{ToolCall, ToolOutcome};
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
@@ -36,32 +35,7 @@ pub(crate) const PROTOCOL: &str = "palisade/0.1";
 
 /// The JSON a hook of the Palisade protocol receives for `request`.
 pub(crate) fn encode(caller: &Caller<'_>, request: &Request) -> Value {
-    let input = match request {
-        Request::SessionStart(source) => json!({ "source": wire::source_name(*source) }),
-        Request::PromptSubmit(step) => json!({
-            "step": {
-                "messages": step.messages.iter().map(wire::message).collect::<Vec<_>>(),
-                "turn": step.turn,
-                "step": step.step,
-            },
-            // A serialize-only projection (docs/semantics.md S2.9): never read back.
-            "prompt": wire::prompt_text(&step.messages),
-        }),
-        Request::PreTool(call) | Request::ToolGuard(call) | Request::ToolExecute(call, _) => {
-            json!({ "call": call_json(call) })
-        }
-        Request::PostTool(call, outcome) | Request::ToolResult(call, outcome) => json!({
-            "call": call_json(call),
-            "outcome": outcome_json(outcome),
-        }),
-        Request::TurnStopping(event) => json!({ "event": {
-            "turn": event.turn,
-            "step": event.step,
-            "last_assistant_message": event.last_assistant_message,
-            "continuations": event.continuations,
-        }}),
-        Request::Committed(observation) => json!({ "observation": wire::observation(observation) }),
-    };
+    let input = request.wire().native_input(request);
     json!({
         "protocol": PROTOCOL,
         "point": caller.point.as_str(),
@@ -73,7 +47,13 @@ pub(crate) fn encode(caller: &Caller<'_>, request: &Request) -> Value {
     })
 }
 
-fn call_json(call: &ToolCall) -> Value {
+/// The input of a point over a call and its outcome.
+pub(crate) fn call_outcome_input(call: &ToolCall, outcome: &ToolOutcome) -> Value {
+    json!({ "call": call_json(call), "outcome": outcome_json(outcome) })
+}
+
+/// A tool call's JSON in the protocol.
+pub(crate) fn call_json(call: &ToolCall) -> Value {
     let mut map = Map::new();
     map.insert("tool_use_id".into(), call.tool_use_id.clone().into());
     map.insert("name".into(), call.name.clone().into());
@@ -107,9 +87,10 @@ struct AnswerJson {
     decision: Option<Value>,
 }
 
+/// A refusal's JSON (`deny`, `reject`).
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
-struct DenyJson {
+pub(crate) struct DenyJson {
     reason_code: String,
     message: String,
     #[serde(default)]
@@ -126,69 +107,14 @@ impl From<DenyJson> for hook::Deny {
     }
 }
 
+/// An ask's JSON.
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
-struct AskJson {
-    reason: String,
+pub(crate) struct AskJson {
+    pub reason: String,
 }
 
-#[derive(Deserialize)]
-#[serde(rename_all = "kebab-case", deny_unknown_fields)]
-enum PreToolJson {
-    Allow,
-    Deny(DenyJson),
-    Ask(AskJson),
-}
-
-#[derive(Deserialize)]
-#[serde(rename_all = "kebab-case", deny_unknown_fields)]
-enum GuardJson {
-    Abstain,
-    Deny(DenyJson),
-}
-
-#[derive(Deserialize)]
-#[serde(rename_all = "kebab-case", deny_unknown_fields)]
-enum PreStepJson {
-    Enter(Vec<String>),
-    EnterBatch(Vec<Message>),
-    Reject(DenyJson),
-}
-
-#[derive(Deserialize)]
-#[serde(tag = "type", rename_all = "kebab-case", deny_unknown_fields)]
-enum BlockJson {
-    Text {
-        text: String,
-    },
-    Json {
-        value: Value,
-    },
-    Image {
-        media_type: String,
-        /// Standard base64.
-        data: String,
-    },
-}
-
-#[derive(Deserialize)]
-#[serde(rename_all = "kebab-case", deny_unknown_fields)]
-enum ActionJson {
-    Accept,
-    Block(String),
-    ReplaceContent(Vec<BlockJson>),
-    ReplaceValue(Value),
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct PostToolJson {
-    action: ActionJson,
-    #[serde(default)]
-    contexts: Vec<String>,
-}
-
-fn invalid(detail: impl Into<String>) -> Failure {
+pub(crate) fn invalid(detail: impl Into<String>) -> Failure {
     Failure::new(FailureReason::InvalidResponse, detail)
 }
 
@@ -208,92 +134,24 @@ pub(crate) fn decode(point: Point, request: &Request, output: &[u8]) -> Result<A
     let Some(decision) = answer.decision.filter(|d| !d.is_null()) else {
         return Ok(neutral(request));
     };
-    let wrong = |e: serde_json::Error| {
+    request.wire().native_answer(point, decision)
+}
+
+/// `decision`, read as the answer of `point` it must be.
+pub(crate) fn decision<T: serde::de::DeserializeOwned>(
+    point: Point,
+    decision: Value,
+) -> Result<T, Failure> {
+    serde_json::from_value(decision).map_err(|e| {
         invalid(format!(
             "`decision` is not an answer of `{point}` (see docs/runtimes.md): {e}"
         ))
-    };
-    Ok(match request {
-        Request::SessionStart(_) => {
-            Answer::SessionStart(serde_json::from_value(decision).map_err(wrong)?)
-        }
-        Request::PromptSubmit(_) => {
-            Answer::PromptSubmit(match serde_json::from_value(decision).map_err(wrong)? {
-                PreStepJson::Enter(contexts) => hook::PreStepDecision::Enter(contexts),
-                PreStepJson::EnterBatch(messages) => hook::PreStepDecision::EnterBatch(messages),
-                PreStepJson::Reject(deny) => hook::PreStepDecision::Reject(deny.into()),
-            })
-        }
-        Request::PreTool(_) => {
-            Answer::PreTool(match serde_json::from_value(decision).map_err(wrong)? {
-                PreToolJson::Allow => hook::PreToolDecision::Allow,
-                PreToolJson::Deny(deny) => hook::PreToolDecision::Deny(deny.into()),
-                PreToolJson::Ask(ask) => hook::PreToolDecision::Ask(ask.reason),
-            })
-        }
-        Request::ToolGuard(_) => {
-            Answer::ToolGuard(match serde_json::from_value(decision).map_err(wrong)? {
-                GuardJson::Abstain => hook::GuardDecision::Abstain,
-                GuardJson::Deny(deny) => hook::GuardDecision::Deny(deny.into()),
-            })
-        }
-        Request::PostTool(..) => {
-            let answer: PostToolJson = serde_json::from_value(decision).map_err(wrong)?;
-            let action = match answer.action {
-                ActionJson::Accept => hook::PostToolAction::Accept,
-                ActionJson::Block(message) => hook::PostToolAction::Block(message),
-                ActionJson::ReplaceContent(blocks) => hook::PostToolAction::ReplaceContent(
-                    blocks.into_iter().map(block).collect::<Result<_, _>>()?,
-                ),
-                ActionJson::ReplaceValue(value) => {
-                    hook::PostToolAction::ReplaceValue(value.to_string())
-                }
-            };
-            Answer::PostTool(hook::PostToolDecision {
-                action,
-                contexts: answer.contexts,
-            })
-        }
-        Request::TurnStopping(_) => {
-            Answer::TurnStopping(Some(serde_json::from_value(decision).map_err(wrong)?))
-        }
-        Request::ToolResult(..) | Request::Committed(_) | Request::ToolExecute(..) => {
-            return Err(invalid(format!(
-                "`{point}` takes no decision: an observer answers nothing"
-            )));
-        }
-    })
-}
-
-fn block(block: BlockJson) -> Result<hook::Block, Failure> {
-    Ok(match block {
-        BlockJson::Text { text } => hook::Block::Text(text),
-        BlockJson::Json { value } => hook::Block::Json(value.to_string()),
-        BlockJson::Image { media_type, data } => hook::Block::Image {
-            media_type,
-            data: base64::engine::general_purpose::STANDARD
-                .decode(data.as_bytes())
-                .map_err(|e| invalid(format!("an image block's `data` is not base64: {e}")))?,
-        },
     })
 }
 
 /// The answer of a hook that said nothing: allow, abstain, enter as is, accept, stop.
 fn neutral(request: &Request) -> Answer {
-    match request {
-        Request::SessionStart(_) => Answer::SessionStart(vec![]),
-        Request::PromptSubmit(_) => Answer::PromptSubmit(hook::PreStepDecision::Enter(vec![])),
-        Request::PreTool(_) => Answer::PreTool(hook::PreToolDecision::Allow),
-        Request::ToolGuard(_) => Answer::ToolGuard(hook::GuardDecision::Abstain),
-        Request::PostTool(..) => Answer::PostTool(hook::PostToolDecision {
-            action: hook::PostToolAction::Accept,
-            contexts: vec![],
-        }),
-        Request::TurnStopping(_) => Answer::TurnStopping(None),
-        Request::ToolResult(..) | Request::Committed(_) | Request::ToolExecute(..) => {
-            Answer::Observed
-        }
-    }
+    request.wire().neutral(Vec::new())
 }
 
 #[cfg(test)]

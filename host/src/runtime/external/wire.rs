@@ -9,12 +9,13 @@
 //! are never read back. Back: only the protocol's fields, per point; anything else — an unknown field,
 //! a field the point does not take, a legacy `patches` rewrite — is an invalid response.
 
-use crate::claude_code::{Decision, HookAnswer, HookEvent, HookSpecificOutput, Permission};
+use crate::claude_code::{HookAnswer, HookEvent};
 use crate::failure::{Failure, FailureReason};
 #[cfg(test)]
-use crate::hook::Shared;
-use crate::hook::{self, Answer, Request};
+use crate::hook::{self, Shared};
+use crate::hook::{Answer, Request};
 use crate::point::Point;
+use crate::point_wire::{ClaudeReply, PointWire};
 use crate::types::{
     CommittedFact, ContentBlock, Message, Observation, Provenance, Role, ServerToolContent,
     SessionSource, ToolCall, ToolOutcome, TurnOutcome,
@@ -28,25 +29,6 @@ pub(crate) struct Raw {
     /// stdout, or the HTTP body.
     pub output: Vec<u8>,
     pub stderr: Vec<u8>,
-}
-
-/// Claude Code's name for the event of `point`, where it has one; Palisade's (PascalCase)
-/// otherwise. See `docs/runtimes.md` for the table.
-pub(crate) fn event_name(point: Point) -> &'static str {
-    match point {
-        Point::SessionStart => "SessionStart",
-        Point::PromptSubmit => "UserPromptSubmit",
-        Point::PreTool | Point::ToolGuard => "PreToolUse",
-        Point::PostTool | Point::ToolResult => "PostToolUse",
-        Point::TurnStopping => "Stop",
-        Point::SessionEnded => "SessionEnd",
-        Point::ToolExecute => "ToolExecute",
-        Point::MessageCommitted => "MessageCommitted",
-        Point::ToolCallCommitted => "ToolCallCommitted",
-        Point::ToolResultCommitted => "ToolResultCommitted",
-        Point::LlmResponseCommitted => "LlmResponseCommitted",
-        Point::TurnCompleted => "TurnCompleted",
-    }
 }
 
 /// Who is asking: the invocation's identity on the wire.
@@ -67,53 +49,14 @@ pub(crate) struct Caller<'a> {
 pub(crate) fn encode(caller: &Caller<'_>, request: &Request) -> Value {
     let mut event = HookEvent {
         session_id: Some(caller.session_id.to_string()),
-        ..HookEvent::new(event_name(caller.point))
+        ..HookEvent::new(request.wire().claude_event(caller.point))
     };
     let ours = &mut event.other;
     ours.insert("point".into(), caller.point.as_str().into());
     ours.insert("hook_id".into(), caller.hook_id.into());
     ours.insert("invocation_id".into(), caller.invocation_id.into());
     ours.insert("config".into(), Value::Object(caller.config.clone()));
-    match request {
-        Request::SessionStart(source) => event.source = Some(source_name(*source).into()),
-        Request::PromptSubmit(step) => {
-            event.prompt = Some(prompt_text(&step.messages));
-            ours.insert(
-                "messages".into(),
-                step.messages.iter().map(message).collect::<Vec<_>>().into(),
-            );
-            ours.insert("turn".into(), step.turn.into());
-            ours.insert("step".into(), step.step.into());
-        }
-        Request::PreTool(call) | Request::ToolGuard(call) | Request::ToolExecute(call, _) => {
-            tool_call_event(&mut event, call);
-        }
-        Request::PostTool(call, outcome) | Request::ToolResult(call, outcome) => {
-            tool_call_event(&mut event, call);
-            tool_outcome(&mut event.other, outcome);
-            event.tool_response = event.other.remove("tool_response");
-        }
-        Request::TurnStopping(stop) => {
-            // Claude Code's flag for "already continuing because a stop hook said so".
-            event.stop_hook_active = Some(stop.continuations > 0);
-            match &stop.last_assistant_message {
-                Some(text) => event.last_assistant_message = Some(text.clone()),
-                // Present, as null: a hook may index it without checking.
-                None => {
-                    ours.insert("last_assistant_message".into(), Value::Null);
-                }
-            }
-            ours.insert("turn".into(), stop.turn.into());
-            ours.insert("step".into(), stop.step.into());
-            ours.insert("continuations".into(), stop.continuations.into());
-        }
-        Request::Committed(observation) => {
-            if let CommittedFact::SessionEnded { reason } = &observation.fact {
-                event.reason = Some(reason.clone());
-            }
-            ours.insert("observation".into(), self::observation(observation));
-        }
-    }
+    request.wire().claude_fields(request, &mut event);
     // Strings and JSON values only: serializing cannot fail.
     serde_json::to_value(event).unwrap_or(Value::Null)
 }
@@ -158,7 +101,7 @@ pub(crate) fn provenance(p: &Option<Provenance>) -> Value {
 }
 
 /// The call's fields on a hook event.
-fn tool_call_event(event: &mut HookEvent, call: &ToolCall) {
+pub(crate) fn tool_call_event(event: &mut HookEvent, call: &ToolCall) {
     event.tool_name = Some(call.name.clone());
     event.tool_input = Some(call.arguments.clone());
     event.tool_use_id = Some(call.tool_use_id.clone());
@@ -207,6 +150,13 @@ pub(crate) fn content_text(blocks: &[ContentBlock]) -> String {
         })
         .collect();
     parts.join("\n")
+}
+
+/// A call's and its outcome's fields on a hook event (`tool_response` the canonical value).
+pub(crate) fn call_outcome_event(event: &mut HookEvent, call: &ToolCall, outcome: &ToolOutcome) {
+    tool_call_event(event, call);
+    tool_outcome(&mut event.other, outcome);
+    event.tool_response = event.other.remove("tool_response");
 }
 
 fn tool_outcome(out: &mut Map<String, Value>, outcome: &ToolOutcome) {
@@ -305,7 +255,6 @@ fn invalid(detail: impl Into<String>) -> Failure {
 /// where Claude Code makes it context, ignored elsewhere; refused from a guard). `None`: read
 /// the JSON.
 fn unless_json(
-    point: Point,
     request: &Request,
     hook_id: &str,
     exit: Exit,
@@ -313,6 +262,7 @@ fn unless_json(
     stderr: &[u8],
     guarding: bool,
 ) -> Result<Option<Answer>, Failure> {
+    let wire = request.wire();
     if let Exit::Block = exit {
         let reason = String::from_utf8_lossy(stderr).trim().to_string();
         let reason = if reason.is_empty() {
@@ -320,7 +270,7 @@ fn unless_json(
         } else {
             reason
         };
-        return Ok(Some(blocking(request, reason, "exit-2")));
+        return Ok(Some(blocking(wire, reason, "exit-2")));
     }
     if guarding && !text.is_empty() && !text.starts_with('{') {
         return Err(invalid(format!(
@@ -332,17 +282,17 @@ fn unless_json(
     if text.starts_with('{') {
         return Ok(None);
     }
-    let contexts = if text.is_empty() || !matches!(point, Point::SessionStart | Point::PromptSubmit)
-    {
+    let contexts = if text.is_empty() || !wire.plain_text_is_context() {
         vec![]
     } else {
         vec![text.to_string()]
     };
-    Ok(Some(plain(request, contexts)))
+    Ok(Some(wire.neutral(contexts)))
 }
 
 /// Reads a hook's answer: `exit`, its output (stdout, or the HTTP body) and, for a blocking
-/// exit, its stderr.
+/// exit, its stderr. What every point's answer meets is checked here; what the point's answer
+/// is, by its [`PointWire::claude_answer`].
 ///
 /// `guarding`: the hook holds `guard` at this point. Its output must then be nothing or exactly
 /// one JSON object: plain text — a log line printed before the JSON, say — would otherwise be
@@ -363,7 +313,7 @@ pub(crate) fn decode(
     let mut notes = Notes {
         system_message: None,
     };
-    if let Some(answer) = unless_json(point, request, hook_id, exit, text, stderr, guarding)? {
+    if let Some(answer) = unless_json(request, hook_id, exit, text, stderr, guarding)? {
         return Ok((answer, notes));
     }
     let mut answer: HookAnswer = serde_json::from_str(text).map_err(|e| {
@@ -374,7 +324,8 @@ pub(crate) fn decode(
     notes.system_message = answer.system_message.clone();
     let _ = answer.suppress_output;
     let specific = answer.hook_specific_output.take().unwrap_or_default();
-    let expected = event_name(point);
+    let wire = request.wire();
+    let expected = wire.claude_event(point);
     if let Some(name) = &specific.hook_event_name
         && name != expected
     {
@@ -382,148 +333,33 @@ pub(crate) fn decode(
             "`hookSpecificOutput.hookEventName` is `{name}`, but this is `{expected}`"
         )));
     }
-    let refuse = |field: &str| {
-        Err(invalid(format!(
-            "`{field}` is not an answer `{expected}` takes at `{point}`"
-        )))
-    };
     // `continue: false` stops the agent and wins over any decision: a veto where the point
-    // has one. At turn-stopping the point's veto is steering, which makes the agent go on:
-    // stopping there is no steering.
-    if answer.keep_going == Some(false) && point == Point::TurnStopping {
-        return Ok((Answer::TurnStopping(None), notes));
-    }
+    // has one (at turn-stopping, stopping is no steering).
     if answer.keep_going == Some(false) {
         let message = answer
             .stop_reason
             .clone()
             .unwrap_or_else(|| format!("`{hook_id}` stopped the agent"));
-        return Ok((blocking(request, message, "stop"), notes));
+        return Ok((wire.stopped(message), notes));
     }
+    let reply = ClaudeReply {
+        point,
+        hook_id,
+        answer: &answer,
+        specific: &specific,
+        contexts: specific.additional_context.clone().into_iter().collect(),
+    };
     if specific.updated_tool_output.is_some() {
         // A replacement is `protocol = "palisade"`'s `replace-content` or `replace-value`.
-        return refuse("hookSpecificOutput.updatedToolOutput");
+        return Err(reply.refuse("hookSpecificOutput.updatedToolOutput"));
     }
-    let contexts: Vec<String> = specific.additional_context.clone().into_iter().collect();
-    let response = match point {
-        Point::PreTool | Point::ToolGuard => {
-            if !contexts.is_empty() {
-                return refuse("hookSpecificOutput.additionalContext");
-            }
-            permission(point, request, hook_id, &answer, &specific)?
-        }
-        _ if specific.permission_decision.is_some() => {
-            return refuse("hookSpecificOutput.permissionDecision");
-        }
-        _ if specific.permission_decision_reason.is_some() => {
-            return refuse("hookSpecificOutput.permissionDecisionReason");
-        }
-        _ if answer.decision == Some(Decision::Approve) => {
-            return refuse("decision: \"approve\"");
-        }
-        Point::PromptSubmit | Point::PostTool | Point::TurnStopping
-            if answer.decision == Some(Decision::Block) =>
-        {
-            let reason = answer
-                .reason
-                .clone()
-                .filter(|r| !r.trim().is_empty())
-                .unwrap_or_else(|| format!("blocked by `{hook_id}`"));
-            let mut response = blocking(request, reason, "block");
-            if let Answer::PostTool(d) = &mut response {
-                d.contexts = contexts;
-            }
-            response
-        }
-        Point::TurnStopping if !contexts.is_empty() => {
-            return refuse("hookSpecificOutput.additionalContext");
-        }
-        Point::SessionStart | Point::ToolResult | Point::SessionEnded
-            if answer.decision.is_some() =>
-        {
-            return refuse("decision");
-        }
-        _ => plain(request, contexts),
-    };
-    Ok((response, notes))
+    Ok((wire.claude_answer(&reply)?, notes))
 }
 
-/// A pre-tool or tool-guard answer: `permissionDecision` (or the legacy `decision`) and its
-/// reason.
-fn permission(
-    point: Point,
-    request: &Request,
-    hook_id: &str,
-    answer: &HookAnswer,
-    specific: &HookSpecificOutput,
-) -> Result<Answer, Failure> {
-    let permission = match (specific.permission_decision, answer.decision) {
-        (Some(p), _) => Some(p),
-        (None, Some(Decision::Block)) => Some(Permission::Deny),
-        (None, Some(Decision::Approve)) => Some(Permission::Allow),
-        (None, None) => None,
-    };
-    let reason = specific
-        .permission_decision_reason
-        .clone()
-        .or(answer.reason.clone())
-        .filter(|r| !r.trim().is_empty());
-    Ok(match (point, permission) {
-        (_, Some(Permission::Deny)) => blocking(
-            request,
-            reason.unwrap_or_else(|| format!("denied by `{hook_id}`")),
-            "deny",
-        ),
-        (Point::PreTool, Some(Permission::Ask)) => Answer::PreTool(hook::PreToolDecision::Ask(
-            reason.unwrap_or_else(|| format!("`{hook_id}` asks")),
-        )),
-        (_, Some(Permission::Ask)) => {
-            return Err(invalid(
-                "`ask` at tool-guard: a tool guard can only deny or abstain",
-            ));
-        }
-        (Point::PreTool, _) => Answer::PreTool(hook::PreToolDecision::Allow),
-        _ => Answer::ToolGuard(hook::GuardDecision::Abstain),
-    })
-}
-
-/// The answer of a hook that said nothing but (maybe) context.
-fn plain(request: &Request, contexts: Vec<String>) -> Answer {
-    match request {
-        Request::SessionStart(_) => Answer::SessionStart(contexts),
-        Request::PromptSubmit(_) => Answer::PromptSubmit(hook::PreStepDecision::Enter(contexts)),
-        Request::PreTool(_) => Answer::PreTool(hook::PreToolDecision::Allow),
-        Request::ToolGuard(_) => Answer::ToolGuard(hook::GuardDecision::Abstain),
-        Request::PostTool(..) => Answer::PostTool(hook::PostToolDecision {
-            action: hook::PostToolAction::Accept,
-            contexts,
-        }),
-        Request::TurnStopping(_) => Answer::TurnStopping(None),
-        Request::ToolResult(..) | Request::Committed(_) | Request::ToolExecute(..) => {
-            Answer::Observed
-        }
-    }
-}
-
-/// The point's veto (deny, reject, block, steer) with `message`; nothing where the point has
-/// none.
-fn blocking(request: &Request, message: String, code: &str) -> Answer {
-    let deny = || hook::Deny {
-        reason_code: code.to_string(),
-        message: message.clone(),
-        payload: None,
-    };
-    match request {
-        Request::PreTool(_) => Answer::PreTool(hook::PreToolDecision::Deny(deny())),
-        Request::ToolGuard(_) => Answer::ToolGuard(hook::GuardDecision::Deny(deny())),
-        Request::PromptSubmit(_) => Answer::PromptSubmit(hook::PreStepDecision::Reject(deny())),
-        Request::PostTool(..) => Answer::PostTool(hook::PostToolDecision {
-            action: hook::PostToolAction::Block(message.clone()),
-            contexts: vec![],
-        }),
-        Request::TurnStopping(_) => Answer::TurnStopping(Some(message.clone())),
-        _ => plain(request, vec![]),
-    }
+/// The point's veto with `message`, or nothing where it has none.
+fn blocking(wire: &dyn PointWire, message: String, code: &str) -> Answer {
+    wire.veto(message, code)
+        .unwrap_or_else(|| wire.neutral(Vec::new()))
 }
 
 #[cfg(test)]
