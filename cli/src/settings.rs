@@ -39,6 +39,7 @@ pub struct CommandHook {
 /// which guard nothing.
 pub const BLOCK_ON_FAILURE: &[&str] = &[
     "PreToolUse",
+    "PreSkillShellCommand",
     "PostToolUse",
     "PostToolUseFailure",
     "UserPromptSubmit",
@@ -49,8 +50,11 @@ impl SettingsEntry {
     /// agent's timeout `timeout_secs`; its failure blocks where [`BLOCK_ON_FAILURE`] says.
     pub fn command(event: &str, command: &str, timeout_secs: u64) -> SettingsEntry {
         SettingsEntry {
-            matcher: matches!(event, "PreToolUse" | "PostToolUse" | "PostToolUseFailure")
-                .then(|| "*".to_string()),
+            matcher: matches!(
+                event,
+                "PreToolUse" | "PreSkillShellCommand" | "PostToolUse" | "PostToolUseFailure"
+            )
+            .then(|| "*".to_string()),
             hooks: vec![CommandHook {
                 kind: "command".into(),
                 command: command.into(),

@@ -273,13 +273,18 @@ fn claude(world: &World) -> (Output, MockModel) {
 
 /// Runs Claude Code on the world's project, its model asking for the shell command `command`.
 fn claude_running(world: &World, command: &str) -> (Output, MockModel) {
+    claude_prompted(world, "write the marker file", command)
+}
+
+/// [`claude_running`], the user's prompt `prompt`.
+fn claude_prompted(world: &World, prompt: &str, command: &str) -> (Output, MockModel) {
     let claude = agent("PALISADE_CLAUDE", "claude");
     let mock = MockModel::start(Api::Anthropic, command);
     let mut command = Command::new(claude);
     command
         .args([
             "-p",
-            "write the marker file",
+            prompt,
             "--output-format",
             "json",
             "--allowedTools",
@@ -390,6 +395,34 @@ fn claude_code_runs_a_subagents_shell_command_through_the_guard() {
         "the sub-agent's command ran:\n{report}"
     );
     assert_denied(&world, &out);
+}
+
+/// A slash command's inline shell command (`!` and a command in backticks, in
+/// `.claude/commands/*.md`; skills have them too) runs without a `PreToolUse`: Claude Code's
+/// `PreSkillShellCommand` is its only hook. `install` registers it, and the guard judges it as
+/// the shell call it is: denied, it does not run.
+#[test]
+fn claude_code_runs_a_slash_commands_inline_shell_command_through_the_guard() {
+    let world = World::new(true);
+    let commands = world.project.join(".claude/commands");
+    std::fs::create_dir_all(&commands).unwrap();
+    std::fs::write(
+        commands.join("mark.md"),
+        "---\nallowed-tools: Bash(touch:*)\ndescription: Marks the project\n---\n\
+         Marked: !`touch marker.txt`\n",
+    )
+    .unwrap();
+    install_claude(&world);
+    let (out, _mock) = claude_prompted(&world, "/mark", "true");
+    let report = describe(&out, &world);
+    assert!(
+        world.audited("hook_denied", "shell-guard/pre-tool"),
+        "the guard did not deny the inline command:\n{report}"
+    );
+    assert!(
+        !world.project.join("marker.txt").exists(),
+        "the slash command's inline shell command ran:\n{report}"
+    );
 }
 
 #[test]

@@ -12,6 +12,7 @@
 //! | `SessionStart` | session-start | `additionalContext` (contexts joined) |
 //! | `UserPromptSubmit` | prompt-submit, then message-committed (or, rejected, turn-completed) | `decision: "block"` + `reason`, or `additionalContext` |
 //! | `PreToolUse` | tool-call-committed, pre-tool, then tool-guard | `permissionDecision` `deny` / `ask` + reason |
+//! | `PreSkillShellCommand` (a skill's or slash command's inline shell command, which no `PreToolUse` sees) | the same, over the shell call | the same: `deny` or `ask` keeps the command from running |
 //! | `PostToolUse` | post-tool, tool-result, tool-result-committed | `decision: "block"` + `reason`, `additionalContext` |
 //! | `Stop`, `SubagentStop` | turn-stopping (then turn-completed) | `decision: "block"` + `reason` (the steering) |
 //! | `SessionEnd` | session-ended | nothing |
@@ -123,7 +124,10 @@ impl Reply {
 /// blocking exit would mean "keep going" (`Stop`), so those get a non-blocking error. Gemini
 /// CLI's names for the same events (`BeforeTool`, `BeforeAgent`) block too.
 pub fn fails_closed(event: &str) -> bool {
-    matches!(canonical(event), "PreToolUse" | "UserPromptSubmit")
+    matches!(
+        canonical(event),
+        "PreToolUse" | "PreSkillShellCommand" | "UserPromptSubmit"
+    )
 }
 
 /// The Claude Code name of an event: Gemini CLI's names are mapped, every other passes.
@@ -168,8 +172,10 @@ pub const EVENTS: [&str; 7] = [
 ];
 
 /// Claude Code's events the bridge handles beyond [`EVENTS`], which Codex lacks: a failed tool
-/// call (`PostToolUseFailure`), whose result goes where every result goes.
-pub const CLAUDE_CODE_ONLY_EVENTS: [&str; 1] = ["PostToolUseFailure"];
+/// call (`PostToolUseFailure`), whose result goes where every result goes; the inline shell
+/// command of a skill or slash command (`PreSkillShellCommand`), which runs without a
+/// `PreToolUse` and is judged as the shell call it is.
+pub const CLAUDE_CODE_ONLY_EVENTS: [&str; 2] = ["PostToolUseFailure", "PreSkillShellCommand"];
 
 /// The canonical points an agent event runs (none for an event with no Palisade point), by
 /// its Claude Code, Codex or Gemini CLI name.
@@ -182,7 +188,9 @@ pub fn points_for(event: &str) -> &'static [Point] {
             // A rejected prompt closes its turn, blocked.
             Point::TurnCompleted,
         ],
-        "PreToolUse" => &[Point::ToolCallCommitted, Point::PreTool, Point::ToolGuard],
+        "PreToolUse" | "PreSkillShellCommand" => {
+            &[Point::ToolCallCommitted, Point::PreTool, Point::ToolGuard]
+        }
         "PostToolUse" | "PostToolUseFailure" => &[
             Point::PostTool,
             Point::ToolResult,
@@ -203,7 +211,9 @@ pub fn points_for(event: &str) -> &'static [Point] {
 pub fn tool_of(input: &Value) -> Option<&str> {
     let event = input.get("hook_event_name")?.as_str()?;
     match canonical(event) {
-        "PreToolUse" | "PostToolUse" | "PostToolUseFailure" => input.get("tool_name")?.as_str(),
+        "PreToolUse" | "PreSkillShellCommand" | "PostToolUse" | "PostToolUseFailure" => {
+            input.get("tool_name")?.as_str()
+        }
         _ => None,
     }
 }
@@ -344,7 +354,7 @@ pub fn session_events(events: &[(Dialect, Value)]) -> Vec<Value> {
                     "text": input.prompt.clone().unwrap_or_default(),
                 }));
             }
-            "PreToolUse" => {
+            "PreToolUse" | "PreSkillShellCommand" => {
                 let Ok(call) = tool_call(&input) else {
                     continue;
                 };
@@ -406,10 +416,10 @@ async fn dispatch(lifecycle: &Lifecycle, dialect: Dialect, input: &HookEvent) ->
     match event {
         "SessionStart" => session_start(lifecycle, input).await,
         "UserPromptSubmit" => prompt_submit(lifecycle, turn, input).await,
-        "PreToolUse" => match tool_call(input) {
+        "PreToolUse" | "PreSkillShellCommand" => match tool_call(input) {
             Ok(call) => {
                 lifecycle.in_turn_durably(turn).await;
-                pre_tool(lifecycle, dialect, &call).await
+                pre_tool(lifecycle, dialect, event, &call).await
             }
             Err(why) => failure(event, &why),
         },
@@ -500,22 +510,21 @@ fn tool_call(input: &HookEvent) -> Result<ToolCall, String> {
     })
 }
 
-fn deny(reason: String) -> Reply {
-    Reply::answer(HookAnswer::permission(Permission::Deny, reason))
-}
-
-/// The tool step ([`Lifecycle::authorize`]): the agent asks its user itself after the hook
-/// answers, so an ask goes back to it once tool-guard abstained (a tool guard's deny wins over
-/// the ask); Codex cannot ask from a hook, so there an ask is a denial.
-async fn pre_tool(lifecycle: &Lifecycle, dialect: Dialect, call: &ToolCall) -> Reply {
+/// The tool step ([`Lifecycle::authorize`]) at `event` (`PreToolUse`, or Claude Code's
+/// `PreSkillShellCommand`, answered in the same fields under its own name): the agent asks its
+/// user itself after the hook answers, so an ask goes back to it once tool-guard abstained (a
+/// tool guard's deny wins over the ask); Codex cannot ask from a hook, so there an ask is a
+/// denial.
+async fn pre_tool(lifecycle: &Lifecycle, dialect: Dialect, event: &str, call: &ToolCall) -> Reply {
     let step = lifecycle.authorize(call, AskPolicy::Agent).await;
+    let answer =
+        |permission, reason| Reply::answer(HookAnswer::permission_at(event, permission, reason));
+    let deny = |reason| answer(Permission::Deny, reason);
     let mut reply = match step.decision {
         ToolDecision::Denied(denial) => deny(denial.message),
         ToolDecision::Allowed { .. } => Reply::nothing(),
         ToolDecision::Ask(ask) => match dialect {
-            Dialect::ClaudeCode | Dialect::Gemini => {
-                Reply::answer(HookAnswer::permission(Permission::Ask, ask.reason))
-            }
+            Dialect::ClaudeCode | Dialect::Gemini => answer(Permission::Ask, ask.reason),
             Dialect::Codex => deny(format!(
                 "{} (`{}` asks for approval, which a Codex hook cannot request, so the call is denied)",
                 ask.reason, ask.hook_id

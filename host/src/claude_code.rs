@@ -219,11 +219,21 @@ impl HookAnswer {
 
     /// `PreToolUse`'s permission decision, with its reason.
     pub fn permission(decision: Permission, reason: impl Into<String>) -> HookAnswer {
+        HookAnswer::permission_at("PreToolUse", decision, reason)
+    }
+
+    /// A permission decision with its reason, at `event` (`PreToolUse`,
+    /// `PreSkillShellCommand`): the answer names the event it answers.
+    pub fn permission_at(
+        event: &str,
+        decision: Permission,
+        reason: impl Into<String>,
+    ) -> HookAnswer {
         HookAnswer {
             hook_specific_output: Some(HookSpecificOutput {
                 permission_decision: Some(decision),
                 permission_decision_reason: Some(reason.into()),
-                ..HookSpecificOutput::new("PreToolUse")
+                ..HookSpecificOutput::new(event)
             }),
             ..HookAnswer::default()
         }
