@@ -502,6 +502,23 @@ fn claude_code_through_palisade_serve_runs_an_allowed_tool_with_the_contexts() {
 // --- Codex ---------------------------------------------------------------------------------
 
 fn run_codex(world: &World) -> (Output, MockModel) {
+    run_codex_doing(world, "mock-model", &world.command())
+}
+
+/// Codex, its model asking `apply_patch` to add `file`. The model is one Codex knows (from the
+/// catalog in its binary), whose tools include `apply_patch`; for a model it does not know,
+/// Codex offers none.
+fn run_codex_patching(world: &World, file: &Path) -> (Output, MockModel) {
+    let patch = format!(
+        "*** Begin Patch\n*** Add File: {}\n+hello\n*** End Patch\n",
+        file.display()
+    );
+    run_codex_doing(world, "gpt-6.2-sol", &patch)
+}
+
+/// Codex with the world's plugins installed, its model `model` (served by the mock) asking for
+/// `command` (a shell command, or a patch: see the mock).
+fn run_codex_doing(world: &World, model: &str, command: &str) -> (Output, MockModel) {
     let codex = agent("PALISADE_CODEX", "codex");
     let hooks = palisade(&[
         "install",
@@ -513,11 +530,11 @@ fn run_codex(world: &World) -> (Output, MockModel) {
     // Past the bridge's budget, so the bridge's fail-closed answer comes before Codex gives up.
     let snippet = String::from_utf8_lossy(&hooks.stdout);
     assert!(snippet.contains("timeout = 15"), "{snippet}");
-    let mock = MockModel::start(Api::Responses, &world.command());
+    let mock = MockModel::start(Api::Responses, command);
     let codex_home = world.root.join("codex-home");
     std::fs::create_dir_all(&codex_home).unwrap();
     let config = format!(
-        r#"model = "mock-model"
+        r#"model = "{model}"
 model_provider = "mock"
 
 [model_providers.mock]
@@ -542,7 +559,7 @@ api_key_model_discovery = false
 
 {hooks}"#,
         port = mock.port,
-        hooks = String::from_utf8_lossy(&hooks.stdout)
+        hooks = String::from_utf8_lossy(&hooks.stdout),
     );
     std::fs::write(codex_home.join("config.toml"), config).unwrap();
     let mut command = Command::new(codex);
@@ -591,6 +608,45 @@ fn codex_runs_an_allowed_tool_and_the_model_sees_the_contexts() {
     let world = World::new(false);
     let (out, mock) = run_codex(&world);
     assert_allowed_with_contexts(&world, &out, &mock);
+}
+
+/// Codex's file edits (its `apply_patch` tool, the patch text as the call's `command`) reach
+/// hooks as the kind `@file-write`: a guard matching the kind, not the tool's name, denies a
+/// patch that adds a file, and the file is not written.
+#[test]
+fn codex_apply_patch_is_a_file_write_a_guard_can_deny() {
+    let world = World::new(false);
+    let example = palisade_examples::get("shell-guard").unwrap();
+    std::fs::write(
+        world.plugins.join("shell-guard/plugin.toml"),
+        format!(
+            "name = \"shell-guard\"\nwasm = \"{}\"\n\n[[hooks]]\npoint = \"pre-tool\"\n\
+             capability = \"guard\"\nmatcher = \"@file-write\"\n\n[config]\n\
+             extra_rules = [{{ code = \"patched\", pattern = '.*patched\\.txt.*', message = \"{DENY_REASON}\" }}]\n",
+            example.wasm_file
+        ),
+    )
+    .unwrap();
+    let file = world.project.join("patched.txt");
+    let (out, mock) = run_codex_patching(&world, &file);
+    let report = describe(&out, &world);
+    assert!(
+        world.audited("hook_denied", "shell-guard/pre-tool"),
+        "the guard did not deny the patch:\n{report}"
+    );
+    assert!(!file.exists(), "the denied patch was applied:\n{report}");
+    // The model reads the reason as the patch call's output.
+    let outputs: Vec<String> = mock
+        .model_requests()
+        .iter()
+        .flat_map(|r| r.body["input"].as_array().cloned().unwrap_or_default())
+        .filter(|i| i["type"] == "custom_tool_call_output")
+        .map(|i| i["output"].to_string())
+        .collect();
+    assert!(
+        outputs.iter().any(|o| o.contains(DENY_REASON)),
+        "the patch call's output is not the deny reason: {outputs:#?}\n{report}"
+    );
 }
 
 // --- Gemini CLI ----------------------------------------------------------------------------

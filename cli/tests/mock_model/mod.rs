@@ -194,12 +194,18 @@ fn serve(
                 .lock()
                 .unwrap()
                 .push(Recorded { body: body.clone() });
-            let tool_ran = body["input"]
-                .as_array()
-                .is_some_and(|items| items.iter().any(|i| i["type"] == "function_call_output"));
+            let tool_ran = body["input"].as_array().is_some_and(|items| {
+                items.iter().any(|i| {
+                    i["type"] == "function_call_output" || i["type"] == "custom_tool_call_output"
+                })
+            });
             let item = if tool_ran {
                 json!({"type": "message", "role": "assistant", "id": "msg_done",
                        "content": [{"type": "output_text", "text": "done"}]})
+            } else if command.starts_with("*** Begin Patch") {
+                // A patch: Codex's freeform `apply_patch` tool, its input the patch itself.
+                json!({"type": "custom_tool_call", "call_id": "call_mock_1", "name": "apply_patch",
+                       "input": command})
             } else {
                 json!({"type": "function_call", "call_id": "call_mock_1", "name": "exec_command",
                        "arguments": json!({"cmd": command}).to_string()})
