@@ -425,6 +425,53 @@ fn claude_code_runs_a_slash_commands_inline_shell_command_through_the_guard() {
     );
 }
 
+/// A turn that ends in an API error gets no `Stop` from Claude Code but a `StopFailure`: the
+/// turn is closed as failed, and its `turn-completed` fact says so (observers run; the durable
+/// fact stream holds it).
+#[test]
+fn claude_code_closes_a_turn_that_ended_in_an_api_error_as_failed() {
+    let world = World::new(false);
+    let watch = world.plugins.join("turn-watch");
+    std::fs::create_dir_all(&watch).unwrap();
+    std::fs::copy(palisade_fixtures::SCRIPTED, watch.join("plugin.wasm")).unwrap();
+    std::fs::write(
+        watch.join("plugin.toml"),
+        "name = \"turn-watch\"\nwasm = \"plugin.wasm\"\n\n[[hooks]]\n\
+         point = \"turn-completed\"\ncapability = \"observe\"\n",
+    )
+    .unwrap();
+    install_claude(&world);
+    let facts = world.root.join("facts");
+    let claude = agent("PALISADE_CLAUDE", "claude");
+    let mock = MockModel::start(Api::Anthropic, mock_model::API_ERROR);
+    let mut command = Command::new(claude);
+    command
+        .args(["-p", "write the marker file", "--output-format", "json"])
+        .current_dir(&world.project)
+        .env("HOME", &world.home)
+        .env("PALISADE_CACHE_DIR", cache_dir())
+        .env("PALISADE_FACTS", &facts)
+        .envs(mock.agent_env());
+    let out = run(command);
+    let report = describe(&out, &world);
+    assert!(
+        world.audited("hook_completed", "turn-watch/turn-completed"),
+        "no turn-completed observer ran:\n{report}"
+    );
+    let stream = std::fs::read_to_string(facts.join("facts.jsonl")).unwrap_or_default();
+    let completed: Vec<Value> = stream
+        .lines()
+        .filter_map(|line| serde_json::from_str::<Value>(line).ok())
+        .filter(|record| record.to_string().contains("turn-completed"))
+        .collect();
+    assert!(
+        completed
+            .iter()
+            .any(|record| record.to_string().contains("\"failed\"")),
+        "the turn is not closed as failed: {completed:#?}\n{report}"
+    );
+}
+
 #[test]
 fn claude_code_obeys_a_wasm_deny_and_the_model_sees_the_reason() {
     let world = World::new(true);

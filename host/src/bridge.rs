@@ -15,6 +15,7 @@
 //! | `PreSkillShellCommand` (a skill's or slash command's inline shell command, which no `PreToolUse` sees) | the same, over the shell call | the same: `deny` or `ask` keeps the command from running |
 //! | `PostToolUse` | post-tool, tool-result, tool-result-committed | `decision: "block"` + `reason`, `additionalContext` |
 //! | `Stop`, `SubagentStop` | turn-stopping (then turn-completed) | `decision: "block"` + `reason` (the steering) |
+//! | `StopFailure` (the turn ended in an API error) | turn-completed, failed | nothing (the agent ignores it) |
 //! | `SessionEnd` | session-ended | nothing |
 //! | `PreCompact`, `Notification`, others | none | nothing (see `docs/bridges.md`) |
 //!
@@ -174,8 +175,10 @@ pub const EVENTS: [&str; 7] = [
 /// Claude Code's events the bridge handles beyond [`EVENTS`], which Codex lacks: a failed tool
 /// call (`PostToolUseFailure`), whose result goes where every result goes; the inline shell
 /// command of a skill or slash command (`PreSkillShellCommand`), which runs without a
-/// `PreToolUse` and is judged as the shell call it is.
-pub const CLAUDE_CODE_ONLY_EVENTS: [&str; 2] = ["PostToolUseFailure", "PreSkillShellCommand"];
+/// `PreToolUse` and is judged as the shell call it is; a turn that ended in an API error
+/// (`StopFailure`), which closes the turn as failed.
+pub const CLAUDE_CODE_ONLY_EVENTS: [&str; 3] =
+    ["PostToolUseFailure", "PreSkillShellCommand", "StopFailure"];
 
 /// The canonical points an agent event runs (none for an event with no Palisade point), by
 /// its Claude Code, Codex or Gemini CLI name.
@@ -198,6 +201,7 @@ pub fn points_for(event: &str) -> &'static [Point] {
         ],
         "Stop" => &[Point::TurnStopping, Point::TurnCompleted],
         "SubagentStop" => &[Point::TurnStopping],
+        "StopFailure" => &[Point::TurnCompleted],
         "SessionEnd" => &[Point::SessionEnded],
         _ => &[],
     }
@@ -433,6 +437,15 @@ async fn dispatch(lifecycle: &Lifecycle, dialect: Dialect, input: &HookEvent) ->
         "Stop" | "SubagentStop" => {
             lifecycle.in_turn_durably(turn).await;
             stop(lifecycle, event, input).await
+        }
+        "StopFailure" => {
+            // The turn ended in an API error: no `Stop` comes, and nothing can steer it.
+            lifecycle.in_turn_durably(turn).await;
+            lifecycle.turn_completed(TurnOutcome::Failed);
+            Reply {
+                points: vec!["turn-completed"],
+                ..Reply::nothing()
+            }
         }
         "SessionEnd" => {
             lifecycle.session_ended(input.reason.as_deref().unwrap_or("other"));

@@ -9,6 +9,10 @@ use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::sync::{Arc, Mutex};
 
+/// The command that makes the model's API refuse every request the agent makes in its turn
+/// (Anthropic: `400 invalid_request_error`): the turn ends in an API error.
+pub const API_ERROR: &str = "@api-error";
+
 /// Which API to imitate.
 #[derive(Clone, Copy)]
 pub enum Api {
@@ -151,6 +155,17 @@ fn serve(
     }
     let offers_tools = body["tools"].as_array().is_some_and(|t| !t.is_empty());
     match api {
+        Api::Anthropic
+            if path.starts_with("/v1/messages") && offers_tools && command == API_ERROR =>
+        {
+            recorded
+                .lock()
+                .unwrap()
+                .push(Recorded { body: body.clone() });
+            let error = json!({"type": "error", "error": {
+                "type": "invalid_request_error", "message": "mock: this request is refused"}});
+            respond(&mut out, 400, "application/json", &error.to_string())
+        }
         Api::Anthropic if path.starts_with("/v1/messages") && !path.contains("count_tokens") => {
             if offers_tools {
                 recorded
