@@ -472,6 +472,39 @@ fn claude_code_closes_a_turn_that_ended_in_an_api_error_as_failed() {
     );
 }
 
+/// A tool call that fails reaches the observers of its result: Claude Code reports it as
+/// `PostToolUseFailure` (not `PostToolUse`), whose `error` is the outcome they see, marked as
+/// an error.
+#[test]
+fn claude_code_shows_a_failed_calls_error_to_tool_result_observers() {
+    let world = World::new(false);
+    let watch = world.plugins.join("result-watch");
+    std::fs::create_dir_all(&watch).unwrap();
+    std::fs::copy(palisade_fixtures::SCRIPTED, watch.join("plugin.wasm")).unwrap();
+    std::fs::write(
+        watch.join("plugin.toml"),
+        "name = \"result-watch\"\nwasm = \"plugin.wasm\"\n\n[[hooks]]\n\
+         point = \"tool-result\"\ncapability = \"observe\"\nmatcher = \"@shell\"\n\n\
+         [config]\ntool_result = \"echo\"\n",
+    )
+    .unwrap();
+    install_claude(&world);
+    let missing = world.root.join("no-such-folder-e41");
+    let (out, _mock) = claude_running(&world, &format!("ls {}", missing.display()));
+    let report = describe(&out, &world);
+    let seen: Vec<String> = world
+        .audit()
+        .iter()
+        .filter(|e| e["event"] == "plugin_log" && e["hook_id"] == "result-watch/tool-result")
+        .filter_map(|e| e["message"].as_str().map(str::to_string))
+        .collect();
+    assert!(
+        seen.iter()
+            .any(|m| m.starts_with("saw error") && m.contains("no-such-folder-e41")),
+        "the observer did not see the failed call's error: {seen:?}\n{report}"
+    );
+}
+
 #[test]
 fn claude_code_obeys_a_wasm_deny_and_the_model_sees_the_reason() {
     let world = World::new(true);
