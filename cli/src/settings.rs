@@ -40,6 +40,7 @@ pub struct CommandHook {
 pub const BLOCK_ON_FAILURE: &[&str] = &[
     "PreToolUse",
     "PreSkillShellCommand",
+    "PermissionRequest",
     "PostToolUse",
     "PostToolUseFailure",
     "UserPromptSubmit",
@@ -52,7 +53,11 @@ impl SettingsEntry {
         SettingsEntry {
             matcher: matches!(
                 event,
-                "PreToolUse" | "PreSkillShellCommand" | "PostToolUse" | "PostToolUseFailure"
+                "PreToolUse"
+                    | "PreSkillShellCommand"
+                    | "PermissionRequest"
+                    | "PostToolUse"
+                    | "PostToolUseFailure"
             )
             .then(|| "*".to_string()),
             hooks: vec![CommandHook {

@@ -505,6 +505,63 @@ fn claude_code_shows_a_failed_calls_error_to_tool_result_observers() {
     );
 }
 
+/// Claude Code's permission dialog (`PermissionRequest`, when a call needs the user's
+/// approval): a tool guard's deny denies the call instead of asking, and the model reads the
+/// guard's reason. Only `PermissionRequest` runs Palisade here (installed by hand), so the deny
+/// is that event's: at `PreToolUse` the same guard would have denied first.
+#[test]
+fn claude_code_denies_at_its_permission_dialog_when_a_tool_guard_objects() {
+    let world = World::new(false);
+    let guard = world.plugins.join("invariant");
+    std::fs::create_dir_all(&guard).unwrap();
+    std::fs::copy(palisade_fixtures::SCRIPTED, guard.join("plugin.wasm")).unwrap();
+    std::fs::write(
+        guard.join("plugin.toml"),
+        "name = \"invariant\"\nwasm = \"plugin.wasm\"\n\n[[hooks]]\n\
+         point = \"tool-guard\"\ncapability = \"guard\"\nmatcher = \"@shell\"\n\n\
+         [config]\ntool_guard = \"deny\"\n",
+    )
+    .unwrap();
+    let bridge = format!(
+        "'{}' claude-code '{}' --audit-log '{}'",
+        env!("CARGO_BIN_EXE_palisade"),
+        world.plugins.display(),
+        world.audit.display()
+    );
+    let settings = json!({ "hooks": { "PermissionRequest": [{ "matcher": "*", "hooks": [
+        { "type": "command", "command": bridge, "timeout": 15 }] }] } });
+    std::fs::create_dir_all(world.project.join(".claude")).unwrap();
+    std::fs::write(
+        world.project.join(".claude/settings.json"),
+        settings.to_string(),
+    )
+    .unwrap();
+    // Not allowed ahead (no `--allowedTools`), and outside the project: it needs approval.
+    let claude = agent("PALISADE_CLAUDE", "claude");
+    let mock = MockModel::start(Api::Anthropic, &world.command());
+    let mut command = Command::new(claude);
+    command
+        .args(["-p", "write the marker file", "--output-format", "json"])
+        .current_dir(&world.project)
+        .env("HOME", &world.home)
+        .env("PALISADE_CACHE_DIR", cache_dir())
+        .envs(mock.agent_env());
+    let out = run(command);
+    let report = describe(&out, &world);
+    assert!(
+        world.audited("hook_denied", "invariant/tool-guard"),
+        "the tool guard did not deny at the permission dialog:\n{report}"
+    );
+    let results = claude_tool_results(&mock);
+    assert!(
+        results
+            .iter()
+            .any(|r| r["is_error"] == true && r.to_string().contains("is never allowed")),
+        "the model did not read the guard's reason: {results:#?}\n{report}"
+    );
+    assert!(!world.marker.exists(), "the denied call ran:\n{report}");
+}
+
 #[test]
 fn claude_code_obeys_a_wasm_deny_and_the_model_sees_the_reason() {
     let world = World::new(true);

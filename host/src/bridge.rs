@@ -13,6 +13,7 @@
 //! | `UserPromptSubmit` | prompt-submit, then message-committed (or, rejected, turn-completed) | `decision: "block"` + `reason`, or `additionalContext` |
 //! | `PreToolUse` | tool-call-committed, pre-tool, then tool-guard | `permissionDecision` `deny` / `ask` + reason |
 //! | `PreSkillShellCommand` (a skill's or slash command's inline shell command, which no `PreToolUse` sees) | the same, over the shell call | the same: `deny` or `ask` keeps the command from running |
+//! | `PermissionRequest` (the agent is about to ask its user to approve a call) | tool-guard, over the call | `decision.behavior: "deny"` + message; nothing otherwise (never `allow`: the user decides) |
 //! | `PostToolUse` | post-tool, tool-result, tool-result-committed | `decision: "block"` + `reason`, `additionalContext` |
 //! | `Stop`, `SubagentStop` | turn-stopping (then turn-completed) | `decision: "block"` + `reason` (the steering) |
 //! | `StopFailure` (the turn ended in an API error) | turn-completed, failed | nothing (the agent ignores it) |
@@ -30,8 +31,8 @@ use crate::lifecycle::{AgentApplies, AskPolicy, Lifecycle, ToolDecision};
 use crate::plugin::Plugins;
 use crate::point::Point;
 use crate::types::{
-    ContentBlock, Message, PreStepDecision, SessionSource, StopEvent, ToolCall, ToolOutcome,
-    TurnOutcome,
+    ContentBlock, GuardDecision, Message, PreStepDecision, SessionSource, StopEvent, ToolCall,
+    ToolOutcome, TurnOutcome,
 };
 use serde::Deserialize;
 use serde_json::{Value, json};
@@ -127,7 +128,7 @@ impl Reply {
 pub fn fails_closed(event: &str) -> bool {
     matches!(
         canonical(event),
-        "PreToolUse" | "PreSkillShellCommand" | "UserPromptSubmit"
+        "PreToolUse" | "PreSkillShellCommand" | "PermissionRequest" | "UserPromptSubmit"
     )
 }
 
@@ -162,10 +163,11 @@ pub fn failure(event: &str, why: &str) -> Reply {
 }
 
 /// The agent events that run Palisade points, in lifecycle order.
-pub const EVENTS: [&str; 7] = [
+pub const EVENTS: [&str; 8] = [
     "SessionStart",
     "UserPromptSubmit",
     "PreToolUse",
+    "PermissionRequest",
     "PostToolUse",
     "Stop",
     "SubagentStop",
@@ -202,6 +204,7 @@ pub fn points_for(event: &str) -> &'static [Point] {
         "Stop" => &[Point::TurnStopping, Point::TurnCompleted],
         "SubagentStop" => &[Point::TurnStopping],
         "StopFailure" => &[Point::TurnCompleted],
+        "PermissionRequest" => &[Point::ToolGuard],
         "SessionEnd" => &[Point::SessionEnded],
         _ => &[],
     }
@@ -215,9 +218,11 @@ pub fn points_for(event: &str) -> &'static [Point] {
 pub fn tool_of(input: &Value) -> Option<&str> {
     let event = input.get("hook_event_name")?.as_str()?;
     match canonical(event) {
-        "PreToolUse" | "PreSkillShellCommand" | "PostToolUse" | "PostToolUseFailure" => {
-            input.get("tool_name")?.as_str()
-        }
+        "PreToolUse"
+        | "PreSkillShellCommand"
+        | "PermissionRequest"
+        | "PostToolUse"
+        | "PostToolUseFailure" => input.get("tool_name")?.as_str(),
         _ => None,
     }
 }
@@ -427,6 +432,10 @@ async fn dispatch(lifecycle: &Lifecycle, dialect: Dialect, input: &HookEvent) ->
             }
             Err(why) => failure(event, &why),
         },
+        "PermissionRequest" => match tool_call(input) {
+            Ok(call) => permission_request(lifecycle, &call).await,
+            Err(why) => failure(event, &why),
+        },
         "PostToolUse" | "PostToolUseFailure" => match tool_call(input) {
             Ok(call) => {
                 lifecycle.in_turn_durably(turn).await;
@@ -545,6 +554,23 @@ async fn pre_tool(lifecycle: &Lifecycle, dialect: Dialect, event: &str, call: &T
         },
     };
     reply.points = step.points.iter().map(|p| p.as_str()).collect();
+    reply
+}
+
+/// The agent is about to ask its user to approve `call` (its `PreToolUse` passed, with an ask or
+/// under the agent's own rules): the call's final invariants, tool-guard, are checked again
+/// just before, so that no answer of the user's can override them. A deny denies the call; an
+/// abstention answers nothing and the user decides. Never an allow: Palisade's guards object
+/// or abstain, and approval is the user's. The call is not committed again (it was at
+/// `PreToolUse`; this event carries no `tool_use_id`).
+async fn permission_request(lifecycle: &Lifecycle, call: &ToolCall) -> Reply {
+    let mut reply = match lifecycle.session().tool_guard(call).await {
+        GuardDecision::Deny(denial) => {
+            Reply::answer(HookAnswer::permission_request_denied(denial.message))
+        }
+        GuardDecision::Abstain => Reply::nothing(),
+    };
+    reply.points = vec!["tool-guard"];
     reply
 }
 

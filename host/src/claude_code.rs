@@ -239,6 +239,20 @@ impl HookAnswer {
         }
     }
 
+    /// `PermissionRequest`'s denial: the agent denies the call instead of asking its user.
+    pub fn permission_request_denied(message: impl Into<String>) -> HookAnswer {
+        HookAnswer {
+            hook_specific_output: Some(HookSpecificOutput {
+                decision: Some(PermissionRequestDecision {
+                    behavior: Permission::Deny,
+                    message: Some(message.into()),
+                }),
+                ..HookSpecificOutput::new("PermissionRequest")
+            }),
+            ..HookAnswer::default()
+        }
+    }
+
     /// Context for the model, on `event` (`SessionStart`, `UserPromptSubmit`, `PostToolUse`).
     pub fn context(event: &str, context: impl Into<String>) -> HookAnswer {
         HookAnswer::default().with_context(event, context)
@@ -284,6 +298,21 @@ pub struct HookSpecificOutput {
     /// output shape (Claude Code ignores one of another shape).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub updated_tool_output: Option<Value>,
+    /// `PermissionRequest` (Claude Code, Codex): the answer to the permission dialog the agent
+    /// is about to show.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub decision: Option<PermissionRequestDecision>,
+}
+
+/// [`HookSpecificOutput::decision`]: what the agent does instead of asking its user.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PermissionRequestDecision {
+    /// `deny` (Palisade never answers `allow`: its guards object or abstain).
+    pub behavior: Permission,
+    /// Why, for the model.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
 }
 
 impl HookSpecificOutput {

@@ -353,6 +353,10 @@ pub(crate) fn decode(
         // A replacement is `protocol = "palisade"`'s `replace-content` or `replace-value`.
         return Err(reply.refuse("hookSpecificOutput.updatedToolOutput"));
     }
+    if specific.decision.is_some() {
+        // The answer to an agent's permission dialog, which no point asks a hook for.
+        return Err(reply.refuse("hookSpecificOutput.decision"));
+    }
     Ok((wire.claude_answer(&reply)?, notes))
 }
 
