@@ -105,3 +105,17 @@ pub fn exit_now(code: i32) -> ! {
         libc::_exit(code)
     }
 }
+
+/// Ignores the signals an agent ends its hooks with when it exits (`SIGTERM`, `SIGHUP`): at an
+/// event it does not wait for, the bridge finishes within its own budget instead.
+pub fn outlive_the_agent() {
+    use nix::sys::signal::{SigHandler, Signal, signal};
+    for ended_by in [Signal::SIGTERM, Signal::SIGHUP] {
+        // SAFETY: `SigIgn` runs no handler code; nothing else in the process sets these.
+        #[expect(
+            unsafe_code,
+            reason = "nix's `signal` is unsafe for handlers; SIG_IGN is none"
+        )]
+        let _ = unsafe { signal(ended_by, SigHandler::SigIgn) };
+    }
+}

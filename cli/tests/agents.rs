@@ -453,6 +453,14 @@ fn claude_code_closes_a_turn_that_ended_in_an_api_error_as_failed() {
         .env("PALISADE_FACTS", &facts)
         .envs(mock.agent_env());
     let out = run(command);
+    // Claude Code does not wait for a `StopFailure` hook (its answer is ignored): the bridge
+    // may still be at work when Claude Code has exited.
+    let waited = Instant::now();
+    while !world.audited("hook_completed", "turn-watch/turn-completed")
+        && waited.elapsed() < Duration::from_secs(20)
+    {
+        std::thread::sleep(Duration::from_millis(50));
+    }
     let report = describe(&out, &world);
     assert!(
         world.audited("hook_completed", "turn-watch/turn-completed"),

@@ -132,6 +132,14 @@ pub fn fails_closed(event: &str) -> bool {
     )
 }
 
+/// Whether the agent waits for the event's answer. Claude Code does not for `StopFailure`
+/// (fire and forget): it ends the hook when it exits, which it does at once. A bridge process
+/// for such an event lets nothing but its own budget end it, so that what the event commits
+/// (the failed turn) is committed.
+pub fn agent_waits(event: &str) -> bool {
+    !matches!(canonical(event), "StopFailure")
+}
+
 /// The Claude Code name of an event: Gemini CLI's names are mapped, every other passes.
 fn canonical(event: &str) -> &str {
     gemini::claude_event(event).unwrap_or(event)
