@@ -91,8 +91,12 @@ impl Reply {
                     .stderr
                     .clone()
                     .unwrap_or_else(|| "palisade: blocked".into());
+                // The event's own refusal: what the agent reads at that event.
                 let answer = match event {
-                    "PreToolUse" => HookAnswer::permission(Permission::Deny, reason),
+                    "PreToolUse" | "PreSkillShellCommand" => {
+                        HookAnswer::permission_at(event, Permission::Deny, reason)
+                    }
+                    "PermissionRequest" => HookAnswer::permission_request_denied(reason),
                     _ => HookAnswer::block(reason),
                 };
                 (200, body(&Answer::ClaudeCode(answer)))
@@ -724,8 +728,26 @@ async fn stop(lifecycle: &Lifecycle, event: &str, input: &HookEvent) -> Reply {
 
 #[cfg(test)]
 mod tests {
-    use super::tool_of;
+    use super::{failure, tool_of};
     use serde_json::json;
+
+    /// A refusal over HTTP (`palisade serve`, for `forward`) is the event's own: a permission
+    /// denial where the event takes one, under its name; a block elsewhere.
+    #[test]
+    fn a_refusal_over_http_is_the_events_own() {
+        let http = |event: &str| failure(event, "the plugins did not load").http(event).1;
+        for event in ["PreToolUse", "PreSkillShellCommand"] {
+            let answer = http(event).unwrap();
+            let specific = &answer["hookSpecificOutput"];
+            assert_eq!(specific["hookEventName"], event, "{answer}");
+            assert_eq!(specific["permissionDecision"], "deny", "{answer}");
+        }
+        let answer = http("PermissionRequest").unwrap();
+        let specific = &answer["hookSpecificOutput"];
+        assert_eq!(specific["hookEventName"], "PermissionRequest", "{answer}");
+        assert_eq!(specific["decision"]["behavior"], "deny", "{answer}");
+        assert_eq!(http("UserPromptSubmit").unwrap()["decision"], "block");
+    }
 
     /// The tool an event is about is the one its matchers see: a tool event's `tool_name`, in
     /// Claude Code's events and Gemini CLI's; no tool for the others, or for a `tool_name`
