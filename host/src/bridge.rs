@@ -537,9 +537,10 @@ fn tool_call(input: &HookEvent) -> Result<ToolCall, String> {
         tool_use_id: input.tool_use_id.clone().unwrap_or_default(),
         name,
         arguments: input.tool_input.clone().unwrap_or(json!({})),
-        // The agents send only a display name (`mcp__<server>__<tool>`, where a server's
-        // name may hold `__` too): where the tool comes from is not known here, and is never
-        // made up from the name (docs/semantics.md). Hooks match on the name.
+        // The name is a display name (`mcp__<server>__<tool>`, where a server's name may hold
+        // `__` too), and a provenance is never made up from it (docs/semantics.md). Claude
+        // Code's `mcp_server` and Gemini CLI's `mcp_context` are not read yet. Hooks match on
+        // the name.
         provenance: None,
     })
 }
