@@ -1020,6 +1020,53 @@ fn acp_a_reused_request_id_cannot_route_an_answer_past_post_tool() {
 /// A hook's ask before a client-side tool reaches the editor's permission flow (a permission
 /// request of Palisade's); the user's rejection refuses the call, which never reaches the
 /// editor; without the ask, the call would have run unasked.
+/// ACP 1.7's `$/cancel_request`, both ways: a side cancelling its own request names it by the
+/// id the other side received (the proxy's), not by its own, which the other side never saw;
+/// a cancel of a request the other side never received goes nowhere.
+#[test]
+fn acp_a_cancel_request_names_the_request_as_the_other_side_knows_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let plugins = PluginDir::new();
+    let cancel = |id: u64| json!({ "jsonrpc": "2.0", "method": "$/cancel_request", "params": { "requestId": id } });
+    let script = json!([read_request(5, "/work/notes.txt"), cancel(5), cancel(77)]);
+    let (mut proxy, log) = acp_proxy(dir.path(), &plugins, &script);
+    proxy.send(&prompt());
+    let mut received = Vec::new();
+    while received.len() < 2 {
+        received.push(proxy.next());
+    }
+    let read = received
+        .iter()
+        .find(|m| m["method"] == "fs/read_text_file")
+        .unwrap_or_else(|| panic!("{received:?}"));
+    let cancelled = received
+        .iter()
+        .find(|m| m["method"] == "$/cancel_request")
+        .unwrap_or_else(|| panic!("{received:?}"));
+    assert_eq!(
+        cancelled["params"]["requestId"], read["id"],
+        "the cancel names another request: {received:?}"
+    );
+    assert_ne!(read["id"], 5, "the agent's own id reached the editor");
+    // The cancel of request 77, which never reached the editor, does not follow.
+    std::thread::sleep(Duration::from_millis(300));
+    while let Ok(line) = proxy.lines.try_recv() {
+        let message: Value = serde_json::from_str(&line).unwrap();
+        assert_ne!(message["method"], "$/cancel_request", "{message}");
+    }
+    // The editor cancels a request of its own (ACP 1.7's `session/list`).
+    proxy.send(&json!({ "jsonrpc": "2.0", "id": 9, "method": "session/list", "params": {} }));
+    proxy.send(&cancel(9));
+    let seen = recorded(&log, 3);
+    let listed = seen.iter().find(|m| m["method"] == "session/list");
+    let cancelled = seen.iter().find(|m| m["method"] == "$/cancel_request");
+    let (Some(listed), Some(cancelled)) = (listed, cancelled) else {
+        panic!("the agent did not get both: {seen:?}");
+    };
+    assert_eq!(cancelled["params"]["requestId"], listed["id"], "{seen:?}");
+    assert_ne!(listed["id"], 9, "{seen:?}");
+}
+
 #[test]
 fn acp_an_ask_before_a_client_tool_asks_the_editor() {
     let dir = tempfile::tempdir().unwrap();

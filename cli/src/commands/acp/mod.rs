@@ -342,6 +342,15 @@ impl Proxy {
                     if method == names.session_update {
                         self.session_update(&message.value);
                     }
+                    if method == "$/cancel_request" {
+                        // The editor knows the request under the proxy's id; one it never
+                        // received is nobody's to cancel.
+                        let params = &mut message.value["params"];
+                        let Some(own) = self.to_editor.own_of(&params["requestId"]) else {
+                            continue;
+                        };
+                        params["requestId"] = own;
+                    }
                     self.editor.send(&message.value);
                 }
             }
