@@ -29,8 +29,9 @@ for line in sys.stdin:
 "#;
 
 /// An ACP agent on stdio that records every line it reads into `argv[1]`. At a
-/// `session/prompt` it sends the requests of `argv[2]` (a JSON list) to the editor, and answers
-/// the prompt once it has an answer for each.
+/// `session/prompt` it sends the requests of `argv[2]` (a JSON list; `"$PROMPT_ID"` in one
+/// stands for the prompt's id) to the editor, and answers the prompt once it has an answer for
+/// each.
 const SCRIPTED_AGENT: &str = r#"
 import json, sys
 log = open(sys.argv[1], "a", buffering=1)
@@ -42,7 +43,8 @@ for line in sys.stdin:
     if message.get("method") == "session/prompt":
         prompt = message["id"]
         for request in script:
-            print(json.dumps(request), flush=True)
+            # `$PROMPT_ID`: the prompt's id, as the agent received it.
+            print(json.dumps(request).replace('"$PROMPT_ID"', json.dumps(prompt)), flush=True)
     elif "method" not in message:
         answers += 1
     if prompt is not None and answers >= len(script):
@@ -1065,6 +1067,65 @@ fn acp_a_cancel_request_names_the_request_as_the_other_side_knows_it() {
     };
     assert_eq!(cancelled["params"]["requestId"], listed["id"], "{seen:?}");
     assert_ne!(listed["id"], 9, "{seen:?}");
+}
+
+/// ACP 1.7's `elicitation/create` (the agent asks the editor's user for input) is a guardable
+/// ask: a guard's deny declines it, and the editor never shows it. With no objection it reaches
+/// the editor under the proxy's id, and a request-scoped one names the editor's request (the
+/// prompt) by the editor's own id, not the one the agent received.
+#[test]
+fn acp_an_elicitation_is_a_guardable_ask() {
+    let elicit = |scope: Value| {
+        let mut params = json!({ "message": "Your API key?", "mode": "form",
+            "requestedSchema": { "type": "object",
+                "properties": { "key": { "type": "string" } } } });
+        params
+            .as_object_mut()
+            .unwrap()
+            .extend(scope.as_object().unwrap().clone());
+        json!({ "jsonrpc": "2.0", "id": 21, "method": "elicitation/create", "params": params })
+    };
+    // A guard on elicitations: declined, never shown.
+    let dir = tempfile::tempdir().unwrap();
+    let plugins = PluginDir::new();
+    plugins.scripted(
+        "no-asking",
+        "[[hooks]]\npoint = \"pre-tool\"\ncapability = \"guard\"\n\
+         matcher = \"elicitation/create\"\n[config]\npre_tool = \"deny\"\n",
+    );
+    let script = json!([elicit(json!({ "sessionId": "s1" }))]);
+    let (mut proxy, log) = acp_proxy(dir.path(), &plugins, &script);
+    let received = editor(&mut proxy, |_| "none");
+    assert!(
+        received.iter().all(|m| m["method"] != "elicitation/create"),
+        "{received:?}"
+    );
+    let seen = recorded(&log, 2);
+    let answer = seen.iter().find(|m| m["id"] == 21).expect("answered");
+    assert_eq!(answer["result"]["action"], "decline", "{seen:?}");
+    // No objection, request-scoped: the editor sees its own prompt's id.
+    let dir = tempfile::tempdir().unwrap();
+    let plugins = PluginDir::new();
+    let script = json!([elicit(json!({ "requestId": "$PROMPT_ID" }))]);
+    let (mut proxy, log) = acp_proxy(dir.path(), &plugins, &script);
+    proxy.send(&prompt());
+    let asked = proxy.until(|m| m["method"] == "elicitation/create").0;
+    assert_eq!(asked["params"]["requestId"], 1, "{asked}");
+    assert_ne!(asked["id"], 21, "{asked}");
+    proxy.send(&json!({ "jsonrpc": "2.0", "id": asked["id"],
+        "result": { "action": "accept", "content": { "key": "k-1" } } }));
+    proxy.until(|m| m["id"] == 1);
+    let seen = recorded(&log, 2);
+    let answer = seen.iter().find(|m| m["id"] == 21).expect("answered");
+    assert_eq!(answer["result"]["action"], "accept", "{seen:?}");
+    let at_agent = seen
+        .iter()
+        .find(|m| m["method"] == "session/prompt")
+        .unwrap();
+    assert_ne!(
+        at_agent["id"], 1,
+        "the prompt kept the editor's id: {seen:?}"
+    );
 }
 
 #[test]

@@ -129,6 +129,14 @@ impl Relay {
         Some(relayed)
     }
 
+    /// The peer's id of the request relayed under the proxy's id `own`, while it is in flight.
+    pub fn peer_of(&self, own: &Value) -> Option<Value> {
+        self.tables()
+            .by_own
+            .get(&key(own))
+            .map(|relayed| relayed.peer_id.clone())
+    }
+
     /// The proxy's id of the peer's request `peer_id`, while it is in flight.
     pub fn own_of(&self, peer_id: &Value) -> Option<Value> {
         self.tables().by_peer.get(&key(peer_id)).cloned()

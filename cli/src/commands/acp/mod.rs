@@ -327,6 +327,10 @@ impl Proxy {
                         tokio::spawn(
                             async move { proxy.client_tool(id, own, message.value).await },
                         );
+                    } else if method == names.elicitation_create {
+                        tokio::spawn(
+                            async move { proxy.elicitation(id, own, message.value).await },
+                        );
                     } else {
                         message.value["id"] = own;
                         self.editor.send(&message.value);

@@ -399,6 +399,56 @@ impl Proxy {
         self.forward_pending(own, message, (lifecycle, call, None), method);
     }
 
+    /// The agent asks the editor's user for input (`elicitation/create`, ACP 1.7): judged as a
+    /// call of the tool `elicitation/create`, its parameters as arguments, by pre-tool and
+    /// tool-guard. Refused, it is declined for the user (`{"action": "decline"}`): the editor
+    /// never shows it, and its user hears why in a message chunk. A request-scoped one names an
+    /// editor request by the id the agent received (the proxy's): it goes on under the
+    /// editor's own, and one naming no request in flight is refused.
+    pub(super) async fn elicitation(self: Arc<Self>, id: Value, own: Value, mut message: Value) {
+        let params = &message["params"];
+        if let Err(e) = serde_json::from_value::<schema::CreateElicitationRequest>(params.clone()) {
+            self.to_editor.answered(&own);
+            let why = format!("elicitation/create: the parameters do not match ACP v1: {e}");
+            return self.agent.error(&id, INVALID_PARAMS, why, None);
+        }
+        let request = params.get("requestId").cloned();
+        let editors = match &request {
+            Some(request) => match self.to_agent.peer_of(request) {
+                Some(editors) => Some(editors),
+                None => {
+                    self.to_editor.answered(&own);
+                    let why = "elicitation/create: `requestId` names no editor request in flight";
+                    return self.agent.error(&id, INVALID_PARAMS, why.to_string(), None);
+                }
+            },
+            None => None,
+        };
+        let session_id = params["sessionId"].as_str().unwrap_or_default().to_string();
+        let lifecycle = self.lifecycle(&session_id);
+        let method = schema::CLIENT_METHOD_NAMES.elicitation_create;
+        let call = ToolCall::new(
+            format!("acp-{}", id_key(&own).trim_matches('"')),
+            method,
+            params.clone(),
+        );
+        if let Some(denial) = self.authorize(&lifecycle, &call, AskPolicy::Approver).await {
+            self.to_editor.answered(&own);
+            let (why, _) = refusal("Declined", &denial);
+            if !session_id.is_empty() {
+                self.notice(&session_id, format!("Palisade: {method}: {why}"));
+            }
+            return self
+                .agent
+                .result(&id, serde_json::json!({ "action": "decline" }));
+        }
+        if let Some(editors) = editors {
+            message["params"]["requestId"] = editors;
+        }
+        message["id"] = own;
+        self.editor.send(&message);
+    }
+
     /// Passes the request to the editor under the proxy's id `own`, its answer to be judged.
     fn forward_pending(
         &self,
