@@ -1128,6 +1128,81 @@ fn acp_an_elicitation_is_a_guardable_ask() {
     );
 }
 
+/// ACP 1.7's other methods pass through, under the proxy's ids, and their answers come back
+/// under the editor's: `session/list`, `logout`, `session/resume` (with its sessions' identity
+/// kept: see `acp_a_loaded_session_goes_on_numbering_its_turns_and_starts_as_resume`), and the
+/// agent's `usage_update` reaches the editor as sent.
+#[test]
+fn acp_the_1_7_methods_pass_through_under_the_proxys_ids() {
+    let dir = tempfile::tempdir().unwrap();
+    let plugins = PluginDir::new();
+    let (agent, log) = peer(
+        dir.path(),
+        "agent",
+        r#"
+import json, sys
+log = open(sys.argv[1], "a", buffering=1)
+for line in sys.stdin:
+    log.write(line)
+    message = json.loads(line)
+    if "method" not in message or "id" not in message:
+        continue
+    method = message["method"]
+    result = {}
+    if method == "session/list":
+        result = {"sessions": [{"sessionId": "s1", "cwd": "/work"}]}
+    if method == "session/resume":
+        update = {"sessionUpdate": "usage_update", "used": 1200, "size": 200000}
+        print(json.dumps({"jsonrpc": "2.0", "method": "session/update",
+                          "params": {"sessionId": "s1", "update": update}}), flush=True)
+    print(json.dumps({"jsonrpc": "2.0", "id": message["id"], "result": result}), flush=True)
+"#,
+    );
+    let args = acp_args(
+        &plugins,
+        &[agent.display().to_string(), log.display().to_string()],
+    );
+    let mut proxy = Driven::start(&args, dir.path());
+    let requests = [
+        json!({ "jsonrpc": "2.0", "id": 31, "method": "session/list", "params": {} }),
+        json!({ "jsonrpc": "2.0", "id": 32, "method": "logout", "params": {} }),
+        json!({ "jsonrpc": "2.0", "id": 33, "method": "session/resume",
+            "params": { "sessionId": "s1", "cwd": "/work", "mcpServers": [] } }),
+    ];
+    for request in &requests {
+        proxy.send(request);
+    }
+    let mut received = Vec::new();
+    while received.len() < 4 {
+        received.push(proxy.next());
+    }
+    for id in [31, 32, 33] {
+        assert!(
+            received
+                .iter()
+                .any(|m| m["id"] == id && m.get("result").is_some()),
+            "no answer to {id}: {received:?}"
+        );
+    }
+    assert_eq!(
+        received.iter().find(|m| m["id"] == 31).unwrap()["result"]["sessions"][0]["sessionId"],
+        "s1"
+    );
+    let usage = received
+        .iter()
+        .find(|m| m["method"] == "session/update")
+        .unwrap_or_else(|| panic!("{received:?}"));
+    assert_eq!(usage["params"]["update"]["sessionUpdate"], "usage_update");
+    let seen = recorded(&log, 3);
+    for (request, at_agent) in requests.iter().zip(&seen) {
+        assert_eq!(at_agent["method"], request["method"], "{seen:?}");
+        assert_ne!(
+            at_agent["id"], request["id"],
+            "the editor's id reached the agent"
+        );
+    }
+}
+
 #[test]
 fn acp_an_ask_before_a_client_tool_asks_the_editor() {
     let dir = tempfile::tempdir().unwrap();
