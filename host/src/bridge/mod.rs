@@ -31,24 +31,19 @@ use crate::lifecycle::{AgentApplies, AskPolicy, Lifecycle, ToolDecision};
 use crate::plugin::Plugins;
 use crate::point::Point;
 use crate::types::{
-    ContentBlock, GuardDecision, Message, PreStepDecision, SessionSource, StopEvent, ToolCall,
-    ToolOutcome, TurnOutcome,
+    GuardDecision, Message, PreStepDecision, SessionSource, StopEvent, ToolCall, ToolOutcome,
+    TurnOutcome,
 };
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-/// Which agent's hook protocol to speak.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum Dialect {
-    /// Claude Code (`@anthropic-ai/claude-code`).
-    ClaudeCode,
-    /// Codex (`@openai/codex`): `PreToolUse` honours only `deny`; `tool_response` is a string.
-    Codex,
-    /// Gemini CLI (`@google/gemini-cli`): Claude Code's events under its own names, answered
-    /// in its own fields (see [`crate::gemini`]).
-    Gemini,
-}
+mod dialect;
+mod fields;
+mod recorded;
+
+pub use dialect::Dialect;
+use fields::{carries_back, gemini_as_claude, outcome, tool_call};
+pub use recorded::{agent_event, session_events};
 
 /// A hook command's answer on stdout, in its agent's dialect.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
@@ -293,143 +288,6 @@ pub async fn handle_event(lifecycle: &Lifecycle, dialect: Dialect, mut input: Ho
     reply
 }
 
-impl Dialect {
-    /// Its name in a recording (`agent_event`'s `dialect`): `claude-code`, `codex`, `gemini`.
-    pub fn name(self) -> &'static str {
-        match self {
-            Dialect::ClaudeCode => "claude-code",
-            Dialect::Codex => "codex",
-            Dialect::Gemini => "gemini",
-        }
-    }
-
-    /// How much of `post-tool`'s answer the agent applies to its own tools: Gemini CLI's
-    /// model reads a block's feedback instead of the result; Claude Code's and Codex's read it
-    /// beside the result. Only Claude Code takes a replaced result (`updatedToolOutput`), and
-    /// only in the tool's own output shape: a text, or a shell's `stdout`/`stderr`
-    /// (`carries_back`), so `response` (the tool's own) decides.
-    pub fn applies(self, response: Option<&Value>) -> AgentApplies {
-        match self {
-            Dialect::Gemini => AgentApplies::Blocks,
-            Dialect::ClaudeCode if response.is_some_and(carries_back) => AgentApplies::Replacements,
-            Dialect::ClaudeCode | Dialect::Codex => AgentApplies::Feedback,
-        }
-    }
-
-    /// The dialect a recording names.
-    pub fn from_name(name: &str) -> Option<Dialect> {
-        match name {
-            "claude-code" => Some(Dialect::ClaudeCode),
-            "codex" => Some(Dialect::Codex),
-            "gemini" => Some(Dialect::Gemini),
-            _ => None,
-        }
-    }
-}
-
-/// The line that records `input`, a hook event in `dialect`, in an audit log (what a bridge's
-/// `--record` writes): `{"event": "agent_event", "at_ms", "dialect", "session_id", "input"}`.
-/// [`session_events`] reads such lines back.
-pub fn agent_event(dialect: Dialect, input: &Value) -> Value {
-    json!({
-        "event": "agent_event",
-        "at_ms": crate::events::now_ms(),
-        "dialect": dialect.name(),
-        "session_id": input.get("session_id"),
-        "input": input,
-    })
-}
-
-/// The recorded hook events of one agent session (in their order, each in its dialect) as
-/// the session events `palisade replay` reads: `SessionStart` → `session-start`,
-/// `UserPromptSubmit` → `prompt` (turns numbered from 1), a `PreToolUse` and the `PostToolUse`
-/// of the same call → one `tool-call` with the result the tool returned (none when it never
-/// ran: denied, or not recorded), `Stop` → `stop`, `SessionEnd` → `session-end`. Events with
-/// no point, or that cannot be read, are left out.
-pub fn session_events(events: &[(Dialect, Value)]) -> Vec<Value> {
-    let mut out: Vec<Value> = Vec::new();
-    // The `tool-call` of each call id, by its place in `out`.
-    let mut calls: std::collections::HashMap<String, usize> = std::collections::HashMap::new();
-    let mut turn = 0u32;
-    for (dialect, raw) in events {
-        let Ok(mut input) = HookEvent::deserialize(raw) else {
-            continue;
-        };
-        if *dialect == Dialect::Gemini {
-            gemini_as_claude(&mut input);
-        }
-        match input.hook_event_name.as_str() {
-            "SessionStart" => out.push(json!({
-                "event": "session-start",
-                "source": input
-                    .source
-                    .as_deref()
-                    .filter(|s| matches!(*s, "resume" | "clear" | "compact"))
-                    .unwrap_or("startup"),
-            })),
-            "UserPromptSubmit" => {
-                turn += 1;
-                out.push(json!({
-                    "event": "prompt",
-                    "turn": turn,
-                    "text": input.prompt.clone().unwrap_or_default(),
-                }));
-            }
-            "PreToolUse" | "PreSkillShellCommand" => {
-                let Ok(call) = tool_call(&input) else {
-                    continue;
-                };
-                calls.insert(call.tool_use_id.clone(), out.len());
-                out.push(json!({
-                    "event": "tool-call",
-                    "call": call,
-                    "result": ToolOutcome { content_blocks: vec![], is_error: false, value: None },
-                    "agent": dialect.name(),
-                }));
-            }
-            "PostToolUse" => {
-                let Ok(call) = tool_call(&input) else {
-                    continue;
-                };
-                let result = serde_json::to_value(outcome(&input)).unwrap_or(Value::Null);
-                match calls.get(&call.tool_use_id) {
-                    Some(&at) if !call.tool_use_id.is_empty() => out[at]["result"] = result,
-                    _ => out.push(json!({
-                        "event": "tool-call",
-                        "call": call,
-                        "result": result,
-                        "agent": dialect.name(),
-                    })),
-                }
-            }
-            "Stop" => out.push(json!({
-                "event": "stop",
-                "turn": turn.max(1),
-                "last_assistant_message": input.last_assistant_message,
-            })),
-            "SessionEnd" => out.push(json!({
-                "event": "session-end",
-                "reason": input.reason.clone().unwrap_or_else(|| "other".into()),
-            })),
-            _ => {}
-        }
-    }
-    out
-}
-
-/// A Gemini CLI event as the Claude Code event of the same meaning: its name, and the
-/// `AfterAgent` answer text as the last assistant message.
-fn gemini_as_claude(input: &mut HookEvent) {
-    if let Some(event) = gemini::claude_event(&input.hook_event_name) {
-        input.hook_event_name = event.to_string();
-    }
-    if input.last_assistant_message.is_none()
-        && let Some(Value::String(said)) = input.other.get("prompt_response")
-    {
-        input.last_assistant_message = Some(said.clone());
-    }
-}
-
 /// Runs the points of `input`, a Claude Code event (Gemini's already mapped).
 async fn dispatch(lifecycle: &Lifecycle, dialect: Dialect, input: &HookEvent) -> Reply {
     let event = input.hook_event_name.as_str();
@@ -528,23 +386,6 @@ async fn prompt_submit(lifecycle: &Lifecycle, turn: Option<&str>, input: &HookEv
     reply
 }
 
-fn tool_call(input: &HookEvent) -> Result<ToolCall, String> {
-    let name = input
-        .tool_name
-        .clone()
-        .ok_or("the tool event has no `tool_name`")?;
-    Ok(ToolCall {
-        tool_use_id: input.tool_use_id.clone().unwrap_or_default(),
-        name,
-        arguments: input.tool_input.clone().unwrap_or(json!({})),
-        // The name is a display name (`mcp__<server>__<tool>`, where a server's name may hold
-        // `__` too), and a provenance is never made up from it (docs/semantics.md). Claude
-        // Code's `mcp_server` and Gemini CLI's `mcp_context` are not read yet. Hooks match on
-        // the name.
-        provenance: None,
-    })
-}
-
 /// The tool step ([`Lifecycle::authorize`]) at `event` (`PreToolUse`, or Claude Code's
 /// `PreSkillShellCommand`, answered in the same fields under its own name): the agent asks its
 /// user itself after the hook answers, so an ask goes back to it once tool-guard abstained (a
@@ -585,34 +426,6 @@ async fn permission_request(lifecycle: &Lifecycle, call: &ToolCall) -> Reply {
     };
     reply.points = vec!["tool-guard"];
     reply
-}
-
-/// The tool's outcome as the agent reports it: Codex sends a string, Claude Code an object
-/// (for its shell, `stdout` / `stderr`).
-fn outcome(input: &HookEvent) -> ToolOutcome {
-    let response = input.tool_response.clone().unwrap_or(Value::Null);
-    let content_blocks = match &response {
-        Value::String(s) => vec![ContentBlock::Text { text: s.clone() }],
-        Value::Object(o) if o.get("stdout").is_some_and(Value::is_string) => {
-            let stdout = o["stdout"].as_str().unwrap_or_default();
-            let stderr = o.get("stderr").and_then(Value::as_str).unwrap_or_default();
-            let text = match (stdout.is_empty(), stderr.is_empty()) {
-                (_, true) => stdout.to_string(),
-                (true, false) => stderr.to_string(),
-                (false, false) => format!("{stdout}\n{stderr}"),
-            };
-            vec![ContentBlock::Text { text }]
-        }
-        Value::Null => vec![],
-        other => vec![ContentBlock::Json {
-            value: other.clone(),
-        }],
-    };
-    ToolOutcome {
-        content_blocks,
-        is_error: false,
-        value: (!response.is_null()).then_some(response),
-    }
 }
 
 async fn post_tool(
@@ -693,15 +506,6 @@ fn replaced_output(response: &Value, text: &str) -> Option<Value> {
             Some(Value::Object(fields))
         }
         _ => None,
-    }
-}
-
-/// Whether Claude Code takes a replacement of `response`'s shape ([`replaced_output`]).
-fn carries_back(response: &Value) -> bool {
-    match response {
-        Value::String(_) => true,
-        Value::Object(fields) => fields.get("stdout").is_some_and(Value::is_string),
-        _ => false,
     }
 }
 

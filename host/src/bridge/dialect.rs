@@ -1,0 +1,52 @@
+//! Which agent's hook protocol a bridge speaks, and what each agent applies of a hook's answer.
+
+use super::fields::carries_back;
+use crate::lifecycle::AgentApplies;
+use serde_json::Value;
+
+/// Which agent's hook protocol to speak.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Dialect {
+    /// Claude Code (`@anthropic-ai/claude-code`).
+    ClaudeCode,
+    /// Codex (`@openai/codex`): `PreToolUse` honours only `deny`; `tool_response` is a string.
+    Codex,
+    /// Gemini CLI (`@google/gemini-cli`): Claude Code's events under its own names, answered
+    /// in its own fields (see [`crate::gemini`]).
+    Gemini,
+}
+
+impl Dialect {
+    /// Its name in a recording (`agent_event`'s `dialect`): `claude-code`, `codex`, `gemini`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Dialect::ClaudeCode => "claude-code",
+            Dialect::Codex => "codex",
+            Dialect::Gemini => "gemini",
+        }
+    }
+
+    /// How much of `post-tool`'s answer the agent applies to its own tools: Gemini CLI's
+    /// model reads a block's feedback instead of the result; Claude Code's and Codex's read it
+    /// beside the result. Only Claude Code takes a replaced result (`updatedToolOutput`), and
+    /// only in the tool's own output shape: a text, or a shell's `stdout`/`stderr`
+    /// (`carries_back`), so `response` (the tool's own) decides.
+    pub fn applies(self, response: Option<&Value>) -> AgentApplies {
+        match self {
+            Dialect::Gemini => AgentApplies::Blocks,
+            Dialect::ClaudeCode if response.is_some_and(carries_back) => AgentApplies::Replacements,
+            Dialect::ClaudeCode | Dialect::Codex => AgentApplies::Feedback,
+        }
+    }
+
+    /// The dialect a recording names.
+    pub fn from_name(name: &str) -> Option<Dialect> {
+        match name {
+            "claude-code" => Some(Dialect::ClaudeCode),
+            "codex" => Some(Dialect::Codex),
+            "gemini" => Some(Dialect::Gemini),
+            _ => None,
+        }
+    }
+}
