@@ -46,14 +46,22 @@ eval "$(cat "$tools_env")"
 examples_log="$root/target/build-examples.log"
 scripts/build-examples.sh --no-languages >"$examples_log" 2>&1 &
 examples=$!
-tests_failed=0
-cargo test --workspace --no-fail-fast "$@" 2>&1 | tee "$log" || tests_failed=1
 # The proxies' fuzz oracle (cli/fuzz, a workspace of its own that compiles the CLI's strict
 # reader from its file): its tests run on the stable toolchain, and keep that file building
-# there. The fuzz targets themselves need nightly (docs/bridges.md).
+# there; alongside the tests, as the examples are built. The fuzz targets themselves need
+# nightly (docs/bridges.md).
+fuzz_log="$root/target/fuzz-oracle.log"
+fuzz=""
 if [ $# -eq 0 ]; then
     (cd cli/fuzz && CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$root/target}/fuzz" \
-        cargo test --lib --no-fail-fast) 2>&1 | tee -a "$log" || tests_failed=1
+        cargo test --lib --no-fail-fast) >"$fuzz_log" 2>&1 &
+    fuzz=$!
+fi
+tests_failed=0
+cargo test --workspace --no-fail-fast "$@" 2>&1 | tee "$log" || tests_failed=1
+if [ -n "$fuzz" ]; then
+    wait "$fuzz" || tests_failed=1
+    tee -a "$log" <"$fuzz_log"
 fi
 stamp "the tests"
 if ! wait "$examples"; then

@@ -506,7 +506,7 @@ async fn mcp_over_http_a_dropped_call_stream_resumes_with_its_last_event_id() {
             ..Reply::ok(answer.to_string())
         };
         if message["method"] == "tools/call" {
-            reply.after(Duration::from_secs(2))
+            reply.after(Duration::from_secs(1))
         } else {
             reply
         }
@@ -539,7 +539,7 @@ async fn mcp_over_http_a_dropped_call_stream_resumes_with_its_last_event_id() {
         .to_string();
     drop(posted);
     // The answer comes while nobody listens.
-    tokio::time::sleep(Duration::from_secs(3)).await;
+    tokio::time::sleep(Duration::from_millis(1500)).await;
     let resume = |session: &'static str| {
         http.get(&url)
             .bearer_auth(&token)
@@ -588,7 +588,7 @@ async fn mcp_over_http_a_client_gone_mid_call_leaves_its_session_idle() {
             ..Reply::ok(answer.to_string())
         };
         if message["method"] == "tools/call" {
-            reply.after(Duration::from_secs(2))
+            reply.after(Duration::from_secs(1))
         } else {
             reply
         }
@@ -610,7 +610,7 @@ async fn mcp_over_http_a_client_gone_mid_call_leaves_its_session_idle() {
     // The client gives up on its call half a second in, and its connection closes.
     let gone = tokio::time::timeout(Duration::from_millis(500), post("a")).await;
     assert!(gone.is_err(), "the call was answered early");
-    tokio::time::sleep(Duration::from_secs(3)).await;
+    tokio::time::sleep(Duration::from_millis(1500)).await;
     let answered = post("b").await.unwrap();
     assert_eq!(answered.status(), 200, "{}", answered.text().await.unwrap());
 }
