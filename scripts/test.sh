@@ -58,17 +58,12 @@ if [ $# -eq 0 ]; then
     fuzz=$!
 fi
 tests_failed=0
-if [ $# -eq 0 ]; then
-    # The CLI's tests mostly wait on other processes (agents, servers, proxies, toolchains),
-    # so four at a time keep the two cores busy; the library's compile and run components
-    # against deadlines, two at a time (docs/performance.md, "The test suite's wall time").
-    cargo test --workspace --exclude palisade-cli --no-fail-fast 2>&1 | tee "$log" ||
-        tests_failed=1
-    RUST_TEST_THREADS=4 cargo test -p palisade-cli --no-fail-fast 2>&1 | tee -a "$log" ||
-        tests_failed=1
-else
-    cargo test --workspace --no-fail-fast "$@" 2>&1 | tee "$log" || tests_failed=1
-fi
+# Four tests at a time: the CLI's mostly wait on other processes (agents, servers, proxies,
+# toolchains), so four keep the two cores busy. One `cargo test` over the workspace: run per
+# package, its features would be unified apart and the dependencies built again
+# (docs/performance.md, "The test suite's wall time").
+RUST_TEST_THREADS="${RUST_TEST_THREADS:-4}" cargo test --workspace --no-fail-fast "$@" 2>&1 |
+    tee "$log" || tests_failed=1
 if [ -n "$fuzz" ]; then
     wait "$fuzz" || tests_failed=1
     tee -a "$log" <"$fuzz_log"
