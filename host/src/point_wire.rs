@@ -56,11 +56,17 @@ pub(crate) trait PointWire: Sync {
         None
     }
 
+    /// The point's veto with `message`, or nothing where it has none: what a blocking exit
+    /// answers.
+    fn refusal(&self, message: String, reason_code: &str) -> Answer {
+        self.veto(message, reason_code)
+            .unwrap_or_else(|| self.neutral(Vec::new()))
+    }
+
     /// The answer of a hook that stopped the agent (`continue: false`): the veto, or nothing
     /// where the point has none.
     fn stopped(&self, message: String) -> Answer {
-        self.veto(message, "stop")
-            .unwrap_or_else(|| self.neutral(Vec::new()))
+        self.refusal(message, "stop")
     }
 
     /// A request at `point`, for the fuzzed decoders and the wire formats' tests.

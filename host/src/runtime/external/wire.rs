@@ -15,7 +15,7 @@ use crate::failure::{Failure, FailureReason};
 use crate::hook::{self, Shared};
 use crate::hook::{Answer, Request};
 use crate::point::Point;
-use crate::point_wire::{ClaudeReply, PointWire};
+use crate::point_wire::ClaudeReply;
 use crate::types::{
     CommittedFact, ContentBlock, Message, Observation, Provenance, Role, ServerToolContent,
     SessionSource, ToolCall, ToolOutcome, TurnOutcome,
@@ -270,7 +270,7 @@ fn unless_json(
         } else {
             reason
         };
-        return Ok(Some(blocking(wire, reason, "exit-2")));
+        return Ok(Some(wire.refusal(reason, "exit-2")));
     }
     if guarding && !text.is_empty() && !text.starts_with('{') {
         return Err(invalid(format!(
@@ -358,12 +358,6 @@ pub(crate) fn decode(
         return Err(reply.refuse("hookSpecificOutput.decision"));
     }
     Ok((wire.claude_answer(&reply)?, notes))
-}
-
-/// The point's veto with `message`, or nothing where it has none.
-fn blocking(wire: &dyn PointWire, message: String, code: &str) -> Answer {
-    wire.veto(message, code)
-        .unwrap_or_else(|| wire.neutral(Vec::new()))
 }
 
 #[cfg(test)]
