@@ -91,7 +91,7 @@ impl Replay {
             delivered: Notify::new(),
         });
         if !version.is_empty() && version >= PRIMING_SINCE {
-            replay.hold(Bytes::new(), true);
+            replay.hold(None, true);
         }
         {
             let mut held = lock(replays.replays());
@@ -115,23 +115,19 @@ impl Replay {
 
     /// Holds `message` as the stream's next event.
     fn push(&self, message: &Value) {
-        let data = Bytes::from(strict::encode(message));
-        self.hold(data, message.get("id").is_none());
+        self.hold(Some(&strict::encode(message)), message.get("id").is_none());
     }
 
-    /// Holds an event of `data` (empty for the priming event).
-    fn hold(&self, data: Bytes, notification: bool) {
+    /// Holds an event of `data`, the message as judged and encoded (`None`: the priming
+    /// event, an id and empty data).
+    fn hold(&self, data: Option<&str>, notification: bool) {
         let mut inner = lock(&self.inner);
         let n = inner.next;
         inner.next += 1;
         let id = event_id(&self.token, n);
-        let text = if data.is_empty() {
-            format!("id: {id}\ndata: \n\n")
-        } else {
-            format!(
-                "id: {id}\nevent: message\ndata: {}\n\n",
-                String::from_utf8_lossy(&data)
-            )
+        let text = match data {
+            None => format!("id: {id}\ndata: \n\n"),
+            Some(data) => format!("id: {id}\nevent: message\ndata: {data}\n\n"),
         };
         inner.held_bytes += text.len();
         inner.events.push_back(Held {
