@@ -318,6 +318,21 @@ impl Lifecycle {
         step
     }
 
+    /// The call's final invariants checked again, alone: `tool-guard` over `call`, which the
+    /// agent is about to put to its user (a bridged `PermissionRequest`). Nothing is committed
+    /// (the call was, at its tool step), and pre-tool does not run twice (a counting guard
+    /// would count the call twice). Never an ask: a tool guard denies or abstains.
+    pub async fn guard_again(&self, call: &ToolCall) -> ToolStep {
+        let decision = match self.session.tool_guard(call).await {
+            GuardDecision::Deny(denial) => ToolDecision::Denied(denial),
+            GuardDecision::Abstain => ToolDecision::Allowed { approved_by: None },
+        };
+        ToolStep {
+            decision,
+            points: vec![Point::ToolGuard],
+        }
+    }
+
     async fn tool_step(&self, call: &ToolCall, asks: AskPolicy) -> ToolStep {
         self.tool_call(call);
         let mut points = vec![Point::ToolCallCommitted, Point::PreTool];

@@ -31,8 +31,7 @@ use crate::lifecycle::{AgentApplies, AskPolicy, Lifecycle, ToolDecision};
 use crate::plugin::Plugins;
 use crate::point::Point;
 use crate::types::{
-    GuardDecision, Message, PreStepDecision, SessionSource, StopEvent, ToolCall, ToolOutcome,
-    TurnOutcome,
+    Message, PreStepDecision, SessionSource, StopEvent, ToolCall, ToolOutcome, TurnOutcome,
 };
 use serde::Deserialize;
 use serde_json::{Value, json};
@@ -418,13 +417,14 @@ async fn pre_tool(lifecycle: &Lifecycle, dialect: Dialect, event: &str, call: &T
 /// or abstain, and approval is the user's. The call is not committed again (it was at
 /// `PreToolUse`; this event carries no `tool_use_id`).
 async fn permission_request(lifecycle: &Lifecycle, call: &ToolCall) -> Reply {
-    let mut reply = match lifecycle.session().tool_guard(call).await {
-        GuardDecision::Deny(denial) => {
+    let step = lifecycle.guard_again(call).await;
+    let mut reply = match step.decision {
+        ToolDecision::Denied(denial) => {
             Reply::answer(HookAnswer::permission_request_denied(denial.message))
         }
-        GuardDecision::Abstain => Reply::nothing(),
+        ToolDecision::Allowed { .. } | ToolDecision::Ask(_) => Reply::nothing(),
     };
-    reply.points = vec!["tool-guard"];
+    reply.points = step.points.iter().map(|p| p.as_str()).collect();
     reply
 }
 
