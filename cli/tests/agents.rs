@@ -106,6 +106,18 @@ impl World {
         }
     }
 
+    /// A plugin `name` of the scripted test guest, its hooks and config `manifest` (TOML).
+    fn scripted(&self, name: &str, manifest: &str) {
+        let folder = self.plugins.join(name);
+        std::fs::create_dir_all(&folder).unwrap();
+        std::fs::copy(palisade_fixtures::SCRIPTED, folder.join("plugin.wasm")).unwrap();
+        std::fs::write(
+            folder.join("plugin.toml"),
+            format!("name = \"{name}\"\nwasm = \"plugin.wasm\"\n\n{manifest}"),
+        )
+        .unwrap();
+    }
+
     fn command(&self) -> String {
         format!("echo hello > {}", self.marker.display())
     }
@@ -278,23 +290,23 @@ fn claude_running(world: &World, command: &str) -> (Output, MockModel) {
 
 /// [`claude_running`], the user's prompt `prompt`.
 fn claude_prompted(world: &World, prompt: &str, command: &str) -> (Output, MockModel) {
-    let claude = agent("PALISADE_CLAUDE", "claude");
     let mock = MockModel::start(Api::Anthropic, command);
-    let mut command = Command::new(claude);
+    let mut command = claude_command(world, prompt, &mock);
+    command.args(["--allowedTools", "Bash"]);
+    (run(command), mock)
+}
+
+/// Claude Code on the world's project, in print mode with the user's prompt `prompt`, its
+/// model `mock`; no tool allowed ahead.
+fn claude_command(world: &World, prompt: &str, mock: &MockModel) -> Command {
+    let mut command = Command::new(agent("PALISADE_CLAUDE", "claude"));
     command
-        .args([
-            "-p",
-            prompt,
-            "--output-format",
-            "json",
-            "--allowedTools",
-            "Bash",
-        ])
+        .args(["-p", prompt, "--output-format", "json"])
         .current_dir(&world.project)
         .env("HOME", &world.home)
         .env("PALISADE_CACHE_DIR", cache_dir())
         .envs(mock.agent_env());
-    (run(command), mock)
+    command
 }
 
 /// The `tool_result` blocks of the model requests.
@@ -431,27 +443,16 @@ fn claude_code_runs_a_slash_commands_inline_shell_command_through_the_guard() {
 #[test]
 fn claude_code_closes_a_turn_that_ended_in_an_api_error_as_failed() {
     let world = World::new(false);
-    let watch = world.plugins.join("turn-watch");
-    std::fs::create_dir_all(&watch).unwrap();
-    std::fs::copy(palisade_fixtures::SCRIPTED, watch.join("plugin.wasm")).unwrap();
-    std::fs::write(
-        watch.join("plugin.toml"),
-        "name = \"turn-watch\"\nwasm = \"plugin.wasm\"\n\n[[hooks]]\n\
+    world.scripted(
+        "turn-watch",
+        "[[hooks]]\n\
          point = \"turn-completed\"\ncapability = \"observe\"\n",
-    )
-    .unwrap();
+    );
     install_claude(&world);
     let facts = world.root.join("facts");
-    let claude = agent("PALISADE_CLAUDE", "claude");
     let mock = MockModel::start(Api::Anthropic, mock_model::API_ERROR);
-    let mut command = Command::new(claude);
-    command
-        .args(["-p", "write the marker file", "--output-format", "json"])
-        .current_dir(&world.project)
-        .env("HOME", &world.home)
-        .env("PALISADE_CACHE_DIR", cache_dir())
-        .env("PALISADE_FACTS", &facts)
-        .envs(mock.agent_env());
+    let mut command = claude_command(&world, "write the marker file", &mock);
+    command.env("PALISADE_FACTS", &facts);
     let out = run(command);
     // Claude Code does not wait for a `StopFailure` hook (its answer is ignored): the bridge
     // may still be at work when Claude Code has exited.
@@ -486,16 +487,12 @@ fn claude_code_closes_a_turn_that_ended_in_an_api_error_as_failed() {
 #[test]
 fn claude_code_shows_a_failed_calls_error_to_tool_result_observers() {
     let world = World::new(false);
-    let watch = world.plugins.join("result-watch");
-    std::fs::create_dir_all(&watch).unwrap();
-    std::fs::copy(palisade_fixtures::SCRIPTED, watch.join("plugin.wasm")).unwrap();
-    std::fs::write(
-        watch.join("plugin.toml"),
-        "name = \"result-watch\"\nwasm = \"plugin.wasm\"\n\n[[hooks]]\n\
+    world.scripted(
+        "result-watch",
+        "[[hooks]]\n\
          point = \"tool-result\"\ncapability = \"observe\"\nmatcher = \"@shell\"\n\n\
          [config]\ntool_result = \"echo\"\n",
-    )
-    .unwrap();
+    );
     install_claude(&world);
     let missing = world.root.join("no-such-folder-e41");
     let (out, _mock) = claude_running(&world, &format!("ls {}", missing.display()));
@@ -520,16 +517,12 @@ fn claude_code_shows_a_failed_calls_error_to_tool_result_observers() {
 #[test]
 fn claude_code_denies_at_its_permission_dialog_when_a_tool_guard_objects() {
     let world = World::new(false);
-    let guard = world.plugins.join("invariant");
-    std::fs::create_dir_all(&guard).unwrap();
-    std::fs::copy(palisade_fixtures::SCRIPTED, guard.join("plugin.wasm")).unwrap();
-    std::fs::write(
-        guard.join("plugin.toml"),
-        "name = \"invariant\"\nwasm = \"plugin.wasm\"\n\n[[hooks]]\n\
+    world.scripted(
+        "invariant",
+        "[[hooks]]\n\
          point = \"tool-guard\"\ncapability = \"guard\"\nmatcher = \"@shell\"\n\n\
          [config]\ntool_guard = \"deny\"\n",
-    )
-    .unwrap();
+    );
     let bridge = format!(
         "'{}' claude-code '{}' --audit-log '{}'",
         env!("CARGO_BIN_EXE_palisade"),
@@ -545,16 +538,8 @@ fn claude_code_denies_at_its_permission_dialog_when_a_tool_guard_objects() {
     )
     .unwrap();
     // Not allowed ahead (no `--allowedTools`), and outside the project: it needs approval.
-    let claude = agent("PALISADE_CLAUDE", "claude");
     let mock = MockModel::start(Api::Anthropic, &world.command());
-    let mut command = Command::new(claude);
-    command
-        .args(["-p", "write the marker file", "--output-format", "json"])
-        .current_dir(&world.project)
-        .env("HOME", &world.home)
-        .env("PALISADE_CACHE_DIR", cache_dir())
-        .envs(mock.agent_env());
-    let out = run(command);
+    let out = run(claude_command(&world, "write the marker file", &mock));
     let report = describe(&out, &world);
     assert!(
         world.audited("hook_denied", "invariant/tool-guard"),
@@ -591,16 +576,12 @@ fn claude_code_runs_an_allowed_tool_and_the_model_sees_the_contexts() {
 #[test]
 fn claude_code_gives_its_model_the_result_a_post_tool_hook_redacted() {
     let world = World::new(false);
-    let redact = world.plugins.join("redact");
-    std::fs::create_dir_all(&redact).unwrap();
-    std::fs::copy(palisade_fixtures::SCRIPTED, redact.join("plugin.wasm")).unwrap();
-    std::fs::write(
-        redact.join("plugin.toml"),
-        "name = \"redact\"\nwasm = \"plugin.wasm\"\n\n[[hooks]]\npoint = \"post-tool\"\n\
+    world.scripted(
+        "redact",
+        "[[hooks]]\npoint = \"post-tool\"\n\
          capability = \"transform\"\nmatcher = \"Bash\"\n\n\
          [config]\npost_tool = \"redact\"\nsecret = \"SECRET-42\"\n",
-    )
-    .unwrap();
+    );
     install_claude(&world);
     let (out, mock) = claude_running(&world, "echo token=SECRET-42");
     let report = describe(&out, &world);

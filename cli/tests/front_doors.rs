@@ -491,26 +491,7 @@ async fn mcp_over_http_refuses_a_tool_argument_spelled_in_another_case_than_the_
 async fn mcp_over_http_a_dropped_call_stream_resumes_with_its_last_event_id() {
     let dir = tempfile::tempdir().unwrap();
     let plugins = PluginDir::new();
-    let upstream = Server::start(|request| {
-        if request.method == "GET" {
-            return Reply {
-                status: 405,
-                ..Reply::ok("no stream here")
-            };
-        }
-        let message: Value = serde_json::from_slice(&request.body).unwrap_or_default();
-        let answer = json!({ "jsonrpc": "2.0", "id": message["id"], "result": {
-            "content": [{ "type": "text", "text": "done late" }] } });
-        let reply = Reply {
-            headers: vec![("content-type".into(), "application/json".into())],
-            ..Reply::ok(answer.to_string())
-        };
-        if message["method"] == "tools/call" {
-            reply.after(Duration::from_secs(1))
-        } else {
-            reply
-        }
-    });
+    let upstream = slow_calls_upstream("done late", Duration::from_secs(1));
     let (_proxy, url, token) = mcp_over_http(dir.path(), &plugins, &upstream, &[]);
     let http = reqwest::Client::new();
     let call = json!({ "jsonrpc": "2.0", "id": 5, "method": "tools/call",
@@ -579,20 +560,7 @@ async fn mcp_over_http_a_dropped_call_stream_resumes_with_its_last_event_id() {
 async fn mcp_over_http_a_client_gone_mid_call_leaves_its_session_idle() {
     let dir = tempfile::tempdir().unwrap();
     let plugins = PluginDir::new();
-    let upstream = Server::start(|request| {
-        let message: Value = serde_json::from_slice(&request.body).unwrap_or_default();
-        let answer = json!({ "jsonrpc": "2.0", "id": message["id"], "result": {
-            "content": [{ "type": "text", "text": "done" }] } });
-        let reply = Reply {
-            headers: vec![("content-type".into(), "application/json".into())],
-            ..Reply::ok(answer.to_string())
-        };
-        if message["method"] == "tools/call" {
-            reply.after(Duration::from_secs(1))
-        } else {
-            reply
-        }
-    });
+    let upstream = slow_calls_upstream("done", Duration::from_secs(1));
     let (_proxy, url, token) =
         mcp_over_http(dir.path(), &plugins, &upstream, &["--max-sessions", "1"]);
     let http = reqwest::Client::new();
@@ -613,6 +581,31 @@ async fn mcp_over_http_a_client_gone_mid_call_leaves_its_session_idle() {
     tokio::time::sleep(Duration::from_millis(1500)).await;
     let answered = post("b").await.unwrap();
     assert_eq!(answered.status(), 200, "{}", answered.text().await.unwrap());
+}
+
+/// An MCP server over HTTP that answers every request at once with a tool result of `text`,
+/// but a `tools/call` only after `delay`; a `GET` (a stream of its own) gets 405.
+fn slow_calls_upstream(text: &'static str, delay: Duration) -> Server {
+    Server::start(move |request| {
+        if request.method == "GET" {
+            return Reply {
+                status: 405,
+                ..Reply::ok("no stream here")
+            };
+        }
+        let message: Value = serde_json::from_slice(&request.body).unwrap_or_default();
+        let answer = json!({ "jsonrpc": "2.0", "id": message["id"], "result": {
+            "content": [{ "type": "text", "text": text }] } });
+        let reply = Reply {
+            headers: vec![("content-type".into(), "application/json".into())],
+            ..Reply::ok(answer.to_string())
+        };
+        if message["method"] == "tools/call" {
+            reply.after(delay)
+        } else {
+            reply
+        }
+    })
 }
 
 /// `palisade mcp --listen` in front of `upstream`, with `extra` arguments: the proxy, its URL
@@ -663,20 +656,7 @@ fn mcp_over_http(
 async fn mcp_over_http_a_full_session_table_never_ends_a_busy_session() {
     let dir = tempfile::tempdir().unwrap();
     let plugins = PluginDir::new();
-    let upstream = Server::start(|request| {
-        let message: Value = serde_json::from_slice(&request.body).unwrap_or_default();
-        let answer = json!({ "jsonrpc": "2.0", "id": message["id"], "result": {
-            "content": [{ "type": "text", "text": "done" }] } });
-        let reply = Reply {
-            headers: vec![("content-type".into(), "application/json".into())],
-            ..Reply::ok(answer.to_string())
-        };
-        if message["method"] == "tools/call" {
-            reply.after(Duration::from_secs(3))
-        } else {
-            reply
-        }
-    });
+    let upstream = slow_calls_upstream("done", Duration::from_secs(3));
     let (_proxy, url, token) =
         mcp_over_http(dir.path(), &plugins, &upstream, &["--max-sessions", "2"]);
     let http = reqwest::Client::new();
