@@ -299,7 +299,11 @@ async fn audit_log_observes_calls_and_results_through_the_host_log() {
     session.drain_background().await;
     let logs = recorder.logs();
     assert_eq!(logs.len(), 3, "{logs:?}");
-    assert!(logs[0].starts_with("call #1 Bash (toolu_1)"), "{}", logs[0]);
+    assert!(
+        logs[0].starts_with("call #1 Bash (toolu_1) @shell"),
+        "{}",
+        logs[0]
+    );
     assert!(
         logs.iter().any(|l| l == "result Bash (toolu_1) ok: hi"),
         "{logs:?}"

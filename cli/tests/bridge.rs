@@ -1040,6 +1040,51 @@ fn a_bridged_call_carries_no_provenance_made_from_its_name() {
     assert!(audit.contains("provenance none"), "{audit}");
 }
 
+/// A plugin asks the host what kind of tool a call is (`ToolCall::kind`): each agent's own
+/// name for its shell is `shell`, as `@shell` in a matcher reads it; a tool of no known kind
+/// has none, and the call keeps the agent's name.
+#[test]
+fn a_plugin_reads_each_agents_shell_as_the_shell_kind() {
+    let dir = tempfile::tempdir().unwrap();
+    server::scripted(
+        dir.path(),
+        "kinds",
+        "[[hooks]]\npoint = \"pre-tool\"\ncapability = \"observe\"\n\
+         [config]\npre_tool = \"kind\"\n",
+    );
+    let log = dir.path().join("audit.jsonl");
+    for (dialect, event, tool) in [
+        ("claude-code", "PreToolUse", "Bash"),
+        ("codex", "PreToolUse", "exec_command"),
+        ("gemini", "BeforeTool", "run_shell_command"),
+        ("claude-code", "PreToolUse", "TodoWrite"),
+    ] {
+        let input = json!({ "session_id": "kinds", "hook_event_name": event, "cwd": "/",
+            "tool_name": tool, "tool_input": {"command": "ls"}, "tool_use_id": tool });
+        let args = [
+            dialect,
+            dir.path().to_str().unwrap(),
+            "--audit-log",
+            log.to_str().unwrap(),
+        ];
+        let out = palisade(&args, &input.to_string());
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    let audit = std::fs::read_to_string(&log).unwrap();
+    for line in [
+        "kind Bash shell",
+        "kind exec_command shell",
+        "kind run_shell_command shell",
+        "kind TodoWrite none",
+    ] {
+        assert!(audit.contains(line), "{line} in {audit}");
+    }
+}
+
 /// Two turns bridged a process per event, whose agent gives them no id of its own: the turns
 /// are numbered by the session's durable counter, so their facts' interaction ids differ
 /// (each process would otherwise number its turn 1).

@@ -3,7 +3,7 @@
 use crate::bindings::palisade::hooks::{host, tool_dispatch};
 use crate::{
     Ask, ContentBlock, Deny, GuardDecision, PostToolAction, PostToolDecision, PreToolDecision,
-    ToolCall, ToolOutcome,
+    ToolCall, ToolKind, ToolOutcome,
 };
 use serde::de::{self, DeserializeOwned, Deserializer, IgnoredAny, MapAccess, Visitor};
 use std::borrow::Cow;
@@ -170,6 +170,14 @@ pub fn next(timeout_ms: Option<u32>) -> ToolOutcome {
 }
 
 impl ToolCall {
+    /// What the tool does, whatever the agent calls it ([`ToolKind::Shell`] for `Bash`,
+    /// `exec_command` or `run_shell_command`), as the host's table says and a manifest's
+    /// `matcher` reads it (`@shell`); `None` for a tool of no known kind. [`ToolCall::name`]
+    /// stays the agent's own name.
+    pub fn kind(&self) -> Option<ToolKind> {
+        host::kind_of(&self.name)
+    }
+
     /// The arguments as a JSON value (`Null` if the host ever sent something unparsable).
     /// To read a few fields, [`ToolCall::arg_strs`] costs far less: it builds no value.
     pub fn args(&self) -> serde_json::Value {
@@ -218,6 +226,21 @@ impl ToolCall {
     /// The arguments deserialized into `T`.
     pub fn parse_args<T: DeserializeOwned>(&self) -> Result<T, serde_json::Error> {
         serde_json::from_str(&self.arguments)
+    }
+}
+
+impl ToolKind {
+    /// Its name in a manifest's `matcher`, after the `@` (`shell`, `file-write`, ...).
+    pub fn name(self) -> &'static str {
+        match self {
+            ToolKind::Shell => "shell",
+            ToolKind::FileRead => "file-read",
+            ToolKind::FileWrite => "file-write",
+            ToolKind::Search => "search",
+            ToolKind::Web => "web",
+            ToolKind::Mcp => "mcp",
+            ToolKind::Subagent => "subagent",
+        }
     }
 }
 

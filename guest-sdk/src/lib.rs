@@ -98,7 +98,7 @@ pub use bindings::palisade::hooks::types;
 pub use bindings::palisade::hooks::types::{
     Ask, CommittedFact, ContentBlock, Deny, GuardDecision, LlmResponse, McpTool, Message,
     Observation, PostToolAction, PostToolDecision, PreStep, PreStepDecision, PreToolDecision,
-    Provenance, Role, SessionSource, StopEvent, ToolCall, ToolOutcome, TurnOutcome,
+    Provenance, Role, SessionSource, StopEvent, ToolCall, ToolKind, ToolOutcome, TurnOutcome,
 };
 pub use helpers::{ArgValue, Config, config, invocation, log, next, state};
 

@@ -32,11 +32,14 @@ impl Plugin for AuditLog {
 impl PreTool for AuditLog {
     fn on_pre_tool(&mut self, call: ToolCall) -> PreToolDecision {
         self.calls += 1;
+        // The kind of tool, whatever the agent calls it (`@shell` for `Bash` or `exec_command`).
+        let kind = call.kind().map(|k| format!(" @{}", k.name()));
         log::info(&format!(
-            "call #{} {} ({}) {}",
+            "call #{} {} ({}){} {}",
             self.calls,
             call.name,
             call.tool_use_id,
+            kind.unwrap_or_default(),
             clip(&call.arguments, self.max_chars)
         ));
         PreToolDecision::Allow

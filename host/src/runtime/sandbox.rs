@@ -406,6 +406,19 @@ impl bindings::palisade::hooks::host::Host for State {
             hook_id: self.call.hook_id.to_string(),
         }
     }
+
+    fn kind_of(&mut self, tool: String) -> Option<wit::ToolKind> {
+        use crate::tool_kinds::ToolKind;
+        Some(match ToolKind::of(&tool)? {
+            ToolKind::Shell => wit::ToolKind::Shell,
+            ToolKind::FileRead => wit::ToolKind::FileRead,
+            ToolKind::FileWrite => wit::ToolKind::FileWrite,
+            ToolKind::Search => wit::ToolKind::Search,
+            ToolKind::Web => wit::ToolKind::Web,
+            ToolKind::Mcp => wit::ToolKind::Mcp,
+            ToolKind::Subagent => wit::ToolKind::Subagent,
+        })
+    }
 }
 
 impl bindings::palisade::hooks::tool_dispatch::Host for State {

@@ -2,7 +2,8 @@
 //! component serves every behaviour the tests need (allow, deny, loop forever, bomb memory,
 //! panic, ...). `tag` is logged on every call so tests can see the order hooks ran in.
 //!
-//! `[config] pre_tool` is one of: `allow`, `deny`, `ask`, `provenance` (logs the call's), `loop`, `membomb`, `panic`,
+//! `[config] pre_tool` is one of: `allow`, `deny`, `ask`, `provenance` (logs the call's),
+//! `kind` (logs its tool kind), `loop`, `membomb`, `panic`,
 //! `bad-payload`, `probe` (try files, env and network), `http` (see [`http_behaviour`]), `deny-after:N` (deny from the N+1-th call of this instance on),
 //! `huge-payload` / `huge-message` (`size_mb` MiB), `pollables` (hoard WASI resources),
 //! `state-count`, `state-global-count`, `state-count-panic`, `state-tamper` (host-kept state),
@@ -216,6 +217,13 @@ impl PreTool for Scripted {
                     }
                     Some(Provenance::Plugin(name)) => format!("provenance plugin {name}"),
                 });
+                PreToolDecision::Allow
+            }
+            "kind" => {
+                match call.kind() {
+                    Some(kind) => log::info(&format!("kind {} {}", call.name, kind.name())),
+                    None => log::info(&format!("kind {} none", call.name)),
+                }
                 PreToolDecision::Allow
             }
             "loop" => spin(),
