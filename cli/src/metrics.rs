@@ -273,6 +273,8 @@ mod tests {
             hook_id: hook.into(),
             plugin: hook.split('/').next().unwrap().into(),
             point,
+            agent_id: None,
+            agent_type: None,
         }
     }
 

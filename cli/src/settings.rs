@@ -34,9 +34,9 @@ pub struct CommandHook {
 }
 
 /// The Claude Code events at which a failed hook process blocks what the event guards (the
-/// tool call, the prompt) or tells the model the result's checks could not run. Not `Stop`
-/// or `SubagentStop` (blocking there would keep the agent going), nor the session events,
-/// which guard nothing.
+/// tool call, the prompt, an MCP server's question) or tells the model the result's checks
+/// could not run. Not `Stop` or `SubagentStop` (blocking there would keep the agent going),
+/// nor the session events, which guard nothing.
 pub const BLOCK_ON_FAILURE: &[&str] = &[
     "PreToolUse",
     "PreSkillShellCommand",
@@ -44,6 +44,8 @@ pub const BLOCK_ON_FAILURE: &[&str] = &[
     "PostToolUse",
     "PostToolUseFailure",
     "UserPromptSubmit",
+    "Elicitation",
+    "ElicitationResult",
 ];
 
 impl SettingsEntry {
@@ -58,6 +60,8 @@ impl SettingsEntry {
                     | "PermissionRequest"
                     | "PostToolUse"
                     | "PostToolUseFailure"
+                    | "Elicitation"
+                    | "ElicitationResult"
             )
             .then(|| "*".to_string()),
             hooks: vec![CommandHook {

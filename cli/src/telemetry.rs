@@ -615,6 +615,13 @@ impl OtelSink {
             KeyValue::new("palisade.duration_us", end.duration_us as i64),
         ];
         attributes.extend(end.attributes);
+        // A sub-agent's hook: which sub-agent (GenAI's semantic conventions name an agent so).
+        if let Some(agent) = &event.agent_id {
+            attributes.push(KeyValue::new("gen_ai.agent.id", agent.clone()));
+        }
+        if let Some(kind) = &event.agent_type {
+            attributes.push(KeyValue::new("gen_ai.agent.name", kind.clone()));
+        }
         if let Some((reason, _)) = &end.failure {
             attributes.push(KeyValue::new("palisade.failure.reason", reason.clone()));
         }

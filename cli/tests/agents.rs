@@ -407,6 +407,19 @@ fn claude_code_runs_a_subagents_shell_command_through_the_guard() {
         "the sub-agent's command ran:\n{report}"
     );
     assert_denied(&world, &out);
+    // The audit log says which sub-agent the denied call came from.
+    let denied: Vec<Value> = world
+        .audit()
+        .into_iter()
+        .filter(|e| e["event"] == "hook_denied")
+        .collect();
+    assert!(
+        denied
+            .iter()
+            .any(|e| e["agent_id"].as_str().is_some_and(|id| !id.is_empty())
+                && e["agent_type"] == "general-purpose"),
+        "no denial names the sub-agent: {denied:#?}"
+    );
 }
 
 /// A slash command's inline shell command (`!` and a command in backticks, in
@@ -871,4 +884,34 @@ fn gemini_cli_runs_an_allowed_tool_and_the_model_sees_the_contexts() {
     let world = World::new(false);
     let (out, mock) = run_gemini(&world);
     assert_allowed_with_contexts(&world, &out, &mock);
+}
+
+/// Gemini CLI's `BeforeModel` is a continuation step's pre-step: after the shell call, a guard
+/// that refuses every step but the prompt's keeps the second model request from being sent,
+/// and Gemini ends the turn with the guard's reason.
+#[test]
+fn gemini_cli_asks_prompt_submit_before_a_continuation_step_and_a_reject_ends_the_turn() {
+    let world = World::new(false);
+    world.scripted(
+        "steps",
+        "[[hooks]]\npoint = \"prompt-submit\"\ncapability = \"guard\"\n\n\
+         [config]\nprompt_submit = \"reject-continuations\"\n",
+    );
+    let (out, mock) = run_gemini(&world);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let report = describe(&out, &world);
+    assert!(world.marker.exists(), "the tool call ran: {report}");
+    assert!(
+        stdout.contains("Agent execution blocked: step 2 of turn"),
+        "Gemini did not report the blocked request: {report}"
+    );
+    assert_eq!(
+        mock.model_requests().len(),
+        1,
+        "the continuation reached the model: {report}"
+    );
+    assert!(
+        world.audited("hook_denied", "steps/prompt-submit"),
+        "{report}"
+    );
 }

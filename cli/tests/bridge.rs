@@ -1085,6 +1085,196 @@ fn a_plugin_reads_each_agents_shell_as_the_shell_kind() {
     }
 }
 
+/// Gemini CLI asks `BeforeModel` before each model request, a process per request: the turn's
+/// first is the prompt's step (judged at `BeforeAgent`), each later one a continuation step
+/// that runs `prompt-submit` with no claimed messages, numbered by the session's durable
+/// counter. A reject blocks the request; contexts the agent cannot add are recorded as not
+/// applied.
+#[test]
+fn gemini_model_requests_after_the_first_are_continuation_steps() {
+    let events = |session: &str| {
+        ["BeforeAgent", "BeforeModel", "BeforeModel"].map(|event| {
+            json!({ "session_id": session, "hook_event_name": event, "cwd": "/",
+                "prompt": "list the files",
+                "llm_request": { "model": "gemini-2.5-flash", "messages": [] } })
+        })
+    };
+    let run = |dir: &Path, log: &Path, input: &Value| {
+        let args = [
+            "gemini",
+            dir.to_str().unwrap(),
+            "--audit-log",
+            log.to_str().unwrap(),
+        ];
+        let out = palisade(&args, &input.to_string());
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stdout).unwrap()
+    };
+
+    let guarded = tempfile::tempdir().unwrap();
+    server::scripted(
+        guarded.path(),
+        "steps",
+        "[[hooks]]\npoint = \"prompt-submit\"\ncapability = \"guard\"\n\
+         [config]\nprompt_submit = \"reject-continuations\"\n",
+    );
+    let log = guarded.path().join("audit.jsonl");
+    let [prompt, first, second] = events("steps").map(|e| run(guarded.path(), &log, &e));
+    assert_eq!(prompt.trim(), "", "the prompt's step enters");
+    assert_eq!(first.trim(), "", "the first request is the prompt's step");
+    let answer: Value = serde_json::from_str(&second).unwrap();
+    assert_eq!(answer["decision"], "block", "{answer}");
+    assert_eq!(
+        answer["reason"], "step 2 of turn 1 is not allowed",
+        "{answer}"
+    );
+
+    let contexts = tempfile::tempdir().unwrap();
+    server::scripted(
+        contexts.path(),
+        "steps",
+        "[[hooks]]\npoint = \"prompt-submit\"\ncapability = \"transform\"\n\
+         [config]\ncontexts = [\"STEP-CONTEXT\"]\n",
+    );
+    let log = contexts.path().join("audit.jsonl");
+    let [prompt, _, second] = events("contexts").map(|e| run(contexts.path(), &log, &e));
+    assert!(prompt.contains("STEP-CONTEXT"), "{prompt}");
+    assert_eq!(second.trim(), "", "the request goes without the context");
+    let audit = server::log_having(&log, |log| log.contains("hook_not_applied"));
+    assert!(
+        audit.lines().any(|line| line.contains("hook_not_applied")
+            && line.contains("prompt-submit")
+            && line.contains("context")),
+        "{audit}"
+    );
+}
+
+/// Claude Code's `Elicitation` (an MCP server asks the user a question) is judged as a call of
+/// `elicitation/create` from that server: a guard's deny declines it for the user; a question
+/// no guard objects to is left to the user.
+#[test]
+fn a_guard_declines_an_mcp_servers_question_to_the_user() {
+    let dir = tempfile::tempdir().unwrap();
+    server::scripted(
+        dir.path(),
+        "questions",
+        "[[hooks]]\npoint = \"pre-tool\"\ncapability = \"guard\"\n\
+         matcher = \"elicitation/create\"\n\
+         [config]\npre_tool = \"deny\"\n",
+    );
+    let ask = |server: &str| {
+        let input = json!({ "session_id": "questions", "hook_event_name": "Elicitation",
+            "cwd": "/", "mcp_server_name": server, "message": "Your API key?",
+            "mode": "form", "elicitation_id": "e-1",
+            "requested_schema": { "type": "object",
+                "properties": { "key": { "type": "string" } } } });
+        let out = palisade(
+            &["claude-code", dir.path().to_str().unwrap()],
+            &input.to_string(),
+        );
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stdout).unwrap()
+    };
+    let answer: Value = serde_json::from_str(&ask("keys")).unwrap();
+    assert_eq!(
+        answer["hookSpecificOutput"],
+        json!({ "hookEventName": "Elicitation", "action": "decline" }),
+        "{answer}"
+    );
+    assert!(
+        answer["systemMessage"]
+            .as_str()
+            .is_some_and(|m| m.contains("denied elicitation/create")),
+        "{answer}"
+    );
+
+    // The user's answer is the call's result: a post-tool guard's block declines it.
+    server::scripted(
+        dir.path(),
+        "answers",
+        "[[hooks]]\npoint = \"post-tool\"\ncapability = \"guard\"\n\
+         matcher = \"elicitation/create\"\n\
+         [config]\npost_tool = \"block\"\n",
+    );
+    let input = json!({ "session_id": "questions", "hook_event_name": "ElicitationResult",
+        "cwd": "/", "mcp_server_name": "keys", "elicitation_id": "e-1", "mode": "form",
+        "action": "accept", "content": { "key": "sk-live-123" } });
+    let out = palisade(
+        &["claude-code", dir.path().to_str().unwrap()],
+        &input.to_string(),
+    );
+    let answer: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(answer["decision"], "block", "{answer}");
+    std::fs::remove_dir_all(dir.path().join("answers")).unwrap();
+
+    // Without the guard, the user answers.
+    std::fs::remove_dir_all(dir.path().join("questions")).unwrap();
+    server::scripted(
+        dir.path(),
+        "questions",
+        "[[hooks]]\npoint = \"pre-tool\"\ncapability = \"guard\"\n\
+         matcher = \"Bash\"\n[config]\npre_tool = \"deny\"\n",
+    );
+    assert_eq!(ask("keys").trim(), "");
+}
+
+/// A sub-agent's event (`agent_id`, `agent_type`) is judged like any other, and every audit
+/// event of its hooks names the sub-agent; the main agent's name none.
+#[test]
+fn a_subagents_events_are_audited_under_its_id() {
+    let dir = tempfile::tempdir().unwrap();
+    server::scripted(
+        dir.path(),
+        "guard",
+        "[[hooks]]\npoint = \"pre-tool\"\ncapability = \"guard\"\n\
+         [config]\npre_tool = \"deny\"\ntag = \"judged\"\n",
+    );
+    let log = dir.path().join("audit.jsonl");
+    for (id, agent) in [("toolu_sub", Some("agent-7")), ("toolu_main", None)] {
+        let mut input = json!({ "session_id": "subagents", "hook_event_name": "PreToolUse",
+            "cwd": "/", "tool_name": "Bash", "tool_input": { "command": "rm -rf /" },
+            "tool_use_id": id });
+        if let Some(agent) = agent {
+            input["agent_id"] = json!(agent);
+            input["agent_type"] = json!("Explore");
+        }
+        let args = [
+            "claude-code",
+            dir.path().to_str().unwrap(),
+            "--audit-log",
+            log.to_str().unwrap(),
+        ];
+        let out = palisade(&args, &input.to_string());
+        let answer: Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert_eq!(
+            answer["hookSpecificOutput"]["permissionDecision"], "deny",
+            "{answer}"
+        );
+    }
+    let audit = server::log_having(&log, |log| log.matches("hook_denied").count() == 2);
+    let events: Vec<Value> = audit
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let (sub, main): (Vec<&Value>, Vec<&Value>) =
+        events.iter().partition(|e| e.get("agent_id").is_some());
+    // started, the plugin's log line, denied: each names the sub-agent.
+    assert_eq!(sub.len(), 3, "{audit}");
+    for event in sub {
+        assert_eq!(event["agent_id"], "agent-7", "{event}");
+        assert_eq!(event["agent_type"], "Explore", "{event}");
+    }
+    assert_eq!(main.len(), 3, "{audit}");
+}
+
 /// Two turns bridged a process per event, whose agent gives them no id of its own: the turns
 /// are numbered by the session's durable counter, so their facts' interaction ids differ
 /// (each process would otherwise number its turn 1).

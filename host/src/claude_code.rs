@@ -253,6 +253,19 @@ impl HookAnswer {
         }
     }
 
+    /// Declines an MCP server's question to the user (`Elicitation`): the user never sees it,
+    /// the server hears `decline`, and the user reads `message`.
+    pub fn elicitation_declined(message: impl Into<String>) -> HookAnswer {
+        HookAnswer {
+            system_message: Some(message.into()),
+            hook_specific_output: Some(HookSpecificOutput {
+                action: Some(ElicitationAction::Decline),
+                ..HookSpecificOutput::new("Elicitation")
+            }),
+            ..HookAnswer::default()
+        }
+    }
+
     /// Context for the model, on `event` (`SessionStart`, `UserPromptSubmit`, `PostToolUse`).
     pub fn context(event: &str, context: impl Into<String>) -> HookAnswer {
         HookAnswer::default().with_context(event, context)
@@ -302,6 +315,25 @@ pub struct HookSpecificOutput {
     /// is about to show.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub decision: Option<PermissionRequestDecision>,
+    /// `Elicitation`, `ElicitationResult` (Claude Code): the answer to an MCP server's
+    /// question to the user, given in the user's place (Palisade answers only `decline`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub action: Option<ElicitationAction>,
+    /// With `action: accept`: the content answered.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub content: Option<Value>,
+}
+
+/// [`HookSpecificOutput::action`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ElicitationAction {
+    /// Answer with content.
+    Accept,
+    /// Decline the question: the server hears `{"action": "decline"}`.
+    Decline,
+    /// Cancel it.
+    Cancel,
 }
 
 /// [`HookSpecificOutput::decision`]: what the agent does instead of asking its user.

@@ -4,12 +4,56 @@
 //! `hook_denied` or (a shadow hook's, `enforce = false`) `hook_shadowed`. Plugins' log lines
 //! arrive as `plugin_log`. The embedder receives them through an [`EventSink`];
 //! [`JsonlSink`](crate::JsonlSink) writes an audit log, on a thread of its own.
+//!
+//! An event the agent reported from one of its sub-agents ([`in_subagent`]) names that
+//! sub-agent on every event of its hooks (`agent_id`, `agent_type`), background ones too.
 
 use crate::failure::FailureReason;
 use crate::point::Point;
 use serde::Serialize;
+use std::future::Future;
+use std::sync::Arc;
 
 use std::time::{SystemTime, UNIX_EPOCH};
+
+/// A sub-agent of the agent (Claude Code's and Codex's `agent_id` and `agent_type`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SubAgent {
+    /// The agent's id for it.
+    pub id: String,
+    /// Its kind (`general-purpose`, `Explore`, ...), when the agent says.
+    pub kind: Option<String>,
+}
+
+tokio::task_local! {
+    static SUBAGENT: Arc<SubAgent>;
+}
+
+/// Runs `work` — the hooks of one agent event — as the sub-agent `agent`'s, when there is one:
+/// every event its hooks emit names it, those of background hooks it starts too.
+pub async fn in_subagent<F: Future>(agent: Option<SubAgent>, work: F) -> F::Output {
+    match agent {
+        Some(agent) => SUBAGENT.scope(Arc::new(agent), work).await,
+        None => work.await,
+    }
+}
+
+/// The sub-agent whose event is being handled ([`in_subagent`]), if any.
+pub(crate) fn current_subagent() -> Option<Arc<SubAgent>> {
+    SUBAGENT.try_with(Arc::clone).ok()
+}
+
+/// [`in_subagent`] with what [`current_subagent`] says now: for work that goes on in a task of
+/// its own.
+pub(crate) async fn in_current_subagent<F: Future>(
+    agent: Option<Arc<SubAgent>>,
+    work: F,
+) -> F::Output {
+    match agent {
+        Some(agent) => SUBAGENT.scope(agent, work).await,
+        None => work.await,
+    }
+}
 
 /// Receives lifecycle events. Called inline on the dispatch path: keep it cheap, or hand the
 /// event to a queue.
@@ -113,6 +157,22 @@ pub struct Event {
     pub plugin: String,
     /// The point.
     pub point: Point,
+    /// The sub-agent whose event ran the hook, when the agent reported one ([`in_subagent`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub agent_id: Option<String>,
+    /// That sub-agent's kind, when the agent said.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub agent_type: Option<String>,
+}
+
+impl Event {
+    /// `agent_id` and `agent_type` of the sub-agent being served ([`current_subagent`]).
+    pub(crate) fn subagent_fields() -> (Option<String>, Option<String>) {
+        match current_subagent() {
+            Some(agent) => (Some(agent.id.clone()), agent.kind.clone()),
+            None => (None, None),
+        }
+    }
 }
 
 /// What happened, with the details of that kind of event.

@@ -338,10 +338,9 @@ pub fn bridge_event(data: &[u8]) {
 fn event_json(u: &mut Unstructured<'_>) -> arbitrary::Result<serde_json::Value> {
     use serde_json::{Value, json};
     // Every event the bridge maps, and one it does not.
-    let events: Vec<&str> = crate::bridge::EVENTS
+    let events: Vec<&str> = crate::bridge::Dialect::ALL
         .iter()
-        .chain(crate::gemini::EVENTS.iter())
-        .copied()
+        .flat_map(|dialect| dialect.events().iter().copied())
         .chain(["Notification"])
         .collect();
     let value = |u: &mut Unstructured<'_>| -> arbitrary::Result<Value> {

@@ -13,7 +13,8 @@
 //! | `AfterTool` | `PostToolUse` | `decision: "block"` + `reason` (the model reads the reason instead of the result) |
 //! | `AfterAgent` | `Stop` | `decision: "block"` + `reason`: the steering, sent as the next user message |
 //! | `SessionEnd` | `SessionEnd` | nothing |
-//! | `BeforeModel`, `AfterModel`, `BeforeToolSelection`, `PreCompress`, `Notification` | none | nothing |
+//! | `BeforeModel` | a continuation step's `prompt-submit` (Gemini's own) | `decision: "block"` + `reason` |
+//! | `AfterModel`, `BeforeToolSelection`, `PreCompress`, `Notification` | none | nothing |
 //!
 //! Gemini CLI lets a tool run on anything but a clear answer — a hook that times out, crashes,
 //! exits 2 with an empty stderr, or prints plain text with exit 0 or 1 — so every denial is a
@@ -26,9 +27,10 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 /// The Gemini events that run Palisade points, in lifecycle order.
-pub const EVENTS: [&str; 6] = [
+pub const EVENTS: [&str; 7] = [
     "SessionStart",
     "BeforeAgent",
+    "BeforeModel",
     "BeforeTool",
     "AfterTool",
     "AfterAgent",

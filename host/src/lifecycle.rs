@@ -148,7 +148,7 @@ impl Lifecycle {
                 state.turns = turns.saturating_sub(1);
                 state.open(None)
             }
-            Err(_) => self.open_turn(Some(&random_turn_key())),
+            Err(_) => self.open_turn(Some(&random_key())),
         }
     }
 
@@ -167,7 +167,7 @@ impl Lifecycle {
                 state.key = None;
                 turns
             }
-            Err(_) => self.open_turn(Some(&random_turn_key())),
+            Err(_) => self.open_turn(Some(&random_key())),
         }
     }
 
@@ -184,19 +184,49 @@ impl Lifecycle {
     /// Counted only when there is a stream.
     async fn stop_number(&self) -> Option<String> {
         self.session.shared.plugins.host.inner.facts.as_ref()?;
+        Some(match self.turn_counter("stops").await {
+            Ok(n) => n.to_string(),
+            Err(_) => random_key(),
+        })
+    }
+
+    /// The number of the model request the agent is about to make in the current turn, by
+    /// the session's durable counter of them: for an agent that reports each request to a
+    /// hook process of its own (Gemini CLI's `BeforeModel`). The turn's first request is its
+    /// step 1, the prompt's; each later one is a tool continuation.
+    pub async fn next_step(&self) -> Result<u32, crate::state::StateUnavailable> {
+        self.turn_counter("steps").await
+    }
+
+    /// Records that the agent could not take the contexts the hooks of `point` contributed
+    /// (`tool`: the call's name, at a tool's point; `instead`: what the agent did), one
+    /// `hook_not_applied` per context: an agent whose model requests a hook can block but not
+    /// add to, say.
+    pub fn contexts_not_applied(
+        &self,
+        point: Point,
+        tool: Option<&str>,
+        contexts: &[Context],
+        instead: &str,
+    ) {
+        for context in contexts {
+            self.session
+                .not_applied_at(point, tool, &context.hook_id, "context", instead);
+        }
+    }
+
+    /// The session's durable counter `what` of the current turn, after adding one.
+    async fn turn_counter(&self, what: &str) -> Result<u32, crate::state::StateUnavailable> {
         let key = {
             let turn = self.state().key();
             // A key within the store's bound, whatever the agent's turn id.
             match turn.len() > 200 {
-                true => format!("stops:{}", crate::digest::sha256_hex(turn.as_bytes())),
-                false => format!("stops:{turn}"),
+                true => format!("{what}:{}", crate::digest::sha256_hex(turn.as_bytes())),
+                false => format!("{what}:{turn}"),
             }
         };
         let store = &self.session.shared.plugins.host.inner.state;
-        Some(match store.counter(self.session.id(), &key, 1).await {
-            Ok(n) => n.to_string(),
-            Err(_) => random_turn_key(),
-        })
+        store.counter(self.session.id(), &key, 1).await
     }
 
     /// Makes the turn the agent calls `key` the current one: opened if it is not (a process
@@ -674,8 +704,9 @@ pub struct ToolStep {
     pub points: Vec<Point>,
 }
 
-/// A turn key no other process makes: `r` and 64 random bits.
-fn random_turn_key() -> String {
+/// A key no other process makes, `r` and 64 random bits: for a turn, a stop or a call the
+/// agent gives no id of its own, when no durable counter can number it.
+pub(crate) fn random_key() -> String {
     use std::hash::{BuildHasher, Hasher};
     let mut hasher = std::collections::hash_map::RandomState::new().build_hasher();
     hasher.write_u128(

@@ -406,9 +406,27 @@ impl Session {
         decision: &str,
         instead: &str,
     ) {
-        let inv = self.begin(Point::PostTool);
+        self.not_applied_at(
+            Point::PostTool,
+            Some(&call.name),
+            hook_id,
+            decision,
+            instead,
+        );
+    }
+
+    /// [`Session::not_applied`] at any `point` (`tool`: the call's name, for its matchers).
+    pub(crate) fn not_applied_at(
+        &self,
+        point: Point,
+        tool: Option<&str>,
+        hook_id: &str,
+        decision: &str,
+        instead: &str,
+    ) {
+        let inv = self.begin(point);
         let hook = self
-            .matching(Point::PostTool, Some(&call.name))
+            .matching(point, tool)
             .find(|(hook, _)| &*hook.id == hook_id)
             .map(|(hook, _)| hook.clone());
         if let Some(hook) = hook {

@@ -241,7 +241,13 @@ fn print_notes(plugins: &Plugins) {
 /// Configurations that load but may not do what the operator means.
 fn print_warnings(plugins: &Plugins) {
     // A bridged event runs its points' foreground hooks one after another, within one budget.
-    for event in palisade::bridge::EVENTS {
+    let mut events: Vec<&str> = palisade::bridge::Dialect::ALL
+        .iter()
+        .flat_map(|dialect| dialect.events().iter().copied())
+        .collect();
+    events.sort_unstable();
+    events.dedup();
+    for event in events {
         let points = palisade::bridge::points_for(event);
         let total: u128 = points
             .iter()

@@ -4,7 +4,7 @@
 
 use crate::hook_io::DEFAULT_BUDGET_MS;
 use crate::settings::SettingsEntry;
-use palisade::bridge;
+use palisade::bridge::{self, Dialect};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -147,28 +147,23 @@ impl InstallCommand {
     }
 }
 
-/// The events of `events` worth registering: those that run a point the plugins subscribe to.
+/// The events of `events` worth registering: those that run a point the plugins have a hook
+/// on — for an event always about one tool ([`bridge::event_tool`]), a hook whose matcher
+/// takes that tool.
 fn events_for(plugins: &palisade::Plugins, events: &[&'static str]) -> Vec<&'static str> {
-    let points = subscribed(plugins);
     events
         .iter()
         .copied()
-        .filter(|event| bridge::points_for(event).iter().any(|p| points.contains(p)))
-        .collect()
-}
-
-/// Claude Code's events: every bridged one, a failed tool call's too.
-fn claude_code_events() -> Vec<&'static str> {
-    let mut events = bridge::EVENTS.to_vec();
-    events.extend(bridge::CLAUDE_CODE_ONLY_EVENTS);
-    events
-}
-
-/// The points the plugins have hooks on.
-fn subscribed(plugins: &palisade::Plugins) -> std::collections::BTreeSet<palisade::Point> {
-    plugins
-        .iter()
-        .flat_map(|p| p.manifest().hooks.iter().map(|h| h.point))
+        .filter(|event| {
+            let points = bridge::points_for(event);
+            let tool = bridge::event_tool(event);
+            plugins
+                .iter()
+                .flat_map(|plugin| plugin.manifest().hooks.iter())
+                .any(|hook| {
+                    points.contains(&hook.point) && tool.is_none_or(|t| hook.matches_tool(t))
+                })
+        })
         .collect()
 }
 
@@ -212,7 +207,7 @@ fn install_claude_code(
     let plugins = crate::cache::host_builder().build()?.load_dir(dir)?;
     let command = hook_command("claude-code", dir, audit_log)?;
     let mut hooks = serde_json::Map::new();
-    for event in events_for(&plugins, &claude_code_events()) {
+    for event in events_for(&plugins, Dialect::ClaudeCode.events()) {
         hooks.insert(event.to_string(), command_entry(event, &command));
     }
     let code = merge_settings(hooks, settings, &command, CLAUDE_CODE)?;
@@ -249,20 +244,17 @@ fn install_gemini(
 ) -> anyhow::Result<ExitCode> {
     let plugins = crate::cache::host_builder().build()?.load_dir(dir)?;
     let command = hook_command("gemini", dir, audit_log)?;
-    let points = subscribed(&plugins);
     let mut hooks = serde_json::Map::new();
-    for event in palisade::gemini::EVENTS {
-        if bridge::points_for(event).iter().any(|p| points.contains(p)) {
-            let entry = crate::settings::GeminiSettingsEntry::command(
-                event,
-                &command,
-                install_timeout_secs() * 1000,
-            );
-            hooks.insert(
-                event.to_string(),
-                Value::Array(vec![serde_json::to_value(entry)?]),
-            );
-        }
+    for event in events_for(&plugins, Dialect::Gemini.events()) {
+        let entry = crate::settings::GeminiSettingsEntry::command(
+            event,
+            &command,
+            install_timeout_secs() * 1000,
+        );
+        hooks.insert(
+            event.to_string(),
+            Value::Array(vec![serde_json::to_value(entry)?]),
+        );
     }
     let code = merge_settings(hooks, settings, &command, GEMINI)?;
     eprintln!(
@@ -488,7 +480,7 @@ fn install_claude_code_serve(
         shell_quote(&token_file.to_string_lossy())
     );
     let mut hooks = serde_json::Map::new();
-    for event in claude_code_events() {
+    for &event in Dialect::ClaudeCode.events() {
         hooks.insert(event.to_string(), command_entry(event, &command));
     }
     let code = merge_settings(hooks, settings, &format!("forwarded to {url}"), CLAUDE_CODE)?;
@@ -506,7 +498,7 @@ fn install_codex(dir: &Path, audit_log: Option<&Path>) -> anyhow::Result<ExitCod
     let plugins = crate::cache::host_builder().build()?.load_dir(dir)?;
     let command = hook_command("codex", dir, audit_log)?;
     let quoted = serde_json::to_string(&command)?;
-    for event in events_for(&plugins, &bridge::EVENTS) {
+    for event in events_for(&plugins, Dialect::Codex.events()) {
         // No matcher: every tool (Palisade's own matchers decide).
         println!("[[hooks.{event}]]");
         // A timeout past the bridge's budget: its fail-closed answer arrives first.

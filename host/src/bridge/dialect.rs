@@ -40,6 +40,19 @@ impl Dialect {
         }
     }
 
+    /// The agent's hook events that run points, in lifecycle order: what `install` registers
+    /// (of them, those whose points the plugins have hooks on) and what `serve` answers.
+    pub fn events(self) -> &'static [&'static str] {
+        match self {
+            Dialect::ClaudeCode => &CLAUDE_CODE_EVENTS,
+            Dialect::Codex => &CODEX_EVENTS,
+            Dialect::Gemini => &crate::gemini::EVENTS,
+        }
+    }
+
+    /// Every dialect.
+    pub const ALL: [Dialect; 3] = [Dialect::ClaudeCode, Dialect::Codex, Dialect::Gemini];
+
     /// The dialect a recording names.
     pub fn from_name(name: &str) -> Option<Dialect> {
         match name {
@@ -50,3 +63,40 @@ impl Dialect {
         }
     }
 }
+
+/// Claude Code's events that run points ([`Dialect::events`]), in lifecycle order: beyond
+/// Codex's (but `Interrupt`), a failed tool call (`PostToolUseFailure`), whose result goes
+/// where every result goes; the inline shell command of a skill or slash command
+/// (`PreSkillShellCommand`), which runs without a `PreToolUse` and is judged as the shell call
+/// it is; a turn that ended in an API error (`StopFailure`), which closes the turn as failed;
+/// an MCP server's question to the user (`Elicitation`), judged as a call of
+/// `elicitation/create`, and the user's answer (`ElicitationResult`), as that call's result.
+pub const CLAUDE_CODE_EVENTS: [&str; 13] = [
+    "SessionStart",
+    "UserPromptSubmit",
+    "PreToolUse",
+    "PreSkillShellCommand",
+    "PermissionRequest",
+    "Elicitation",
+    "PostToolUse",
+    "PostToolUseFailure",
+    "ElicitationResult",
+    "Stop",
+    "SubagentStop",
+    "StopFailure",
+    "SessionEnd",
+];
+
+/// Codex's events that run points ([`Dialect::events`]), in lifecycle order: those both agents
+/// have, and a turn its user interrupted (`Interrupt`), which closes the turn as interrupted.
+pub const CODEX_EVENTS: [&str; 9] = [
+    "SessionStart",
+    "UserPromptSubmit",
+    "PreToolUse",
+    "PermissionRequest",
+    "PostToolUse",
+    "Stop",
+    "SubagentStop",
+    "Interrupt",
+    "SessionEnd",
+];

@@ -13,10 +13,14 @@
 //! | `UserPromptSubmit` | prompt-submit, then message-committed (or, rejected, turn-completed) | `decision: "block"` + `reason`, or `additionalContext` |
 //! | `PreToolUse` | tool-call-committed, pre-tool, then tool-guard | `permissionDecision` `deny` / `ask` + reason |
 //! | `PreSkillShellCommand` (a skill's or slash command's inline shell command, which no `PreToolUse` sees) | the same, over the shell call | the same: `deny` or `ask` keeps the command from running |
+//! | `Elicitation` (an MCP server asks the user a question) | tool-call-committed, pre-tool, then tool-guard, over a call of `elicitation/create` | `hookSpecificOutput.action: "decline"` + a message for the user; nothing otherwise (the user answers) |
+//! | `ElicitationResult` (the user's answer, about to go to the server) | post-tool, tool-result, tool-result-committed, over that call's result (`action`, `content`) | `decision: "block"` + reason: the server hears `decline` |
 //! | `PermissionRequest` (the agent is about to ask its user to approve a call) | tool-guard, over the call | `decision.behavior: "deny"` + message; nothing otherwise (never `allow`: the user decides) |
 //! | `PostToolUse` | post-tool, tool-result, tool-result-committed | `decision: "block"` + `reason`, `additionalContext` |
 //! | `Stop`, `SubagentStop` | turn-stopping (then turn-completed) | `decision: "block"` + `reason` (the steering) |
 //! | `StopFailure` (the turn ended in an API error) | turn-completed, failed | nothing (the agent ignores it) |
+//! | Codex's `Interrupt` (its user interrupted the turn) | turn-completed, interrupted | nothing |
+//! | Gemini CLI's `BeforeModel` (a model request), after the turn's first | prompt-submit, a continuation step with no claimed messages | `decision: "block"` + `reason`: the model is not called, the turn ends |
 //! | `SessionEnd` | session-ended | nothing |
 //! | `PreCompact`, `Notification`, others | none | nothing (see `docs/bridges.md`) |
 //!
@@ -31,7 +35,8 @@ use crate::lifecycle::{AgentApplies, AskPolicy, Lifecycle, ToolDecision};
 use crate::plugin::Plugins;
 use crate::point::Point;
 use crate::types::{
-    Message, PreStepDecision, SessionSource, StopEvent, ToolCall, ToolOutcome, TurnOutcome,
+    ContentBlock, Message, PreStepDecision, Provenance, SessionSource, StopEvent, ToolCall,
+    ToolOutcome, TurnOutcome,
 };
 use serde::Deserialize;
 use serde_json::{Value, json};
@@ -40,7 +45,7 @@ mod dialect;
 mod fields;
 mod recorded;
 
-pub use dialect::Dialect;
+pub use dialect::{CLAUDE_CODE_EVENTS, CODEX_EVENTS, Dialect};
 use fields::{carries_back, gemini_as_claude, outcome, tool_call};
 pub use recorded::{agent_event, session_events};
 
@@ -120,13 +125,20 @@ impl Reply {
 }
 
 /// The events whose failure to even start (the input unreadable, the plugins not loadable)
-/// must block: an unguarded tool call or prompt is worse than a refused one. Elsewhere a
+/// must block: an unguarded tool call, prompt, model request (Gemini CLI's `BeforeModel`), MCP
+/// server's question or answer to one is worse than a refused one. Elsewhere a
 /// blocking exit would mean "keep going" (`Stop`), so those get a non-blocking error. Gemini
 /// CLI's names for the same events (`BeforeTool`, `BeforeAgent`) block too.
 pub fn fails_closed(event: &str) -> bool {
     matches!(
         canonical(event),
-        "PreToolUse" | "PreSkillShellCommand" | "PermissionRequest" | "UserPromptSubmit"
+        "PreToolUse"
+            | "PreSkillShellCommand"
+            | "PermissionRequest"
+            | "UserPromptSubmit"
+            | "Elicitation"
+            | "ElicitationResult"
+            | "BeforeModel"
     )
 }
 
@@ -168,26 +180,6 @@ pub fn failure(event: &str, why: &str) -> Reply {
     }
 }
 
-/// The agent events that run Palisade points, in lifecycle order.
-pub const EVENTS: [&str; 8] = [
-    "SessionStart",
-    "UserPromptSubmit",
-    "PreToolUse",
-    "PermissionRequest",
-    "PostToolUse",
-    "Stop",
-    "SubagentStop",
-    "SessionEnd",
-];
-
-/// Claude Code's events the bridge handles beyond [`EVENTS`], which Codex lacks: a failed tool
-/// call (`PostToolUseFailure`), whose result goes where every result goes; the inline shell
-/// command of a skill or slash command (`PreSkillShellCommand`), which runs without a
-/// `PreToolUse` and is judged as the shell call it is; a turn that ended in an API error
-/// (`StopFailure`), which closes the turn as failed.
-pub const CLAUDE_CODE_ONLY_EVENTS: [&str; 3] =
-    ["PostToolUseFailure", "PreSkillShellCommand", "StopFailure"];
-
 /// The canonical points an agent event runs (none for an event with no Palisade point), by
 /// its Claude Code, Codex or Gemini CLI name.
 pub fn points_for(event: &str) -> &'static [Point] {
@@ -209,8 +201,17 @@ pub fn points_for(event: &str) -> &'static [Point] {
         ],
         "Stop" => &[Point::TurnStopping, Point::TurnCompleted],
         "SubagentStop" => &[Point::TurnStopping],
-        "StopFailure" => &[Point::TurnCompleted],
+        "StopFailure" | "Interrupt" => &[Point::TurnCompleted],
         "PermissionRequest" => &[Point::ToolGuard],
+        "Elicitation" => &[Point::ToolCallCommitted, Point::PreTool, Point::ToolGuard],
+        "ElicitationResult" => &[
+            Point::PostTool,
+            Point::ToolResult,
+            Point::ToolResultCommitted,
+        ],
+        // A continuation step's prompt-submit; its reject closes the turn, but an observer of
+        // turn-completed alone needs no process per model request.
+        "BeforeModel" => &[Point::PromptSubmit],
         "SessionEnd" => &[Point::SessionEnded],
         _ => &[],
     }
@@ -229,8 +230,16 @@ pub fn tool_of(input: &Value) -> Option<&str> {
         | "PermissionRequest"
         | "PostToolUse"
         | "PostToolUseFailure" => input.get("tool_name")?.as_str(),
+        "Elicitation" | "ElicitationResult" => event_tool(event),
         _ => None,
     }
+}
+
+/// The tool an agent event is always about, whatever its input says: `elicitation/create` for
+/// Claude Code's `Elicitation` and `ElicitationResult`. A hook whose matcher does not take it
+/// never runs there, so `install` need not register the event for it.
+pub fn event_tool(event: &str) -> Option<&'static str> {
+    matches!(canonical(event), "Elicitation" | "ElicitationResult").then_some(ELICITATION)
 }
 
 /// Handles one hook event of `dialect` with `plugins`, in a session of its own (the agent's
@@ -273,8 +282,20 @@ pub async fn handle_event(lifecycle: &Lifecycle, dialect: Dialect, mut input: Ho
     if dialect == Dialect::Gemini {
         gemini_as_claude(&mut input);
     }
-    let mut reply = dispatch(lifecycle, dialect, &input).await;
-    if reply.stdout.is_none() && reply.exit_code == 0 && reply.points.is_empty() {
+    // A sub-agent's event (Claude Code's and Codex's `agent_id`): its hooks' audit events name it.
+    let agent = match &input.other.get("agent_id") {
+        Some(Value::String(id)) => Some(crate::events::SubAgent {
+            id: id.clone(),
+            kind: input
+                .other
+                .get("agent_type")
+                .and_then(Value::as_str)
+                .map(str::to_string),
+        }),
+        _ => None,
+    };
+    let mut reply = crate::events::in_subagent(agent, dispatch(lifecycle, dialect, &input)).await;
+    if reply.stdout.is_none() && reply.exit_code == 0 && points_for(&asked).is_empty() {
         reply.stderr = Some(format!(
             "palisade: `{asked}` has no Palisade point; nothing ran"
         ));
@@ -316,10 +337,26 @@ async fn dispatch(lifecycle: &Lifecycle, dialect: Dialect, input: &HookEvent) ->
             lifecycle.in_turn_durably(turn).await;
             stop(lifecycle, event, input).await
         }
-        "StopFailure" => {
-            // The turn ended in an API error: no `Stop` comes, and nothing can steer it.
+        "Elicitation" if dialect == Dialect::ClaudeCode => {
             lifecycle.in_turn_durably(turn).await;
-            lifecycle.turn_completed(TurnOutcome::Failed);
+            elicitation(lifecycle, input).await
+        }
+        "ElicitationResult" if dialect == Dialect::ClaudeCode => {
+            lifecycle.in_turn_durably(turn).await;
+            elicitation_result(lifecycle, input).await
+        }
+        "BeforeModel" if dialect == Dialect::Gemini => {
+            lifecycle.in_turn_durably(turn).await;
+            model_request(lifecycle).await
+        }
+        "StopFailure" | "Interrupt" => {
+            // The turn ended in an API error, or its user interrupted it: no `Stop` comes, and
+            // nothing can steer it.
+            lifecycle.in_turn_durably(turn).await;
+            lifecycle.turn_completed(match event {
+                "Interrupt" => TurnOutcome::Interrupted,
+                _ => TurnOutcome::Failed,
+            });
             Reply {
                 points: vec!["turn-completed"],
                 ..Reply::nothing()
@@ -379,6 +416,145 @@ async fn prompt_submit(lifecycle: &Lifecycle, turn: Option<&str>, input: &HookEv
                 Some(context) => Reply::answer(HookAnswer::context("UserPromptSubmit", context)),
                 None => Reply::nothing(),
             }
+        }
+    };
+    reply.points = vec!["prompt-submit"];
+    reply
+}
+
+/// The tool an MCP server's question to the user is judged as, at every front door: MCP's and
+/// ACP's method for it.
+const ELICITATION: &str = "elicitation/create";
+
+/// Claude Code's `Elicitation`: an MCP server asks the user a question (a form, or a URL to
+/// open) in the middle of a tool call. Judged as a call of the tool `elicitation/create` whose
+/// arguments are the question (MCP's fields: `message`, `requestedSchema`, `mode`, `url`,
+/// `elicitationId`), from the server named in its provenance, by the tool step: a refusal
+/// declines it for the user, who never sees it; an ask or no objection leaves the question to
+/// the user.
+async fn elicitation(lifecycle: &Lifecycle, input: &HookEvent) -> Reply {
+    let call = elicitation_call(input);
+    let step = lifecycle.authorize(&call, AskPolicy::Agent).await;
+    let mut reply = match step.decision {
+        ToolDecision::Denied(denial) => Reply::answer(HookAnswer::elicitation_declined(format!(
+            "Palisade declined the question: {}",
+            denial.message
+        ))),
+        ToolDecision::Allowed { .. } | ToolDecision::Ask(_) => Reply::nothing(),
+    };
+    reply.points = step.points.iter().map(|p| p.as_str()).collect();
+    reply
+}
+
+/// The call an `Elicitation` or `ElicitationResult` is judged as ([`elicitation`]).
+fn elicitation_call(input: &HookEvent) -> ToolCall {
+    let field = |name: &str| input.other.get(name).cloned();
+    let mut arguments = serde_json::Map::new();
+    for (theirs, mcp) in [
+        ("message", "message"),
+        ("requested_schema", "requestedSchema"),
+        ("mode", "mode"),
+        ("url", "url"),
+        ("elicitation_id", "elicitationId"),
+    ] {
+        if let Some(value) = field(theirs) {
+            arguments.insert(mcp.to_string(), value);
+        }
+    }
+    let id = match field("elicitation_id") {
+        Some(Value::String(id)) => id,
+        _ => crate::lifecycle::random_key(),
+    };
+    let mut call = ToolCall::new(
+        format!("elicitation-{id}"),
+        ELICITATION,
+        Value::Object(arguments),
+    );
+    if let Some(Value::String(server)) = field("mcp_server_name") {
+        call.provenance = Some(Provenance::Mcp {
+            server,
+            tool: ELICITATION.to_string(),
+        });
+    }
+    call
+}
+
+/// Claude Code's `ElicitationResult`: the user's answer to an MCP server's question, about to
+/// go to the server — the result of the `elicitation/create` call ([`elicitation`]), as MCP
+/// has it (`action`, and the `content` of an accept). Through `post-tool`, `tool-result` and
+/// the committed result: a block declines the answer (the server hears `decline`, which is
+/// what is committed); a replacement or contexts cannot be carried (recorded as not applied).
+async fn elicitation_result(lifecycle: &Lifecycle, input: &HookEvent) -> Reply {
+    let call = elicitation_call(input);
+    let mut answer = serde_json::Map::new();
+    for field in ["action", "content"] {
+        if let Some(value) = input.other.get(field) {
+            answer.insert(field.to_string(), value.clone());
+        }
+    }
+    let answer = Value::Object(answer);
+    let outcome = ToolOutcome {
+        content_blocks: vec![ContentBlock::Json {
+            value: answer.clone(),
+        }],
+        is_error: false,
+        value: Some(answer),
+    };
+    let result = lifecycle
+        .tool_reported(&call, &outcome, AgentApplies::Blocks)
+        .await
+        .post;
+    lifecycle.contexts_not_applied(
+        Point::PostTool,
+        Some(&call.name),
+        &result.contexts,
+        "Claude Code takes no context with an answer to an MCP server",
+    );
+    let mut reply = match &result.blocked {
+        Some(denial) => Reply::answer(HookAnswer::block(denial.message.clone())),
+        None => Reply::nothing(),
+    };
+    reply.points = vec!["post-tool", "tool-result", "tool-result-committed"];
+    reply
+}
+
+/// Gemini CLI's `BeforeModel`: the agent is about to send the model a request of the current
+/// turn. Its first is the prompt's step 1, judged at `BeforeAgent`; each later one is a step
+/// that continues the turn after tool calls, which runs `prompt-submit` with no claimed
+/// messages (docs/semantics.md S1.9, S1.11). A reject blocks the request: the model is not
+/// called and the turn ends, closed blocked. The agent can neither take a reshaped batch
+/// (blocked, as a reshaped prompt is) nor add contexts to the request (recorded as not
+/// applied). When the steps cannot be counted, the request is blocked.
+async fn model_request(lifecycle: &Lifecycle) -> Reply {
+    let step = match lifecycle.next_step().await {
+        Ok(step) => step,
+        Err(why) => {
+            return failure(
+                "BeforeModel",
+                &format!("the turn's model requests could not be counted: {why}"),
+            );
+        }
+    };
+    if step <= 1 {
+        return Reply::nothing();
+    }
+    let mut reply = match lifecycle.pre_step(step, Vec::new()).await {
+        PreStepDecision::Reject(denial) => Reply::answer(HookAnswer::block(denial.message)),
+        PreStepDecision::Enter { messages, .. } if !messages.is_empty() => {
+            lifecycle.turn_completed(TurnOutcome::Blocked);
+            Reply::answer(HookAnswer::block(
+                "a prompt-submit hook added messages to this step, and this agent cannot add \
+                 messages to a model request: it is blocked rather than sent without them",
+            ))
+        }
+        PreStepDecision::Enter { contexts, .. } => {
+            lifecycle.contexts_not_applied(
+                Point::PromptSubmit,
+                None,
+                &contexts,
+                "Gemini CLI cannot add context to a model request; the request went without it",
+            );
+            Reply::nothing()
         }
     };
     reply.points = vec!["prompt-submit"];

@@ -198,9 +198,11 @@ impl Session {
             started: Instant::now(),
             done: false,
         };
+        // Background hooks are still the sub-agent's, in their own task.
+        let agent = crate::events::current_subagent();
         set.spawn(async move {
             let mut unfinished = unfinished;
-            task.await;
+            crate::events::in_current_subagent(agent, task).await;
             unfinished.done = true;
         });
     }

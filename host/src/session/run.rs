@@ -44,6 +44,7 @@ impl SessionShared {
         let Some(sink) = &self.plugins.host.inner.sink else {
             return;
         };
+        let (agent_id, agent_type) = Event::subagent_fields();
         // `String::from(&*…)`, not `to_string()`: for an `Arc<str>` that goes through `Display`.
         sink.emit(&Event {
             kind: kind(),
@@ -53,6 +54,8 @@ impl SessionShared {
             hook_id: String::from(&*hook.id),
             plugin: self.plugins.plugins[hook.plugin].name().to_string(),
             point: inv.point,
+            agent_id,
+            agent_type,
         });
     }
 

@@ -229,7 +229,7 @@ impl StateStore {
     }
 
     /// The durable counter `key` of agent session `session`, after adding `add` (0 reads it):
-    /// what a [`crate::Lifecycle`] numbers turns and stops by when the agent gives them no id
+    /// what a [`crate::Lifecycle`] numbers turns, steps and stops by when the agent gives them no id
     /// of its own, so that their numbers — and the interaction ids made of them — go on
     /// across processes and restarts. Kept in a domain of the host's own, which no manifest
     /// can name.

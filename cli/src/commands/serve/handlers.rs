@@ -138,13 +138,9 @@ pub(super) async fn answer(server: &Arc<Server>, dialect: Dialect, body: &[u8]) 
         },
     };
     let event = input.name().to_string();
-    // The events `install --serve` registers for this agent: Claude Code's own too.
-    let only_claude: &[&str] = match dialect {
-        Dialect::ClaudeCode => &bridge::CLAUDE_CODE_ONLY_EVENTS,
-        _ => &[],
-    };
-    if !bridge::EVENTS.contains(&event.as_str()) && !only_claude.contains(&event.as_str()) {
-        let known: Vec<&str> = bridge::EVENTS.iter().chain(only_claude).copied().collect();
+    // The events `install --serve` registers for this agent.
+    let known = dialect.events();
+    if !known.contains(&event.as_str()) {
         return problem(
             StatusCode::BAD_REQUEST,
             format!(

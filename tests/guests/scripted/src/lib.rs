@@ -413,6 +413,11 @@ impl PromptSubmit for Scripted {
         match behaviour("prompt_submit", "enter").as_str() {
             "panic" => panic!("scripted panic"),
             "reject" => PreStepDecision::Reject(Deny::new("scripted-reject", "rejected the step")),
+            // Any step after a tool call (the prompt's is step 1).
+            "reject-continuations" if step.step > 1 => PreStepDecision::Reject(Deny::new(
+                "continuation",
+                format!("step {} of turn {} is not allowed", step.step, step.turn),
+            )),
             // The complete batch, each `password=…` masked.
             "redact" => PreStepDecision::EnterBatch(
                 step.messages
