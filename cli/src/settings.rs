@@ -12,25 +12,44 @@ pub struct SettingsEntry {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub matcher: Option<String>,
     /// The hooks.
-    pub hooks: Vec<CommandHook>,
+    pub hooks: Vec<Handler>,
 }
 
-/// A hook command in a settings file.
+/// A hook in a settings file: a command, or (Claude Code 2.1.63 and later) a POST to a URL.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct CommandHook {
-    /// Always `command`.
-    #[serde(rename = "type")]
-    pub kind: String,
-    /// The shell command.
-    pub command: String,
-    /// The agent's timeout for it, in seconds.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub timeout: Option<u64>,
-    /// What Claude Code makes of the hook's failure (a crash, a timeout, no answer):
-    /// `block` counts it as exit status 2, so the action the event guards is blocked;
-    /// Claude Code's default, `continue`, lets it proceed.
-    #[serde(rename = "onFailure", default, skip_serializing_if = "Option::is_none")]
-    pub on_failure: Option<String>,
+#[serde(tag = "type", rename_all = "lowercase")]
+pub enum Handler {
+    /// A command the agent runs with the event on its stdin.
+    Command {
+        /// The shell command.
+        command: String,
+        /// The agent's timeout for it, in seconds.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        timeout: Option<u64>,
+        /// What Claude Code makes of the hook's failure (a crash, a timeout, no answer):
+        /// `block` counts it as exit status 2, so the action the event guards is blocked;
+        /// Claude Code's default, `continue`, lets it proceed.
+        #[serde(rename = "onFailure", default, skip_serializing_if = "Option::is_none")]
+        on_failure: Option<String>,
+    },
+    /// A POST of the event to `url` (Claude Code's `http` hook): the body of a 2xx answer is
+    /// read as a command's stdout; anything else is the hook's failure.
+    Http {
+        /// Where the event goes.
+        url: String,
+        /// Headers sent with it; `${VAR}` is the environment variable `VAR`, when
+        /// `allowed_env_vars` names it.
+        headers: std::collections::BTreeMap<String, String>,
+        /// The environment variables the headers may name.
+        #[serde(rename = "allowedEnvVars")]
+        allowed_env_vars: Vec<String>,
+        /// The agent's timeout for it, in seconds.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        timeout: Option<u64>,
+        /// As a command's.
+        #[serde(rename = "onFailure", default, skip_serializing_if = "Option::is_none")]
+        on_failure: Option<String>,
+    },
 }
 
 /// The Claude Code events at which a failed hook process blocks what the event guards (the
@@ -48,10 +67,43 @@ pub const BLOCK_ON_FAILURE: &[&str] = &[
     "ElicitationResult",
 ];
 
+/// The Claude Code events that do not run `http` hooks: only command hooks reach them.
+pub const COMMAND_ONLY: &[&str] = &["SessionStart", "Setup"];
+
 impl SettingsEntry {
     /// An entry that runs `command` on `event` (for every tool, on a tool event), with the
     /// agent's timeout `timeout_secs`; its failure blocks where [`BLOCK_ON_FAILURE`] says.
     pub fn command(event: &str, command: &str, timeout_secs: u64) -> SettingsEntry {
+        SettingsEntry::of(
+            event,
+            Handler::Command {
+                command: command.into(),
+                timeout: Some(timeout_secs),
+                on_failure: on_failure(event),
+            },
+        )
+    }
+
+    /// An entry that POSTs `event` to `url` with the bearer token of the environment
+    /// variable `token_var`, as [`SettingsEntry::command`] runs a command.
+    pub fn http(event: &str, url: &str, token_var: &str, timeout_secs: u64) -> SettingsEntry {
+        let headers = [(
+            "Authorization".to_string(),
+            format!("Bearer ${{{token_var}}}"),
+        )];
+        SettingsEntry::of(
+            event,
+            Handler::Http {
+                url: url.into(),
+                headers: headers.into_iter().collect(),
+                allowed_env_vars: vec![token_var.to_string()],
+                timeout: Some(timeout_secs),
+                on_failure: on_failure(event),
+            },
+        )
+    }
+
+    fn of(event: &str, handler: Handler) -> SettingsEntry {
         SettingsEntry {
             matcher: matches!(
                 event,
@@ -64,16 +116,15 @@ impl SettingsEntry {
                     | "ElicitationResult"
             )
             .then(|| "*".to_string()),
-            hooks: vec![CommandHook {
-                kind: "command".into(),
-                command: command.into(),
-                timeout: Some(timeout_secs),
-                on_failure: BLOCK_ON_FAILURE
-                    .contains(&event)
-                    .then(|| "block".to_string()),
-            }],
+            hooks: vec![handler],
         }
     }
+}
+
+fn on_failure(event: &str) -> Option<String> {
+    BLOCK_ON_FAILURE
+        .contains(&event)
+        .then(|| "block".to_string())
 }
 
 /// One entry of Gemini's `hooks.<Event>` list in its settings.json.

@@ -257,7 +257,14 @@ fn install_claude_by(world: &World, bin: &Path) {
 }
 
 /// Claude Code with hooks that forward to `palisade serve` (installed by `install --serve`).
-fn run_claude_served(world: &World) -> (Output, MockModel, server::Server) {
+/// Claude Code with `install claude-code --serve --hook-type HOOK_TYPE` in its project's
+/// settings, in front of a `palisade serve` of the world's plugins; with the server's token in
+/// PALISADE_SERVE_TOKEN when `token` (what http hooks send).
+fn run_claude_served(
+    world: &World,
+    hook_type: &str,
+    token: bool,
+) -> (Output, MockModel, server::Server) {
     let server = server::Server::start(
         &world.plugins,
         &["--audit-log", world.audit.to_str().unwrap()],
@@ -271,11 +278,19 @@ fn run_claude_served(world: &World) -> (Output, MockModel, server::Server) {
         &server.url(),
         "--token-file",
         server.token_file.to_str().unwrap(),
+        "--hook-type",
+        hook_type,
         "--settings",
         settings.to_str().unwrap(),
     ]);
-    let (out, mock) = claude(world);
-    (out, mock, server)
+    let mock = MockModel::start(Api::Anthropic, &world.command());
+    let mut command = claude_command(world, "write the marker file", &mock);
+    command.args(["--allowedTools", "Bash"]);
+    if token {
+        let token = std::fs::read_to_string(&server.token_file).unwrap();
+        command.env("PALISADE_SERVE_TOKEN", token.trim());
+    }
+    (run(command), mock, server)
 }
 
 /// Runs Claude Code on the world's project, as set up.
@@ -615,7 +630,7 @@ fn claude_code_gives_its_model_the_result_a_post_tool_hook_redacted() {
 #[test]
 fn claude_code_through_palisade_serve_obeys_a_deny() {
     let world = World::new(true);
-    let (out, mock, server) = run_claude_served(&world);
+    let (out, mock, server) = run_claude_served(&world, "command", false);
     let report = format!(
         "{}\nserver:\n{}",
         assert_denied(&world, &out),
@@ -626,8 +641,9 @@ fn claude_code_through_palisade_serve_obeys_a_deny() {
 
 #[test]
 fn claude_code_through_palisade_serve_runs_an_allowed_tool_with_the_contexts() {
+    // Claude Code POSTs the events itself (but SessionStart, which forwards).
     let world = World::new(false);
-    let (out, mock, server) = run_claude_served(&world);
+    let (out, mock, server) = run_claude_served(&world, "http", true);
     assert_allowed_with_contexts(&world, &out, &mock);
     // Every event of the run went to one Palisade session: the agent's.
     let sessions: std::collections::BTreeSet<String> = world
@@ -636,6 +652,20 @@ fn claude_code_through_palisade_serve_runs_an_allowed_tool_with_the_contexts() {
         .filter_map(|e| e["session_id"].as_str().map(str::to_string))
         .collect();
     assert_eq!(sessions.len(), 1, "{sessions:?}\n{}", server.said());
+}
+
+/// Http hooks whose token variable is not set: the server refuses every event, and Claude Code
+/// blocks the guarded ones (`onFailure: block`), so nothing runs unjudged.
+#[test]
+fn claude_code_http_hooks_without_the_token_run_nothing_unjudged() {
+    let world = World::new(false);
+    let (out, mock, server) = run_claude_served(&world, "http", false);
+    let report = format!("{}\nserver:\n{}", describe(&out, &world), server.said());
+    assert!(!world.marker.exists(), "the command ran: {report}");
+    assert!(
+        claude_tool_results(&mock).is_empty(),
+        "a tool ran: {report}"
+    );
 }
 
 // --- Codex ---------------------------------------------------------------------------------

@@ -557,6 +557,8 @@ fn install_serve_writes_forwarding_hooks_that_read_the_token_from_its_file() {
                 "claude-code",
                 "--serve",
                 "http://127.0.0.1:8719",
+                "--hook-type",
+                "command",
                 "--settings",
                 settings.to_str().unwrap(),
             ])
@@ -611,6 +613,110 @@ fn install_serve_writes_forwarding_hooks_that_read_the_token_from_its_file() {
     }
     let stop = written["hooks"]["Stop"].as_array().unwrap();
     assert_eq!(stop.len(), 2, "the user's own Stop hook is kept: {stop:?}");
+}
+
+/// `install claude-code --serve --hook-type http`: Claude Code POSTs each event itself, with
+/// the token from PALISADE_SERVE_TOKEN (never written into the settings); `SessionStart`,
+/// which runs no http hook, forwards; guarded events fail closed; lists that restrict http
+/// hooks get the server's URL and the variable.
+#[test]
+fn install_serve_writes_http_hooks_with_the_token_from_the_environment() {
+    let dir = tempfile::tempdir().unwrap();
+    let settings = dir.path().join("settings.json");
+    std::fs::write(
+        &settings,
+        r#"{"allowedHttpHookUrls": ["https://hooks.example/*"], "httpHookAllowedEnvVars": ["MINE"]}"#,
+    )
+    .unwrap();
+    let token_file = dir.path().join("serve-token");
+    let install = |hook_type: &str, path: &str| {
+        std::process::Command::new(env!("CARGO_BIN_EXE_palisade"))
+            .args([
+                "install",
+                "claude-code",
+                "--serve",
+                "http://127.0.0.1:8719",
+                "--token-file",
+                token_file.to_str().unwrap(),
+                "--hook-type",
+                hook_type,
+                "--settings",
+                settings.to_str().unwrap(),
+            ])
+            .env("PATH", path)
+            .output()
+            .unwrap()
+    };
+    let out = install("http", "/nonexistent");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("PALISADE_SERVE_TOKEN=\"$(cat "), "{stderr}");
+    let written: Value =
+        serde_json::from_str(&std::fs::read_to_string(&settings).unwrap()).unwrap();
+    let pre = &written["hooks"]["PreToolUse"][0];
+    assert_eq!(pre["matcher"], "*");
+    assert_eq!(
+        pre["hooks"][0],
+        json!({ "type": "http", "url": "http://127.0.0.1:8719/claude-code",
+            "headers": { "Authorization": "Bearer ${PALISADE_SERVE_TOKEN}" },
+            "allowedEnvVars": ["PALISADE_SERVE_TOKEN"], "timeout": 15, "onFailure": "block" }),
+        "{written:#}"
+    );
+    let stop = &written["hooks"]["Stop"][0]["hooks"][0];
+    assert_eq!(stop["type"], "http");
+    assert!(stop.get("onFailure").is_none(), "{stop}");
+    let start = &written["hooks"]["SessionStart"][0]["hooks"][0];
+    assert_eq!(start["type"], "command");
+    assert!(
+        start["command"]
+            .as_str()
+            .unwrap()
+            .contains(" forward http://127.0.0.1:8719/claude-code --token-file "),
+        "{start}"
+    );
+    assert_eq!(
+        written["allowedHttpHookUrls"],
+        json!([
+            "https://hooks.example/*",
+            "http://127.0.0.1:8719/claude-code"
+        ])
+    );
+    assert_eq!(
+        written["httpHookAllowedEnvVars"],
+        json!(["MINE", "PALISADE_SERVE_TOKEN"])
+    );
+    let token = std::fs::read_to_string(&token_file).unwrap();
+    let text = std::fs::read_to_string(&settings).unwrap();
+    assert!(!text.contains(token.trim()), "{text}");
+
+    // `auto` asks the `claude` on PATH: http hooks from 2.1.63 on, a forward before.
+    let bin = dir.path().join("bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    for (version, kind) in [("2.1.62", "command"), ("2.1.332", "http")] {
+        let claude = bin.join("claude");
+        std::fs::write(
+            &claude,
+            format!("#!/bin/sh\necho '{version} (Claude Code)'\n"),
+        )
+        .unwrap();
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&claude, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let out = install("auto", bin.to_str().unwrap());
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let written: Value =
+            serde_json::from_str(&std::fs::read_to_string(&settings).unwrap()).unwrap();
+        let hooks = written["hooks"]["PreToolUse"].as_array().unwrap();
+        assert_eq!(hooks.len(), 1, "reinstalled in place: {written:#}");
+        assert_eq!(hooks[0]["hooks"][0]["type"], kind, "{version}: {written:#}");
+    }
 }
 
 /// Claude Code's own events, which `install --serve` registers, are served too: a slash

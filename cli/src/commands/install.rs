@@ -9,6 +9,23 @@ use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
+/// How `install claude-code --serve` has Claude Code reach the server.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum HookType {
+    /// `http` when the `claude` on PATH takes http hooks, else `command`.
+    Auto,
+    /// Claude Code POSTs each event itself.
+    Http,
+    /// A `palisade forward` process per event.
+    Command,
+}
+
+/// The environment variable an http hook takes the server's bearer token from.
+const TOKEN_VAR: &str = "PALISADE_SERVE_TOKEN";
+
+/// The first Claude Code that runs `http` hooks.
+const HTTP_HOOKS_SINCE: (u64, u64, u64) = (2, 1, 63);
+
 /// Register Palisade as an agent's hook command.
 #[derive(clap::Subcommand)]
 pub enum InstallCommand {
@@ -31,6 +48,13 @@ pub enum InstallCommand {
         /// [default: the one `palisade serve` uses, ~/.config/palisade/serve-token].
         #[arg(long, value_name = "FILE", requires = "serve")]
         token_file: Option<PathBuf>,
+        /// With --serve: how Claude Code reaches the server. `http`: it POSTs each event
+        /// itself (Claude Code 2.1.63 and later), with the token from the environment variable
+        /// PALISADE_SERVE_TOKEN; `SessionStart`, which takes no http hook, runs a forward.
+        /// `command`: a `palisade forward` process per event, the token read from the file.
+        /// `auto`: `http` when the `claude` on PATH takes http hooks, else `command`.
+        #[arg(long, value_enum, default_value_t = HookType::Auto, requires = "serve")]
+        hook_type: HookType,
     },
     /// Print the hooks snippet of Codex's config.toml.
     Codex {
@@ -106,10 +130,14 @@ impl InstallCommand {
                 audit_log,
                 serve,
                 token_file,
+                hook_type,
             } => match (dir, serve) {
-                (_, Some(url)) => {
-                    install_claude_code_serve(&url, settings.as_deref(), token_file.as_deref())
-                }
+                (_, Some(url)) => install_claude_code_serve(
+                    &url,
+                    settings.as_deref(),
+                    token_file.as_deref(),
+                    hook_type,
+                ),
                 (Some(dir), None) => {
                     install_claude_code(&dir, settings.as_deref(), audit_log.as_deref())
                 }
@@ -289,11 +317,29 @@ fn merge_settings(
     what: &str,
     agent: Agent,
 ) -> anyhow::Result<ExitCode> {
+    merge_settings_allowing(hooks, settings, what, agent, None)
+}
+
+/// [`merge_settings`], adding what `allow` says to the lists that restrict http hooks.
+fn merge_settings_allowing(
+    hooks: serde_json::Map<String, Value>,
+    settings: Option<&Path>,
+    what: &str,
+    agent: Agent,
+    allow: Option<HttpAllowed>,
+) -> anyhow::Result<ExitCode> {
     let Some(path) = settings else {
         println!(
             "{}",
             serde_json::to_string_pretty(&serde_json::json!({ "hooks": hooks }))?
         );
+        if let Some(allow) = &allow {
+            eprintln!(
+                "where settings restrict http hooks, allow {} in `allowedHttpHookUrls` and {} \
+                 in `httpHookAllowedEnvVars`",
+                allow.url, allow.env_var
+            );
+        }
         eprintln!(
             "add this to {} (or pass --settings FILE to merge it there)",
             agent.settings
@@ -318,6 +364,22 @@ fn merge_settings(
         list.retain(|entry| !is_palisade_entry(entry, agent.dialect));
         list.extend(entries.as_array().cloned().unwrap_or_default());
         added.push(event);
+    }
+    if let Some(allow) = allow {
+        for (key, value) in [
+            ("allowedHttpHookUrls", allow.url.as_str()),
+            ("httpHookAllowedEnvVars", allow.env_var),
+        ] {
+            match root.get_mut(key) {
+                None => {}
+                Some(Value::Array(list)) => {
+                    if !list.iter().any(|v| v == value) {
+                        list.push(Value::from(value));
+                    }
+                }
+                Some(_) => anyhow::bail!("`{key}` in {} is not a list", path.display()),
+            }
+        }
     }
     let written = write_settings(path, &settings)?;
     println!("{written}: Palisade runs on {} ({what})", added.join(", "));
@@ -455,16 +517,21 @@ fn is_palisade_entry(entry: &Value, dialect: &str) -> bool {
     })
 }
 
-/// `palisade install claude-code --serve URL`: a command hook per event, `palisade forward
-/// URL --token-file FILE`, that POSTs the event to `palisade serve` with the server's bearer
-/// token. Command hooks, not http hooks: an http hook can only send a token written into the
-/// settings or taken from an environment variable (which the agent's own shell tool inherits
-/// and can print); a forward reads it from the owner-only file the server reads. The token file
-/// is created when missing.
+/// `palisade install claude-code --serve URL`: hooks that hand each event to `palisade
+/// serve` with the server's bearer token, as `hook_type` says.
+///
+/// An `http` hook costs the agent a POST; a `forward` command hook a process per event, which
+/// reads the token from the owner-only file the server reads. An http hook takes its token
+/// from an environment variable (`PALISADE_SERVE_TOKEN`), which every process the agent starts
+/// inherits — its shell tool's, its MCP servers' — where a forward's token stays in its file
+/// (which processes of the same user can read too). Without the variable, Claude Code sends no
+/// token and the server refuses the event: guarded events fail closed (`onFailure: block`).
+/// The token file is created when missing.
 fn install_claude_code_serve(
     base: &str,
     settings: Option<&Path>,
     token_file: Option<&Path>,
+    hook_type: HookType,
 ) -> anyhow::Result<ExitCode> {
     if !(base.starts_with("http://") || base.starts_with("https://")) {
         anyhow::bail!("--serve takes the server's base URL, such as http://127.0.0.1:8719");
@@ -472,6 +539,27 @@ fn install_claude_code_serve(
     let url = format!("{}/claude-code", base.trim_end_matches('/'));
     let token_file = crate::token::path_or_default(token_file)?;
     let (_, created) = crate::token::ensure(&token_file)?;
+    let http = match hook_type {
+        HookType::Http => true,
+        HookType::Command => false,
+        HookType::Auto => match installed_claude_code() {
+            Ok(version) if version >= HTTP_HOOKS_SINCE => true,
+            Ok((major, minor, patch)) => {
+                eprintln!(
+                    "Claude Code {major}.{minor}.{patch} runs no http hooks (2.1.63 and later \
+                     do): installing command hooks that forward each event"
+                );
+                false
+            }
+            Err(why) => {
+                eprintln!(
+                    "{why}: installing command hooks that forward each event (--hook-type http \
+                     for http hooks)"
+                );
+                false
+            }
+        },
+    };
     let exe = std::env::current_exe()?;
     let command = format!(
         "{} forward {} --token-file {}",
@@ -481,16 +569,67 @@ fn install_claude_code_serve(
     );
     let mut hooks = serde_json::Map::new();
     for &event in Dialect::ClaudeCode.events() {
-        hooks.insert(event.to_string(), command_entry(event, &command));
+        let entry = match http && !crate::settings::COMMAND_ONLY.contains(&event) {
+            true => SettingsEntry::http(event, &url, TOKEN_VAR, install_timeout_secs()),
+            false => SettingsEntry::command(event, &command, install_timeout_secs()),
+        };
+        hooks.insert(
+            event.to_string(),
+            Value::Array(vec![serde_json::to_value(entry)?]),
+        );
     }
-    let code = merge_settings(hooks, settings, &format!("forwarded to {url}"), CLAUDE_CODE)?;
+    let allow = http.then(|| HttpAllowed {
+        url: url.clone(),
+        env_var: TOKEN_VAR,
+    });
+    let what = match http {
+        true => format!("posted to {url}"),
+        false => format!("forwarded to {url}"),
+    };
+    let code = merge_settings_allowing(hooks, settings, &what, CLAUDE_CODE, allow)?;
     eprintln!(
         "the server's bearer token is in {}{}: start the server with --token-file {0} if \
          that is not its default",
         token_file.display(),
         if created { " (created now)" } else { "" }
     );
+    if http {
+        eprintln!(
+            "Claude Code sends the token from ${TOKEN_VAR}: start it with \
+             {TOKEN_VAR}=\"$(cat {})\" claude — without it the server refuses every event, \
+             and guarded ones are blocked",
+            shell_quote(&token_file.to_string_lossy())
+        );
+    }
     Ok(code)
+}
+
+/// The version of the `claude` on PATH (`claude --version`), or why there is none.
+fn installed_claude_code() -> Result<(u64, u64, u64), String> {
+    let out = std::process::Command::new("claude")
+        .arg("--version")
+        .stdin(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .output()
+        .map_err(|e| format!("no Claude Code on PATH to ask which hooks it runs ({e})"))?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    let version = text.split_whitespace().next().unwrap_or_default();
+    let mut parts = version.split('.').map(|p| p.parse::<u64>());
+    match (parts.next(), parts.next(), parts.next()) {
+        (Some(Ok(major)), Some(Ok(minor)), Some(Ok(patch))) => Ok((major, minor, patch)),
+        _ => Err(format!(
+            "`claude --version` printed no version Palisade reads ({:?})",
+            text.trim()
+        )),
+    }
+}
+
+/// What a settings file must allow for Palisade's http hooks, where it restricts them: the
+/// URL (`allowedHttpHookUrls`) and the token's variable (`httpHookAllowedEnvVars`). Added to
+/// a list the file has; a file without one restricts nothing, and gets none.
+struct HttpAllowed {
+    url: String,
+    env_var: &'static str,
 }
 
 /// `palisade install codex DIR`: the `config.toml` snippet.
