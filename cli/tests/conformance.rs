@@ -119,17 +119,23 @@ fn palisade_mcp(plugins: &Path, state: &Path, args: &[&str]) -> Command {
 }
 
 /// The scenarios that pass (no check failed) when the suite runs against `url`, sending
-/// `token` when there is one.
+/// `token` when there is one. One the whole run failed is run again alone, where `wanted`
+/// holds it (every one, without `wanted`): a pass alone counts.
 fn passing(
     label: &str,
     node: &Path,
     dir: &Path,
-    url: &str,
-    token: Option<&str>,
+    (url, token): (&str, Option<&str>),
+    wanted: Option<&BTreeSet<String>>,
 ) -> BTreeSet<String> {
     let out = tempfile::tempdir().unwrap();
     let (mut passed, failed) = run_suite(node, dir, url, token, out.path(), None);
-    for scenario in failed {
+    // Only a scenario that counts is run again: one the run compared against passed. One
+    // the server does not implement fails alone too, and a run of it costs seconds.
+    for scenario in failed
+        .into_iter()
+        .filter(|scenario| wanted.is_none_or(|wanted| wanted.contains(scenario)))
+    {
         let (again, _) = run_suite(node, dir, url, token, out.path(), Some(&scenario));
         if again.contains(&scenario) {
             eprintln!("{label}: {scenario} failed in the whole run and passed alone");
@@ -314,7 +320,7 @@ fn through_the_proxy_as_directly(
 ) {
     let (node, dir) = (node.to_path_buf(), dir.to_path_buf());
     let upstream = upstream.to_string();
-    let direct = passing("direct", &node, &dir, &upstream, None);
+    let direct = passing("direct", &node, &dir, (&upstream, None), None);
     assert!(direct.len() >= at_least, "only {direct:?} pass directly");
 
     let empty = PluginDir::new();
@@ -338,7 +344,7 @@ fn through_the_proxy_as_directly(
     for (set, plugins) in &sets {
         let label = &format!("--listen, {set}");
         let (_proxy, url, token) = listen(plugins.path(), state.path(), &upstream);
-        let through = passing(label, &node, &dir, &url, Some(&token));
+        let through = passing(label, &node, &dir, (&url, Some(&token)), Some(&direct));
         eprintln!("{label}: {} of {} pass", through.len(), direct.len());
         failures.extend(lost(label, &direct, &through));
     }
@@ -363,7 +369,7 @@ fn through_the_proxy_as_directly(
     };
     let baseline = if runs == Runs::Every {
         let (_baseline_gateway, url) = gateway(&[]);
-        let baseline = passing("stdio baseline", &node, &dir, &url, None);
+        let baseline = passing("stdio baseline", &node, &dir, (&url, None), Some(&direct));
         eprintln!(
             "stdio baseline: {} of {} pass",
             baseline.len(),
@@ -388,7 +394,7 @@ fn through_the_proxy_as_directly(
             "--".as_ref(),
         ];
         let (_gateway, url) = gateway(&proxy);
-        let through = passing(label, &node, &dir, &url, None);
+        let through = passing(label, &node, &dir, (&url, None), Some(&baseline));
         eprintln!("{label}: {} of {} pass", through.len(), baseline.len());
         failures.extend(lost(label, &baseline, &through));
     }
