@@ -95,6 +95,16 @@ if ! "$cargo_tools/bin/wit-bindgen" --version 2>/dev/null | grep -q "$WIT_BINDGE
     cargo install --quiet --debug --locked --root "$cargo_tools" --no-default-features \
         --features c,markdown "wit-bindgen-cli@$WIT_BINDGEN_VERSION" >&2
 fi
+# The ACP conductor of the Rust SDK (cli/tests/acp.rs runs `palisade acp` as one proxy of its
+# chain). A debug build, as the two above.
+ACP_CONDUCTOR_VERSION=5.0.0
+if ! [ -x "$cargo_tools/bin/agent-client-protocol-conductor" ] \
+    || ! grep -q "\"agent-client-protocol-conductor $ACP_CONDUCTOR_VERSION " "$cargo_tools/.crates.toml" 2>/dev/null; then
+    echo "installing agent-client-protocol-conductor $ACP_CONDUCTOR_VERSION into $cargo_tools (a few minutes, once)" >&2
+    cargo install --quiet --debug --locked --root "$cargo_tools" \
+        "agent-client-protocol-conductor@$ACP_CONDUCTOR_VERSION" >&2
+fi
+echo "export PALISADE_ACP_CONDUCTOR=$cargo_tools/bin/agent-client-protocol-conductor"
 # The WASI preview1 -> preview2 adapter that `wasm-tools component new` needs for a C module
 # that uses libc's I/O: the file the crates.io package wasi-preview1-component-adapter-provider
 # ships (a dependency of palisade, whose `palisade new --lang c` writes the same bytes).

@@ -334,6 +334,80 @@ fn a_denied_permission_request_rejects_the_tool_without_asking_the_editor() {
     assert!(!results.is_empty(), "{report:#}");
 }
 
+/// The ACP conductor of the Rust SDK (`agent-client-protocol-conductor`), which
+/// scripts/tools.sh builds into the build tree.
+fn conductor() -> PathBuf {
+    let path = std::env::var_os("PALISADE_ACP_CONDUCTOR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| {
+            Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("../target/tools/cargo/bin/agent-client-protocol-conductor")
+        });
+    assert!(
+        path.exists(),
+        "the ACP conductor is not installed at {}: run `bash scripts/tools.sh` (scripts/test.sh \
+         does), or set PALISADE_ACP_CONDUCTOR",
+        path.display()
+    );
+    path
+}
+
+/// `palisade acp` as one proxy of a real conductor chain: the editor starts the conductor,
+/// which starts Palisade (with no agent of its own) and after it the Claude Code adapter, and
+/// relays the adapter's messages to Palisade in `proxy/successor`. A rejected prompt never
+/// reaches the model; the adapter's permission request for a denied command is answered with
+/// its reject option, and the command does not run.
+#[test]
+fn palisade_acp_guards_as_one_proxy_of_a_conductor_chain() {
+    let plugins = PluginDir::new();
+    plugins.scripted(
+        "gate",
+        "[[hooks]]\npoint = \"prompt-submit\"\ncapability = \"guard\"\n\
+         [config]\nprompt_submit = \"reject-secrets\"\n",
+    );
+    plugins.scripted(
+        "no-shell",
+        "[[hooks]]\npoint = \"pre-tool\"\ncapability = \"guard\"\nmatcher = \"Bash\"\n\
+         [config]\npre_tool = \"deny\"\n",
+    );
+    let marker = tempfile::tempdir().unwrap();
+    let file = marker.path().join("ran.txt");
+    let adapter =
+        acp_tools().join("node_modules/@agentclientprotocol/claude-agent-acp/dist/index.js");
+    let proxy = format!(
+        "{} acp --plugins {}",
+        env!("CARGO_BIN_EXE_palisade"),
+        plugins.path().display()
+    );
+    let options = Options {
+        server: Some(serde_json::json!({
+            "command": conductor(),
+            "args": ["agent", proxy, format!("node {}", adapter.display())],
+        })),
+        ..Options::default()
+    };
+    let (report, mock) = run_editor(
+        &plugins,
+        &["my password is hunter2", "create the marker"],
+        &format!("touch {}", file.display()),
+        &options,
+    );
+    assert!(report["error"].is_null(), "the client failed: {report:#}");
+    let rejected = turn(&report, 0);
+    assert_eq!(rejected["stopReason"], "end_turn", "{report:#}");
+    assert!(said(rejected).contains("gate/prompt-submit"), "{report:#}");
+    assert!(
+        bodies(&mock).iter().all(|b| !b.contains("hunter2")),
+        "the rejected prompt reached the model"
+    );
+    assert_eq!(report["permissions"], serde_json::json!([]), "{report:#}");
+    assert!(!file.exists(), "the denied command ran");
+    assert!(
+        said(turn(&report, 1)).contains("no-shell/pre-tool"),
+        "{report:#}"
+    );
+}
+
 /// The same guard in shadow (`enforce = false`): the editor is asked as it would be without
 /// Palisade, and the command it allows runs.
 #[test]

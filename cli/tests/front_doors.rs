@@ -1438,3 +1438,158 @@ fn acp_a_permission_request_the_editors_cancel_overtook_is_answered_cancelled() 
         "{answered}"
     );
 }
+
+/// `palisade acp` with no agent of its own is one proxy of a conductor chain: this test plays
+/// the conductor. The editor's messages come plain, the successor's (the agent's) wrapped in
+/// `proxy/successor`; Palisade judges both as it does with an agent of its own, passes on
+/// what goes on — to the successor wrapped, under ids of its own — and answers the
+/// successor's requests plain, under the conductor's ids.
+#[test]
+fn acp_is_one_proxy_of_a_conductor_chain() {
+    let dir = tempfile::tempdir().unwrap();
+    let plugins = PluginDir::new();
+    plugins.scripted(
+        "prompts",
+        "[[hooks]]\npoint = \"prompt-submit\"\ncapability = \"guard\"\n\
+         [config]\nprompt_submit = \"reject-secrets\"\n",
+    );
+    plugins.scripted(
+        "tools",
+        "[[hooks]]\npoint = \"pre-tool\"\ncapability = \"guard\"\n\
+         [config]\npre_tool = \"deny\"\n",
+    );
+    let args = [
+        "acp".to_string(),
+        "--plugins".into(),
+        plugins.path().display().to_string(),
+    ];
+    let mut proxy = Driven::start(&args, dir.path());
+    let successor = |message: &Value| message["method"] == "proxy/successor";
+
+    // Initialization: Palisade passes `initialize` on before it answers.
+    let init = json!({ "protocolVersion": 1, "clientCapabilities": {} });
+    proxy.send(
+        &json!({ "jsonrpc": "2.0", "id": 1, "method": "proxy/initialize",
+        "params": init }),
+    );
+    let wrapped = proxy.next();
+    assert!(successor(&wrapped), "{wrapped}");
+    assert_eq!(
+        wrapped["params"],
+        json!({ "method": "initialize", "params": init })
+    );
+    let own = wrapped["id"].clone();
+    assert!(
+        own.as_str().is_some_and(|id| id.starts_with("palisade-")),
+        "{own}"
+    );
+    let agent_info = json!({ "protocolVersion": 1, "agentCapabilities": {}, "authMethods": [] });
+    proxy.send(&json!({ "jsonrpc": "2.0", "id": own, "result": agent_info }));
+    assert_eq!(
+        proxy.next(),
+        json!({ "jsonrpc": "2.0", "id": 1, "result": agent_info })
+    );
+
+    // A session, passed on and answered.
+    proxy.send(&json!({ "jsonrpc": "2.0", "id": 2, "method": "session/new",
+        "params": { "cwd": "/", "mcpServers": [] } }));
+    let wrapped = proxy.next();
+    assert_eq!(wrapped["params"]["method"], "session/new", "{wrapped}");
+    proxy.send(&json!({ "jsonrpc": "2.0", "id": wrapped["id"],
+        "result": { "sessionId": "s1" } }));
+    assert_eq!(proxy.next()["result"]["sessionId"], "s1");
+
+    // A prompt a hook rejects never reaches the successor.
+    proxy.send(
+        &json!({ "jsonrpc": "2.0", "id": 3, "method": "session/prompt",
+        "params": { "sessionId": "s1",
+            "prompt": [{ "type": "text", "text": "my password is hunter2" }] } }),
+    );
+    let (answer, before) = proxy.until(|m| m["id"] == 3);
+    assert_eq!(answer["result"]["stopReason"], "end_turn", "{answer}");
+    assert!(before.iter().all(|m| !successor(m)), "{before:?}");
+
+    // The successor's permission request, which a guard denies: answered plain under the
+    // conductor's id, with the request's reject option; the editor is told, not asked.
+    proxy.send(
+        &json!({ "jsonrpc": "2.0", "id": 9, "method": "proxy/successor",
+        "params": { "method": "session/request_permission", "params": { "sessionId": "s1",
+            "toolCall": { "toolCallId": "c1", "title": "rm -rf /", "kind": "execute",
+                "rawInput": { "command": "rm -rf /" } },
+            "options": [
+                { "optionId": "yes", "name": "Allow", "kind": "allow_once" },
+                { "optionId": "no", "name": "Reject", "kind": "reject_once" } ] } } }),
+    );
+    let (answer, before) = proxy.until(|m| m["id"] == 9);
+    assert_eq!(
+        answer,
+        json!({ "jsonrpc": "2.0", "id": 9,
+            "result": { "outcome": { "outcome": "selected", "optionId": "no" } } })
+    );
+    assert!(
+        before
+            .iter()
+            .all(|m| m["method"] != "session/request_permission" && !successor(m)),
+        "{before:?}"
+    );
+
+    // The successor's notification reaches the editor plain.
+    let update = json!({ "sessionId": "s1", "update": { "sessionUpdate": "agent_message_chunk",
+        "content": { "type": "text", "text": "working" } } });
+    proxy.send(&json!({ "jsonrpc": "2.0", "method": "proxy/successor",
+        "params": { "method": "session/update", "params": update } }));
+    let plain = json!({ "jsonrpc": "2.0", "method": "session/update", "params": update });
+    let (_, before) = proxy.until(|m| *m == plain);
+    // The editor was told of the denial, not asked.
+    assert!(
+        before.iter().all(|m| m["method"] == "session/update"
+            && m["params"]["update"]["content"]["text"]
+                .as_str()
+                .is_some_and(|t| t.contains("tools/pre-tool"))),
+        "{before:?}"
+    );
+
+    // An envelope of another shape is refused, and a plain `initialize`: Palisade has no agent.
+    proxy.send(
+        &json!({ "jsonrpc": "2.0", "id": 10, "method": "proxy/successor",
+        "params": { "method": "session/update", "sessionId": "s1" } }),
+    );
+    let refused = proxy.next();
+    assert_eq!(refused["id"], 10, "{refused}");
+    assert!(
+        refused["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("`sessionId`")
+    );
+    proxy.send(&json!({ "jsonrpc": "2.0", "id": 11, "method": "initialize", "params": init }));
+    let refused = proxy.next();
+    assert_eq!(refused["id"], 11, "{refused}");
+    proxy.close();
+}
+
+/// A `palisade acp` that starts its own agent is a chain's last component, not a proxy: a
+/// `proxy/initialize` is refused, saying how to run it in a chain, and never reaches the agent.
+#[test]
+fn acp_with_an_agent_of_its_own_refuses_to_be_a_chains_proxy() {
+    let dir = tempfile::tempdir().unwrap();
+    let plugins = PluginDir::new();
+    let (mut proxy, log) = acp_proxy(dir.path(), &plugins, &json!([]));
+    proxy.send(
+        &json!({ "jsonrpc": "2.0", "id": 1, "method": "proxy/initialize",
+        "params": { "protocolVersion": 1, "clientCapabilities": {} } }),
+    );
+    let refused = proxy.next();
+    assert_eq!(refused["id"], 1, "{refused}");
+    assert!(
+        refused["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("leave `-- AGENT` out"),
+        "{refused}"
+    );
+    proxy.send(&prompt());
+    recorded(&log, 1);
+    let seen = std::fs::read_to_string(&log).unwrap();
+    assert!(!seen.contains("initialize"), "{seen}");
+}

@@ -30,7 +30,12 @@ pub const MAX_QUEUED_BYTES: usize = MAX_LINE_BYTES;
 pub struct Writer {
     send: mpsc::UnboundedSender<Out>,
     queue: std::sync::Arc<Queue>,
+    /// What each message becomes on the way out ([`Writer::through`]).
+    shape: Option<std::sync::Arc<Shape>>,
 }
+
+/// A writer's change to each message it sends.
+type Shape = dyn Fn(&Value) -> Option<Value> + Send + Sync;
 
 /// The bytes a writer has yet to write, and who waits for them to drain.
 #[derive(Default)]
@@ -74,12 +79,30 @@ impl Writer {
                 }
             }
         });
-        Writer { send, queue }
+        Writer {
+            send,
+            queue,
+            shape: None,
+        }
+    }
+
+    /// A writer to the same sink, in the same order, that sends each message as `shape`
+    /// makes it (as it is, where `shape` says `None`): two logical peers on one connection.
+    pub fn through(
+        &self,
+        shape: impl Fn(&Value) -> Option<Value> + Send + Sync + 'static,
+    ) -> Writer {
+        Writer {
+            send: self.send.clone(),
+            queue: self.queue.clone(),
+            shape: Some(std::sync::Arc::new(shape)),
+        }
     }
 
     /// Sends a message, as [`strict::encode`] writes it.
     pub fn send(&self, message: &Value) {
-        let line = strict::encode(message);
+        let shaped = self.shape.as_ref().and_then(|shape| shape(message));
+        let line = strict::encode(shaped.as_ref().unwrap_or(message));
         let bytes = line.len();
         self.queue
             .bytes

@@ -31,7 +31,12 @@
 //! is dropped. The agent's exit ends the proxy: every request still open is answered with an
 //! error first. A message Palisade must judge whose parameters do not match the schema is
 //! refused (fail closed), never passed on unjudged.
+//!
+//! Without an agent of its own (`palisade acp --plugins DIR`), Palisade is one proxy of a
+//! conductor chain, which starts the agent and relays its messages to Palisade wrapped
+//! ([`chain`]): the same judging, on one connection.
 
+mod chain;
 mod tools;
 mod turns;
 
@@ -44,6 +49,7 @@ use serde_json::Value;
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
+use tokio::io::AsyncRead;
 
 /// Guard an ACP agent: `palisade acp --plugins DIR -- AGENT [ARGS…]`, registered in the
 /// editor as the agent's command.
@@ -55,8 +61,10 @@ pub struct AcpCommand {
     /// Append every lifecycle event to this JSON Lines file.
     #[arg(long)]
     audit_log: Option<PathBuf>,
-    /// The agent's command and its arguments (after `--`).
-    #[arg(last = true, required = true)]
+    /// The agent's command and its arguments (after `--`). Without it, Palisade is one proxy
+    /// of an ACP conductor chain (`proxy/initialize`, `proxy/successor`): the conductor starts
+    /// the agent, after Palisade in the chain.
+    #[arg(last = true)]
     agent: Vec<String>,
 }
 
@@ -66,24 +74,14 @@ impl AcpCommand {
     /// standard input in flight would otherwise hold the runtime open.
     pub async fn execute(self) -> anyhow::Result<std::process::ExitCode> {
         let plugins = load_plugins(&self.plugins, self.audit_log.as_deref()).await?;
+        if self.agent.is_empty() {
+            return in_chain(plugins).await;
+        }
         let mut child = spawn_child(&self.agent, "the agent")?;
         let agent = Writer::new(child.stdin.take().expect("piped"));
-        let proxy = Arc::new_cyclic(|me| Proxy {
-            me: me.clone(),
-            plugins,
-            sessions: Mutex::default(),
-            editor: Writer::new(crate::jsonrpc::stdout()),
-            agent,
-            to_agent: Relay::default(),
-            to_editor: Relay::default(),
-            asks: Mutex::default(),
-            pending: Mutex::default(),
-            turns: Mutex::default(),
-            terminals: Mutex::default(),
-            endings: Mutex::default(),
-        });
+        let proxy = Proxy::new(plugins, Writer::new(crate::jsonrpc::stdout()), agent, false);
         let from_agent = child.stdout.take().expect("piped");
-        tokio::spawn(proxy.clone().from_editor());
+        tokio::spawn(proxy.clone().from_editor(crate::jsonrpc::stdin()));
         let ended = until_exit(&mut child, proxy.clone().from_agent(from_agent)).await;
         let status = reap(&mut child).await;
         let why = format!("the agent ended ({ended}; {status})");
@@ -92,6 +90,41 @@ impl AcpCommand {
         proxy.fail_open_requests(&why);
         proxy.editor.flush().await;
         crate::jsonrpc::exit(1);
+    }
+}
+
+/// One proxy of a conductor chain, on the conductor's connection alone ([`chain`]). Exits as
+/// with an editor of its own when the conductor closes the connection (`from_editor`).
+async fn in_chain(plugins: Plugins) -> anyhow::Result<std::process::ExitCode> {
+    let editor = Writer::new(crate::jsonrpc::stdout());
+    let successor = Arc::new(chain::Successor::default());
+    let wrapping = successor.clone();
+    let agent = editor.through(move |message| wrapping.wrap(message));
+    let conductor = editor.through(|_| None);
+    let (from_editor, from_agent) = chain::split(crate::jsonrpc::stdin(), conductor, successor);
+    let proxy = Proxy::new(plugins, editor, agent, true);
+    tokio::spawn(proxy.clone().from_agent(from_agent));
+    proxy.from_editor(from_editor).await;
+    Ok(std::process::ExitCode::SUCCESS)
+}
+
+impl Proxy {
+    fn new(plugins: Plugins, editor: Writer, agent: Writer, chained: bool) -> Arc<Proxy> {
+        Arc::new_cyclic(|me| Proxy {
+            me: me.clone(),
+            plugins,
+            sessions: Mutex::default(),
+            editor,
+            agent,
+            chained,
+            to_agent: Relay::default(),
+            to_editor: Relay::default(),
+            asks: Mutex::default(),
+            pending: Mutex::default(),
+            turns: Mutex::default(),
+            terminals: Mutex::default(),
+            endings: Mutex::default(),
+        })
     }
 }
 
@@ -124,6 +157,8 @@ struct Proxy {
     sessions: Mutex<HashMap<String, AcpSession>>,
     editor: Writer,
     agent: Writer,
+    /// One proxy of a conductor chain ([`chain`]), rather than the agent's parent.
+    chained: bool,
     /// Editor requests passed to the agent and not answered yet (failed if it goes).
     to_agent: Relay,
     /// Agent requests passed to the editor and not answered yet.
@@ -215,8 +250,8 @@ impl Proxy {
         }
     }
 
-    async fn from_editor(self: Arc<Self>) {
-        let mut lines = Lines::new(crate::jsonrpc::stdin());
+    async fn from_editor(self: Arc<Self>, input: impl AsyncRead + Unpin + Send + 'static) {
+        let mut lines = Lines::new(input);
         loop {
             // What Palisade cannot read, or could read two ways, is not passed on: the agent
             // might read a prompt in it.
@@ -233,6 +268,12 @@ impl Proxy {
             let method = message.method().to_string();
             let id = message.id().clone();
             match message.kind {
+                Kind::Request if !self.chained && chain::is_proxy_initialize(&method) => {
+                    let why = "palisade acp starts its own agent (the command after `--`): in a \
+                               conductor chain, leave `-- AGENT` out and let the conductor start \
+                               the agent after Palisade";
+                    self.editor.error(&id, REFUSED, why.to_string(), None);
+                }
                 Kind::Request => {
                     let Some(own) = self.to_agent.relay_or_refuse(&id, &self.editor) else {
                         continue;
@@ -301,8 +342,8 @@ impl Proxy {
         crate::jsonrpc::exit(0);
     }
 
-    async fn from_agent(self: Arc<Self>, stdout: tokio::process::ChildStdout) -> String {
-        let mut lines = Lines::new(stdout);
+    async fn from_agent(self: Arc<Self>, input: impl AsyncRead + Unpin + Send + 'static) -> String {
+        let mut lines = Lines::new(input);
         loop {
             let mut message = match lines
                 .next_judgeable("acp", ("agent", &self.agent), &self.editor)
