@@ -106,11 +106,32 @@ pub fn exit_now(code: i32) -> ! {
     }
 }
 
-/// Ignores the signals an agent ends its hooks with when it exits (`SIGTERM`, `SIGHUP`): at an
-/// event it does not wait for, the bridge finishes within its own budget instead.
+/// The signals an agent ends its hooks with when it exits.
+fn ended_by() -> nix::sys::signal::SigSet {
+    use nix::sys::signal::{SigSet, Signal};
+    let mut set = SigSet::empty();
+    set.add(Signal::SIGTERM);
+    set.add(Signal::SIGHUP);
+    set
+}
+
+/// Holds back the signals an agent ends its hooks with (`SIGTERM`, `SIGHUP`) until the event
+/// says whether the agent waits for the answer: called first thing, before any thread starts
+/// (threads inherit the mask), so that one that comes while the process starts and reads the
+/// event waits, pending, for [`outlive_the_agent`] or [`end_with_the_agent`]. An agent that
+/// does not wait (Claude Code at `StopFailure`) ends its hooks as it exits, often before a
+/// hook has read its event.
+pub fn hold_the_agents_signals() {
+    use nix::sys::signal::{SigmaskHow, pthread_sigmask};
+    let _ = pthread_sigmask(SigmaskHow::SIG_BLOCK, Some(&ended_by()), None);
+}
+
+/// Ignores the signals an agent ends its hooks with when it exits (`SIGTERM`, `SIGHUP`), one
+/// already held back too ([`hold_the_agents_signals`]): at an event it does not wait for, the
+/// bridge finishes within its own budget instead.
 pub fn outlive_the_agent() {
-    use nix::sys::signal::{SigHandler, Signal, signal};
-    for ended_by in [Signal::SIGTERM, Signal::SIGHUP] {
+    use nix::sys::signal::{SigHandler, SigmaskHow, pthread_sigmask, signal};
+    for ended_by in ended_by().iter() {
         // SAFETY: `SigIgn` runs no handler code; nothing else in the process sets these.
         #[expect(
             unsafe_code,
@@ -118,4 +139,12 @@ pub fn outlive_the_agent() {
         )]
         let _ = unsafe { signal(ended_by, SigHandler::SigIgn) };
     }
+    let _ = pthread_sigmask(SigmaskHow::SIG_UNBLOCK, Some(&ended_by()), None);
+}
+
+/// Lets the signals an agent ends its hooks with act again, one held back meanwhile at once
+/// ([`hold_the_agents_signals`]): at an event the agent waits for, its hook ends with it.
+pub fn end_with_the_agent() {
+    use nix::sys::signal::{SigmaskHow, pthread_sigmask};
+    let _ = pthread_sigmask(SigmaskHow::SIG_UNBLOCK, Some(&ended_by()), None);
 }

@@ -67,8 +67,8 @@ enum Command {
     Gemini(BridgeCommand),
     Serve(ServeCommand),
     /// An Agent Client Protocol proxy: an editor starts it as its agent; it starts the real
-    /// agent (after `--`) and runs the plugins on prompts, permission requests and the tools
-    /// the agent asks the editor to run.
+    /// agent (after `--`; without it, it is one proxy of a conductor chain) and runs the
+    /// plugins on prompts, permission requests and the tools the agent asks the editor to run.
     Acp(AcpCommand),
     /// A Model Context Protocol proxy: a client starts it as an MCP server; it starts the
     /// real server (after `--`) and runs every `tools/call` through the plugins' tool
@@ -132,6 +132,13 @@ fn main() -> ExitCode {
     quiet_on_broken_pipe();
     let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
     let mut cli = Cli::parse_from(args);
+    // A hook command: the signals its agent ends it with wait for its event, which says
+    // whether they end it (before any thread starts: threads inherit the mask).
+    if let Command::ClaudeCode(_) | Command::Codex(_) | Command::Gemini(_) | Command::Forward(_) =
+        &cli.command
+    {
+        hook_io::hold_the_agents_signals();
+    }
     // The commands that serve an agent export their lifecycle when OTEL_* says so; the
     // others (replay, diff, test, …) rehearse, and export nothing.
     match &cli.command {

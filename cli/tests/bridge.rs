@@ -2007,3 +2007,59 @@ fn a_session_recorded_by_the_bridge_is_replayed_and_diffed_from_its_audit_log() 
     assert_eq!(changes[0]["kind"], "loosened", "{diff:#}");
     assert_eq!(changes[0]["subject"], "Bash rm -rf /", "{diff:#}");
 }
+
+/// An agent that does not wait for an event's hook (Claude Code at `StopFailure`) ends it with
+/// SIGTERM as it exits, often before the hook has read its event. The bridge holds that
+/// signal back from its start: at such an event it finishes (the failed turn is committed); at
+/// an event the agent waits for, the held signal ends it once the event is read.
+#[test]
+fn a_sigterm_before_the_event_ends_the_bridge_only_where_the_agent_waits() {
+    use std::io::Write;
+    let dir = tempfile::tempdir().unwrap();
+    server::scripted(
+        dir.path(),
+        "turn-watch",
+        "[[hooks]]\npoint = \"turn-completed\"\ncapability = \"observe\"\n\
+         [[hooks]]\npoint = \"pre-tool\"\ncapability = \"observe\"\n",
+    );
+    let log = dir.path().join("audit.jsonl");
+    let terminated_then_fed = |event: Value| {
+        let args = [
+            "claude-code",
+            dir.path().to_str().unwrap(),
+            "--audit-log",
+            log.to_str().unwrap(),
+        ];
+        let mut child = spawned(&cache_dir(), &args);
+        // Started, and waiting for its event.
+        std::thread::sleep(std::time::Duration::from_millis(300));
+        nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(child.id() as i32),
+            nix::sys::signal::Signal::SIGTERM,
+        )
+        .unwrap();
+        let mut stdin = child.stdin.take().unwrap();
+        // The write fails if the process is gone already, as it was before the signal was held.
+        let _ = stdin.write_all(event.to_string().as_bytes());
+        drop(stdin);
+        child.wait_with_output().unwrap()
+    };
+    let failed = terminated_then_fed(
+        json!({ "session_id": "held", "hook_event_name": "StopFailure",
+        "cwd": "/", "error": "rate_limit" }),
+    );
+    assert!(failed.status.success(), "{failed:?}");
+    let audit = server::log_having(&log, |log| log.contains("turn-watch/turn-completed"));
+    assert!(
+        audit.contains("\"hook_completed\"") && audit.contains("turn-watch/turn-completed"),
+        "{audit}"
+    );
+
+    use std::os::unix::process::ExitStatusExt;
+    let waited = terminated_then_fed(
+        json!({ "session_id": "held", "hook_event_name": "PreToolUse",
+        "cwd": "/", "tool_name": "Bash", "tool_input": { "command": "ls" },
+        "tool_use_id": "toolu_held" }),
+    );
+    assert_eq!(waited.status.signal(), Some(15), "{waited:?}");
+}

@@ -83,8 +83,9 @@ async fn forward_within(url: &str, token_file: Option<&Path>, event: Arc<Mutex<S
         .and_then(|v| v["hook_event_name"].as_str().map(str::to_string))
         .unwrap_or_else(|| "PreToolUse".to_string());
     *event.lock().unwrap_or_else(|e| e.into_inner()) = name.clone();
-    if !bridge::agent_waits(&name) {
-        crate::hook_io::outlive_the_agent();
+    match bridge::agent_waits(&name) {
+        true => crate::hook_io::end_with_the_agent(),
+        false => crate::hook_io::outlive_the_agent(),
     }
     let fail = |why: String| bridge::failure(&name, &why);
     let token = match crate::token::path_or_default(token_file)

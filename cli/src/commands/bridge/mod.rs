@@ -351,8 +351,9 @@ async fn decide(
         .unwrap_or("")
         .to_string();
     *event.lock().unwrap_or_else(|e| e.into_inner()) = name.clone();
-    if !bridge::agent_waits(&name) {
-        crate::hook_io::outlive_the_agent();
+    match bridge::agent_waits(&name) {
+        true => crate::hook_io::end_with_the_agent(),
+        false => crate::hook_io::outlive_the_agent(),
     }
     let record = options.record.then(|| bridge::agent_event(dialect, &input));
     let tool = bridge::tool_of(&input).map(str::to_owned);
