@@ -32,10 +32,7 @@ tokio::task_local! {
 /// Runs `work` — the hooks of one agent event — as the sub-agent `agent`'s, when there is one:
 /// every event its hooks emit names it, those of background hooks it starts too.
 pub async fn in_subagent<F: Future>(agent: Option<SubAgent>, work: F) -> F::Output {
-    match agent {
-        Some(agent) => SUBAGENT.scope(Arc::new(agent), work).await,
-        None => work.await,
-    }
+    as_subagent(agent.map(Arc::new), work).await
 }
 
 /// The sub-agent whose event is being handled ([`in_subagent`]), if any.
@@ -43,12 +40,9 @@ pub(crate) fn current_subagent() -> Option<Arc<SubAgent>> {
     SUBAGENT.try_with(Arc::clone).ok()
 }
 
-/// [`in_subagent`] with what [`current_subagent`] says now: for work that goes on in a task of
-/// its own.
-pub(crate) async fn in_current_subagent<F: Future>(
-    agent: Option<Arc<SubAgent>>,
-    work: F,
-) -> F::Output {
+/// Runs `work` as `agent`'s: for work that goes on in a task of its own, with what
+/// [`current_subagent`] said where it was started.
+pub(crate) async fn as_subagent<F: Future>(agent: Option<Arc<SubAgent>>, work: F) -> F::Output {
     match agent {
         Some(agent) => SUBAGENT.scope(agent, work).await,
         None => work.await,

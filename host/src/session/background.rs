@@ -202,7 +202,7 @@ impl Session {
         let agent = crate::events::current_subagent();
         set.spawn(async move {
             let mut unfinished = unfinished;
-            crate::events::in_current_subagent(agent, task).await;
+            crate::events::as_subagent(agent, task).await;
             unfinished.done = true;
         });
     }
