@@ -275,6 +275,7 @@ mod tests {
             point,
             agent_id: None,
             agent_type: None,
+            trace_parent: None,
         }
     }
 

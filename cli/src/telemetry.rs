@@ -333,6 +333,22 @@ impl HttpClient for Client {
     }
 }
 
+/// The span a W3C `traceparent` names (`00-TRACE-SPAN-FLAGS`), as a remote parent; `None`
+/// for a malformed one (`palisade::events::in_trace` lets only well-formed ones through).
+fn remote(trace_parent: &str) -> Option<SpanContext> {
+    let mut parts = trace_parent.split('-').skip(1);
+    let trace = TraceId::from_hex(parts.next()?).ok()?;
+    let span = SpanId::from_hex(parts.next()?).ok()?;
+    let flags = u8::from_str_radix(parts.next()?, 16).ok()?;
+    Some(SpanContext::new(
+        trace,
+        span,
+        TraceFlags::new(flags),
+        true,
+        TraceState::default(),
+    ))
+}
+
 thread_local! {
     /// The ids the next span built on this thread takes (a dispatch's span: its id was given
     /// to its hooks' spans before it ended).
@@ -593,6 +609,11 @@ impl OtelSink {
             return;
         };
         let (trace, dispatch) = self.salt.ids(&event.invocation_id);
+        // In the caller's trace, when it sent one (its dispatch span is too).
+        let trace = match event.trace_parent.as_deref().and_then(remote) {
+            Some(caller) => caller.trace_id(),
+            None => trace,
+        };
         let parent = Context::new().with_remote_span_context(SpanContext::new(
             trace,
             dispatch,
@@ -696,7 +717,13 @@ impl EventSink for OtelSink {
         if let Some(hook) = &dispatch.decided_by {
             attributes.push(KeyValue::new("palisade.decided_by", hook.clone()));
         }
-        NEXT_TRACE.set(Some(trace));
+        // A child of the caller's span, when the request carried its trace context.
+        let caller = dispatch.trace_parent.as_deref().and_then(remote);
+        let parent = match &caller {
+            Some(caller) => Context::new().with_remote_span_context(caller.clone()),
+            None => Context::new(),
+        };
+        NEXT_TRACE.set(Some(caller.map_or(trace, |c| c.trace_id())));
         NEXT_SPAN.set(Some(span_id));
         let mut span = tracer.build_with_context(
             tracer
@@ -704,7 +731,7 @@ impl EventSink for OtelSink {
                 .with_kind(SpanKind::Internal)
                 .with_start_time(dispatch.started)
                 .with_attributes(attributes),
-            &Context::new(),
+            &parent,
         );
         NEXT_TRACE.set(None);
         NEXT_SPAN.set(None);

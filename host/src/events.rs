@@ -6,7 +6,8 @@
 //! [`JsonlSink`](crate::JsonlSink) writes an audit log, on a thread of its own.
 //!
 //! An event the agent reported from one of its sub-agents ([`in_subagent`]) names that
-//! sub-agent on every event of its hooks (`agent_id`, `agent_type`), background ones too.
+//! sub-agent on every event of its hooks (`agent_id`, `agent_type`), background ones too; a
+//! request that carried a W3C trace context ([`in_trace`]) names it (`trace_parent`).
 
 use crate::failure::FailureReason;
 use crate::point::Point;
@@ -25,26 +26,74 @@ pub struct SubAgent {
     pub kind: Option<String>,
 }
 
+/// Who the hooks being run serve, beyond the session: the sub-agent whose event it is, and
+/// the W3C trace context (`traceparent`) of the request that asked, when the caller sent one
+/// (MCP 2026-07-28's `_meta`). Every event its hooks emit names both.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct Caller {
+    agent: Option<SubAgent>,
+    trace_parent: Option<String>,
+}
+
 tokio::task_local! {
-    static SUBAGENT: Arc<SubAgent>;
+    static CALLER: Arc<Caller>;
 }
 
 /// Runs `work` — the hooks of one agent event — as the sub-agent `agent`'s, when there is one:
 /// every event its hooks emit names it, those of background hooks it starts too.
 pub async fn in_subagent<F: Future>(agent: Option<SubAgent>, work: F) -> F::Output {
-    as_subagent(agent.map(Arc::new), work).await
-}
-
-/// The sub-agent whose event is being handled ([`in_subagent`]), if any.
-pub(crate) fn current_subagent() -> Option<Arc<SubAgent>> {
-    SUBAGENT.try_with(Arc::clone).ok()
-}
-
-/// Runs `work` as `agent`'s: for work that goes on in a task of its own, with what
-/// [`current_subagent`] said where it was started.
-pub(crate) async fn as_subagent<F: Future>(agent: Option<Arc<SubAgent>>, work: F) -> F::Output {
     match agent {
-        Some(agent) => SUBAGENT.scope(agent, work).await,
+        Some(agent) => {
+            let caller = Caller {
+                agent: Some(agent),
+                ..current_caller().as_deref().cloned().unwrap_or_default()
+            };
+            CALLER.scope(Arc::new(caller), work).await
+        }
+        None => work.await,
+    }
+}
+
+/// Runs `work` for a request that carried the W3C trace context `trace_parent` (a
+/// `traceparent` header's value), when it did: every event its hooks emit names it, and
+/// their OpenTelemetry spans join that trace. A value that is not a well-formed
+/// `traceparent` is ignored, as W3C has it.
+pub async fn in_trace<F: Future>(trace_parent: Option<&str>, work: F) -> F::Output {
+    match trace_parent.filter(|t| is_trace_parent(t)) {
+        Some(trace_parent) => {
+            let caller = Caller {
+                trace_parent: Some(trace_parent.to_string()),
+                ..current_caller().as_deref().cloned().unwrap_or_default()
+            };
+            CALLER.scope(Arc::new(caller), work).await
+        }
+        None => work.await,
+    }
+}
+
+/// Whether `value` is a W3C `traceparent` of version 00: `00-` 32 hex digits (not all zero)
+/// `-` 16 hex digits (not all zero) `-` 2 hex digits.
+pub fn is_trace_parent(value: &str) -> bool {
+    let parts: Vec<&str> = value.split('-').collect();
+    let hex = |part: &str, len: usize| {
+        part.len() == len && part.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
+    };
+    let nonzero = |part: &str| part.bytes().any(|b| b != b'0');
+    matches!(parts.as_slice(), [version, trace, span, flags]
+        if *version == "00" && hex(trace, 32) && nonzero(trace) && hex(span, 16)
+            && nonzero(span) && hex(flags, 2))
+}
+
+/// Who the hooks being run serve ([`in_subagent`], [`in_trace`]), if anyone in particular.
+pub(crate) fn current_caller() -> Option<Arc<Caller>> {
+    CALLER.try_with(Arc::clone).ok()
+}
+
+/// Runs `work` for `caller`: for work that goes on in a task of its own, with what
+/// [`current_caller`] said where it was started.
+pub(crate) async fn as_caller<F: Future>(caller: Option<Arc<Caller>>, work: F) -> F::Output {
+    match caller {
+        Some(caller) => CALLER.scope(caller, work).await,
         None => work.await,
     }
 }
@@ -131,6 +180,9 @@ pub struct Dispatch {
     pub decided_by: Option<String>,
     /// The hooks it started: foreground and background.
     pub hooks: u32,
+    /// The W3C `traceparent` of the request it ran for, when its caller sent one
+    /// ([`in_trace`]).
+    pub trace_parent: Option<String>,
 }
 
 /// One lifecycle event.
@@ -157,14 +209,28 @@ pub struct Event {
     /// That sub-agent's kind, when the agent said.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub agent_type: Option<String>,
+    /// The W3C `traceparent` of the request the hook ran for, when its caller sent one
+    /// ([`in_trace`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub trace_parent: Option<String>,
 }
 
-impl Event {
-    /// `agent_id` and `agent_type` of the sub-agent being served ([`current_subagent`]).
-    pub(crate) fn subagent_fields() -> (Option<String>, Option<String>) {
-        match current_subagent() {
-            Some(agent) => (Some(agent.id.clone()), agent.kind.clone()),
-            None => (None, None),
+/// The fields of an event or a dispatch that name whom its hooks served ([`current_caller`]).
+pub(crate) struct CallerFields {
+    pub(crate) agent_id: Option<String>,
+    pub(crate) agent_type: Option<String>,
+    pub(crate) trace_parent: Option<String>,
+}
+
+impl CallerFields {
+    /// Those of the hooks being run now.
+    pub(crate) fn now() -> CallerFields {
+        let caller = current_caller();
+        let agent = caller.as_ref().and_then(|c| c.agent.as_ref());
+        CallerFields {
+            agent_id: agent.map(|a| a.id.clone()),
+            agent_type: agent.and_then(|a| a.kind.clone()),
+            trace_parent: caller.as_ref().and_then(|c| c.trace_parent.clone()),
         }
     }
 }

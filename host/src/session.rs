@@ -502,6 +502,7 @@ impl Drop for DispatchReport<'_> {
             outcome: self.outcome,
             decided_by: self.decided_by.take(),
             hooks: self.hooks,
+            trace_parent: crate::events::CallerFields::now().trace_parent,
         });
     }
 }

@@ -301,7 +301,7 @@ impl State {
 
     fn emit_log(&self, level: &'static str, message: String) {
         let Some(sink) = &self.sink else { return };
-        let (agent_id, agent_type) = Event::subagent_fields();
+        let caller = crate::events::CallerFields::now();
         sink.emit(&Event {
             kind: EventKind::PluginLog { level, message },
             at_ms: now_ms(),
@@ -310,8 +310,9 @@ impl State {
             hook_id: self.call.hook_id.to_string(),
             plugin: self.env.name.clone(),
             point: self.call.point,
-            agent_id,
-            agent_type,
+            agent_id: caller.agent_id,
+            agent_type: caller.agent_type,
+            trace_parent: caller.trace_parent,
         });
     }
 }

@@ -198,11 +198,11 @@ impl Session {
             started: Instant::now(),
             done: false,
         };
-        // Background hooks are still the sub-agent's, in their own task.
-        let agent = crate::events::current_subagent();
+        // Background hooks still serve the same sub-agent and request, in their own task.
+        let caller = crate::events::current_caller();
         set.spawn(async move {
             let mut unfinished = unfinished;
-            crate::events::as_subagent(agent, task).await;
+            crate::events::as_caller(caller, task).await;
             unfinished.done = true;
         });
     }

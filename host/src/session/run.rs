@@ -44,7 +44,7 @@ impl SessionShared {
         let Some(sink) = &self.plugins.host.inner.sink else {
             return;
         };
-        let (agent_id, agent_type) = Event::subagent_fields();
+        let caller = crate::events::CallerFields::now();
         // `String::from(&*…)`, not `to_string()`: for an `Arc<str>` that goes through `Display`.
         sink.emit(&Event {
             kind: kind(),
@@ -54,8 +54,9 @@ impl SessionShared {
             hook_id: String::from(&*hook.id),
             plugin: self.plugins.plugins[hook.plugin].name().to_string(),
             point: inv.point,
-            agent_id,
-            agent_type,
+            agent_id: caller.agent_id,
+            agent_type: caller.agent_type,
+            trace_parent: caller.trace_parent,
         });
     }
 
