@@ -60,9 +60,11 @@ npm_tools "$acp" module @agentclientprotocol/sdk@2.4.0 @agentclientprotocol/clau
 echo "export PALISADE_ACP_TOOLS=$acp"
 
 # The MCP tests (cli/tests/mcp.rs): the real filesystem MCP server, and the official MCP
-# library, whose server side a test's slow tool is written with.
+# library, whose server side a test's slow tool is written with: v1 (`sdk`, up to MCP
+# 2025-11-25) and v2 (`server`, which serves 2026-07-28 too).
 mcp="$tools/mcp"
-npm_tools "$mcp" module @modelcontextprotocol/server-filesystem@2026.8.31 @modelcontextprotocol/sdk@1.32.2
+npm_tools "$mcp" module @modelcontextprotocol/server-filesystem@2026.8.31 @modelcontextprotocol/sdk@1.32.2 \
+    @modelcontextprotocol/server@2.4.0
 echo "export PALISADE_MCP_TOOLS=$mcp"
 
 # The MCP conformance tests (cli/tests/conformance.rs): the official conformance suite, Node
@@ -72,6 +74,13 @@ conformance="$tools/conformance"
 npm_tools "$conformance" module node@22.23.3 @modelcontextprotocol/conformance@0.1.16 @modelcontextprotocol/server-everything@2026.8.31
 echo "export PALISADE_CONFORMANCE=$conformance"
 echo "export PALISADE_NODE22=$conformance/node_modules/node/bin/node"
+# The suite's release that runs MCP 2026-07-28 (a pre-release: the 0.1 line knows revisions up
+# to 2025-11-25), and the official library's v2, which the test server of that revision is
+# written with.
+conformance_2026="$tools/conformance-2026"
+npm_tools "$conformance_2026" module node@22.23.3 @modelcontextprotocol/conformance@0.2.0-alpha.12 \
+    @modelcontextprotocol/server@2.4.0
+echo "export PALISADE_CONFORMANCE_2026=$conformance_2026"
 
 # C guests: `wit-bindgen c` for the bindings and `wasm-tools component new` to make the
 # component, both from crates.io (only the features used, to keep the build short).

@@ -62,6 +62,31 @@ fn tools() -> (PathBuf, PathBuf) {
     (node, dir)
 }
 
+/// The suite's release that runs MCP 2026-07-28 (`--spec-version 2026-07-28`), with Node 22
+/// and the official TypeScript library's v2 beside it, and `modern-server.mjs` copied there.
+fn tools_2026() -> (PathBuf, PathBuf) {
+    let dir = std::env::var_os("PALISADE_CONFORMANCE_2026")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| {
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/tools/conformance-2026")
+        });
+    let node = dir.join("node_modules/node/bin/node");
+    assert!(
+        suite_in(&dir).exists() && node.exists(),
+        "the MCP conformance suite for 2026-07-28 or Node 22 is not installed in {}: run \
+         `bash scripts/tools.sh` (scripts/test.sh does), or set PALISADE_CONFORMANCE_2026",
+        dir.display()
+    );
+    static COPIED: std::sync::Once = std::sync::Once::new();
+    COPIED.call_once(|| {
+        let scripts = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/conformance");
+        for script in ["bearer.mjs", "modern-server.mjs"] {
+            std::fs::copy(scripts.join(script), dir.join(script)).expect("copy the scripts");
+        }
+    });
+    (node, dir)
+}
+
 /// Held by each test while it runs: each starts servers and proxies of its own, and the
 /// suite's timing-sensitive scenarios run without another test's load.
 static ONE_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
@@ -168,6 +193,10 @@ fn run_suite(
         .arg(suite_in(dir))
         .args(["server", "--url", url, "--output-dir"])
         .arg(results.path());
+    // The suite of MCP 2026-07-28 runs that revision's wire (stateless, no `initialize`).
+    if dir == tools_2026().1 {
+        command.args(["--spec-version", "2026-07-28"]);
+    }
     match scenario {
         Some(scenario) => command.args(["--scenario", scenario]),
         None => command.args(["--suite", "all"]),
@@ -294,6 +323,36 @@ fn every_conformance_scenario_passes_through_palisade_mcp() {
     let (node, dir) = tools();
     let (_server, upstream) = our_server(&node, &dir, "conformance-server.mjs");
     through_the_proxy_as_directly(&node, &dir, &upstream, 32, Runs::Examples);
+}
+
+/// MCP 2026-07-28, the stateless revision: every scenario of the suite at that revision
+/// (`--suite all --spec-version 2026-07-28`: discovery, per-request `_meta`, the headers that
+/// mirror the body, multi-round-trip requests, subscriptions, caching) against
+/// `modern-server.mjs`, a server of ours on the official TypeScript library's v2 that
+/// implements them all, directly and through `palisade mcp --listen` with no plugins and with
+/// the example plugins: every one that passes directly passes through the proxy. (The tasks
+/// extension's scenarios fail directly, where the server has no tasks, and through the proxy,
+/// which passes no call on as a task.)
+#[test]
+fn the_2026_07_28_conformance_suite_passes_through_palisade_mcp_as_it_does_directly() {
+    let _one = ONE_AT_A_TIME.blocking_lock();
+    let (node, dir) = tools_2026();
+    let (_server, upstream) = our_server(&node, &dir, "modern-server.mjs");
+    let direct = passing("direct", &node, &dir, (&upstream, None), None);
+    assert!(direct.len() >= 40, "only {direct:?} pass directly");
+    let empty = PluginDir::new();
+    let examples = PluginDir::new();
+    palisade_examples::install(examples.path()).unwrap();
+    let state = tempfile::tempdir().unwrap();
+    let mut failures = Vec::new();
+    for (set, plugins) in [("no plugins", &empty), ("the examples", &examples)] {
+        let label = &format!("2026-07-28, --listen, {set}");
+        let (_proxy, url, token) = listen(plugins.path(), state.path(), &upstream);
+        let through = passing(label, &node, &dir, (&url, Some(&token)), Some(&direct));
+        eprintln!("{label}: {} of {} pass", through.len(), direct.len());
+        failures.extend(lost(label, &direct, &through));
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
 
 /// Which runs through the proxy [`through_the_proxy_as_directly`] makes.

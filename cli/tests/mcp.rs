@@ -404,13 +404,25 @@ async fn a_crashed_server_fails_every_pending_call_and_the_proxy_exits() {
     );
 }
 
-/// A client that takes elicitations, answering every one `approve: yes` (or no).
-struct Approving {
-    yes: bool,
+/// A client that takes elicitations, and accepts every one with the same content: `approve:
+/// yes` (or no), a name.
+struct Answering {
+    /// The `content` of every accepted answer.
+    content: Value,
+    /// The questions' messages.
     asked: std::sync::Mutex<Vec<String>>,
 }
 
-impl rmcp::ClientHandler for Approving {
+impl Answering {
+    fn with(content: Value) -> Answering {
+        Answering {
+            content,
+            asked: Default::default(),
+        }
+    }
+}
+
+impl rmcp::ClientHandler for Answering {
     fn get_info(&self) -> rmcp::model::ClientConfig {
         let mut info = rmcp::model::ClientConfig::default();
         info.capabilities.elicitation = Some(rmcp::model::ElicitationCapability::new());
@@ -427,7 +439,7 @@ impl rmcp::ClientHandler for Approving {
         }
         Ok(
             rmcp::model::ElicitResult::new(rmcp::model::ElicitationAction::Accept)
-                .with_content(json!({ "approve": self.yes })),
+                .with_content(self.content.clone()),
         )
     }
 }
@@ -449,10 +461,7 @@ async fn an_ask_is_put_to_the_client_and_only_its_yes_runs_the_tool() {
             .args(project.proxy_args(&plugins, "fs", &project.filesystem()))
             .env("PALISADE_CACHE_DIR", cache_dir())
             .env("PALISADE_STATE_DIR", project.dir.path().join("state"));
-        let handler = Approving {
-            yes,
-            asked: Default::default(),
-        };
+        let handler = Answering::with(json!({ "approve": yes }));
         let client = handler
             .serve(TokioChildProcess::new(command).unwrap())
             .await
@@ -1041,4 +1050,215 @@ async fn a_shadow_guard_lets_the_call_through_and_records_what_it_would_deny() {
         "{audit}"
     );
     assert!(!audit.contains("\"hook_denied\""), "{audit}");
+}
+
+// --- MCP 2026-07-28 --------------------------------------------------------------------------
+
+/// A server of MCP 2026-07-28 (stateless, `server/discover`, multi-round-trip requests) on the
+/// official TypeScript library's v2, where node finds the library beside it: the command
+/// `palisade mcp` starts.
+pub(crate) fn modern_server() -> Vec<String> {
+    static SCRIPT: OnceLock<PathBuf> = OnceLock::new();
+    let script = SCRIPT.get_or_init(|| {
+        let path = mcp_tools().join("modern-stdio-server.mjs");
+        let source =
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/mcp/modern-stdio-server.mjs");
+        std::fs::copy(source, &path).expect("copy the modern server");
+        path
+    });
+    vec!["node".into(), script.display().to_string()]
+}
+
+/// The parameters of every `tools/call` that reached the modern server (it appends each
+/// message to `MODERN_SERVER_LOG`).
+fn modern_calls(project: &Project) -> Vec<Value> {
+    let log = std::fs::read_to_string(project.dir.path().join("server.jsonl")).unwrap_or_default();
+    log.lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap()["params"].clone())
+        .collect()
+}
+
+/// A 2026-07-28 client (`server/discover`, no `initialize`) whose user answers every question
+/// with `name`, through `palisade mcp` to the modern server.
+async fn modern_client(
+    project: &Project,
+    plugins: &PluginDir,
+    name: &str,
+) -> RunningService<RoleClient, Answering> {
+    use rmcp::service::{ClientLifecycleMode, ClientServiceExt as _};
+    let mut command = tokio::process::Command::new(env!("CARGO_BIN_EXE_palisade"));
+    command
+        .args(project.proxy_args(plugins, "modern", &modern_server()))
+        .env("MODERN_SERVER_LOG", project.dir.path().join("server.jsonl"))
+        .env("PALISADE_CACHE_DIR", cache_dir())
+        .env("PALISADE_STATE_DIR", project.dir.path().join("state"));
+    let lifecycle = ClientLifecycleMode::Discover {
+        preferred_versions: vec![rmcp::model::ProtocolVersion::V_2026_07_28],
+    };
+    let handler = Answering::with(json!({ "name": name }));
+    let started = handler.serve_with_lifecycle(TokioChildProcess::new(command).unwrap(), lifecycle);
+    tokio::time::timeout(Duration::from_secs(60), started)
+        .await
+        .expect("server/discover answered in time")
+        .expect("server/discover through the proxy")
+}
+
+/// `tool` called by a 2026-07-28 client, which answers the server's questions and calls
+/// again until the call completes (the SDK's `RunningService::call_tool`).
+async fn modern_call(
+    client: &RunningService<RoleClient, Answering>,
+    tool: &str,
+    arguments: Value,
+) -> CallToolResult {
+    let Value::Object(arguments) = arguments else {
+        panic!("arguments are an object")
+    };
+    let params = CallToolRequestParams::new(tool.to_string()).with_arguments(arguments);
+    tokio::time::timeout(Duration::from_secs(60), client.call_tool(params))
+        .await
+        .expect("the call answered in time")
+        .expect("the call answered")
+}
+
+/// A guard on the user's answers to MCP servers' questions: it blocks any that names
+/// `mallory` (`post-tool` over `elicitation/create`, as for Claude Code's `ElicitationResult`).
+fn answer_guard(plugins: &PluginDir) {
+    plugins.scripted(
+        "answers",
+        "[[hooks]]\npoint = \"post-tool\"\ncapability = \"guard\"\n\
+         matcher = \"elicitation/create\"\n[config]\npost_tool = \"block\"\n",
+    );
+}
+
+/// MCP 2026-07-28 through the proxy: a client that discovers (no `initialize`) calls a tool
+/// that asks its user a question in a first round (`input_required`) and finishes with the
+/// answer in the retry. A guard on the answers blocks the retry's answer: the client reads why,
+/// and the server never hears the answer — the retry carries the user's data, and is judged
+/// as the question's result; a hook that redacts the answer has the server hear it redacted.
+/// Without a guard the same rounds reach the server and finish.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_guard_refuses_a_users_answer_in_an_mcp_retry_before_the_server_hears_it() {
+    let project = Project::new(&[]);
+    let plugins = PluginDir::new();
+    plugins.scripted(
+        "watch",
+        "[[hooks]]\npoint = \"pre-tool\"\ncapability = \"guard\"\n\
+         [config]\npre_tool = \"provenance\"\n",
+    );
+    // No guard: both rounds reach the server, the user is asked once, the call finishes.
+    let client = modern_client(&project, &plugins, "octocat").await;
+    let greeted = modern_call(&client, "greet", json!({})).await;
+    assert_eq!(text(&greeted), "hello octocat", "{greeted:?}");
+    assert_eq!(client.service().asked.lock().unwrap().len(), 1);
+    let rounds = modern_calls(&project);
+    assert_eq!(rounds.len(), 2, "{rounds:?}");
+    assert_eq!(
+        rounds[1]["inputResponses"]["name"]["content"]["name"],
+        "octocat"
+    );
+    client.cancel().await.unwrap();
+    // Hooks saw both rounds of the call, and the question between them, from the server.
+    let log = project.audit(&["provenance mcp modern elicitation/create"]);
+    assert_eq!(
+        log.matches("provenance mcp modern greet").count(),
+        2,
+        "{log}"
+    );
+
+    answer_guard(&plugins);
+    std::fs::remove_file(project.dir.path().join("server.jsonl")).unwrap();
+    let client = modern_client(&project, &plugins, "mallory").await;
+    let refused = modern_call(&client, "greet", json!({})).await;
+    assert_eq!(refused.is_error, Some(true), "{refused:?}");
+    let why = text(&refused);
+    assert!(
+        why.contains("refused the answer to the server's question `name`"),
+        "{why}"
+    );
+    let rounds = modern_calls(&project);
+    assert_eq!(
+        rounds.len(),
+        1,
+        "only the first round reached the server: {rounds:?}"
+    );
+    assert!(rounds[0].get("inputResponses").is_none(), "{rounds:?}");
+    client.cancel().await.unwrap();
+
+    // A hook that redacts the answer: the server hears the answer as the hook left it.
+    let plugins = PluginDir::new();
+    plugins.scripted(
+        "redact",
+        "[[hooks]]\npoint = \"post-tool\"\ncapability = \"transform\"\n\
+         matcher = \"elicitation/create\"\n[config]\npost_tool = \"redact\"\n\
+         secret = \"mallory\"\n",
+    );
+    std::fs::remove_file(project.dir.path().join("server.jsonl")).unwrap();
+    let client = modern_client(&project, &plugins, "mallory").await;
+    let greeted = modern_call(&client, "greet", json!({})).await;
+    assert_eq!(text(&greeted), "hello [REDACTED]", "{greeted:?}");
+    let rounds = modern_calls(&project);
+    assert_eq!(
+        rounds[1]["inputResponses"]["name"]["content"]["name"],
+        "[REDACTED]"
+    );
+    client.cancel().await.unwrap();
+}
+
+/// A guard that denies an MCP server's question (`pre-tool` over `elicitation/create`) keeps it
+/// from the client's user: the round answers with the reason, and nobody is asked.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_guard_declines_a_servers_question_in_an_mcp_round() {
+    let project = Project::new(&[]);
+    let plugins = PluginDir::new();
+    plugins.scripted(
+        "questions",
+        "[[hooks]]\npoint = \"pre-tool\"\ncapability = \"guard\"\n\
+         matcher = \"elicitation/create\"\n[config]\npre_tool = \"deny\"\n",
+    );
+    let client = modern_client(&project, &plugins, "octocat").await;
+    let declined = modern_call(&client, "greet", json!({})).await;
+    assert_eq!(declined.is_error, Some(true), "{declined:?}");
+    assert!(
+        text(&declined).contains("declined the server's question"),
+        "{declined:?}"
+    );
+    assert!(client.service().asked.lock().unwrap().is_empty());
+    // A tool that asks nothing is not touched by the guard.
+    let echoed = modern_call(&client, "echo", json!({ "text": "plain" })).await;
+    assert_eq!(text(&echoed), "plain", "{echoed:?}");
+    client.cancel().await.unwrap();
+}
+
+/// The W3C trace context a 2026-07-28 request carries in its `_meta` reaches the audit log
+/// of the call's hooks.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_calls_trace_context_reaches_the_audit_log() {
+    let project = Project::new(&[]);
+    let plugins = PluginDir::new();
+    plugins.scripted(
+        "watch",
+        "[[hooks]]\npoint = \"pre-tool\"\ncapability = \"guard\"\n[config]\npre_tool = \"allow\"\n",
+    );
+    let client = modern_client(&project, &plugins, "octocat").await;
+    let trace = "00-0af7651916cd43dd8448eb211c80319c-00f067aa0ba902b7-01";
+    let mut params = CallToolRequestParams::new("echo")
+        .with_arguments(json!({ "text": "traced" }).as_object().unwrap().clone());
+    let mut meta = rmcp::model::RequestMetaObject::default();
+    meta.set_traceparent(trace);
+    params.meta = Some(meta);
+    let result = tokio::time::timeout(Duration::from_secs(60), client.call_tool(params))
+        .await
+        .expect("answered in time")
+        .expect("answered");
+    assert_eq!(text(&result), "traced", "{result:?}");
+    let log = project.audit(&["watch/pre-tool", trace]);
+    let started = log
+        .lines()
+        .find(|l| l.contains("hook_started") && l.contains("watch/pre-tool"))
+        .unwrap_or_default();
+    assert!(
+        started.contains(&format!("\"trace_parent\":\"{trace}\"")),
+        "{log}"
+    );
+    client.cancel().await.unwrap();
 }

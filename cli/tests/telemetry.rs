@@ -461,3 +461,98 @@ fn a_receiver_that_never_answers_or_a_protocol_palisade_lacks_changes_no_decisio
         "{stderr}"
     );
 }
+
+/// A `tools/call` of MCP 2026-07-28 that carries a W3C trace context (`_meta`'s
+/// `traceparent`) through `palisade mcp`: its dispatch spans are children of the caller's
+/// span, in the caller's trace, and its hooks' spans in that trace too.
+#[test]
+fn an_mcp_calls_trace_context_is_the_parent_of_its_spans() {
+    let receiver = Receiver::start();
+    let otel = [
+        ("OTEL_EXPORTER_OTLP_ENDPOINT", receiver.endpoint()),
+        ("OTEL_EXPORTER_OTLP_PROTOCOL", "http/protobuf".to_string()),
+    ];
+    let otel: Vec<(&str, &str)> = otel.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    let dir = plugins();
+    let meta = json!({
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": {},
+        "traceparent": "00-0af7651916cd43dd8448eb211c80319c-00f067aa0ba902b7-01",
+    });
+    let lines = [
+        json!({ "jsonrpc": "2.0", "id": 1, "method": "server/discover",
+            "params": { "_meta": meta } }),
+        json!({ "jsonrpc": "2.0", "id": 2, "method": "tools/call",
+            "params": { "_meta": meta, "name": "echo", "arguments": { "text": "traced" } } }),
+    ];
+    let stdin: String = lines.iter().map(|l| format!("{l}\n")).collect();
+    let mut args = vec!["mcp", "--plugins", dir.path().to_str().unwrap(), "--"];
+    let server = crate::mcp::modern_server();
+    args.extend(server.iter().map(String::as_str));
+    let out = palisade_until_answered(&args, &stdin, &otel, 2);
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("traced"),
+        "{out:?}"
+    );
+
+    let spans = receiver.spans();
+    let dispatch = spans
+        .iter()
+        .map(|(_, s)| s)
+        .find(|s| s.name == "dispatch pre-tool")
+        .unwrap_or_else(|| panic!("{spans:#?}"));
+    assert_eq!(hex(&dispatch.trace_id), "0af7651916cd43dd8448eb211c80319c");
+    assert_eq!(hex(&dispatch.parent_span_id), "00f067aa0ba902b7");
+    let hooks: Vec<_> = spans
+        .iter()
+        .map(|(_, s)| s)
+        .filter(|s| s.parent_span_id == dispatch.span_id)
+        .collect();
+    assert!(!hooks.is_empty(), "{spans:#?}");
+    assert!(hooks.iter().all(|s| s.trace_id == dispatch.trace_id));
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// `palisade ARGS` (a proxy that answers on stdout) fed `stdin`, whose input stays open until
+/// `answers` lines came back, then closes: the proxy ends as when its client goes.
+fn palisade_until_answered(
+    args: &[&str],
+    stdin: &str,
+    otel: &[(&str, &str)],
+    answers: usize,
+) -> Output {
+    use std::io::{BufRead as _, Write as _};
+    let mut command = Command::new(env!("CARGO_BIN_EXE_palisade"));
+    for (name, _) in std::env::vars() {
+        if name.starts_with("OTEL_") {
+            command.env_remove(name);
+        }
+    }
+    let mut child = command
+        .args(args)
+        .envs(otel.iter().copied())
+        .env("PALISADE_CACHE_DIR", cache_dir())
+        .env("PALISADE_STATE_DIR", Path::new(env!("CARGO_TARGET_TMPDIR")))
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut input = child.stdin.take().unwrap();
+    input.write_all(stdin.as_bytes()).unwrap();
+    let mut output = std::io::BufReader::new(child.stdout.take().unwrap());
+    let mut answered = Vec::new();
+    for _ in 0..answers {
+        let mut line = String::new();
+        output.read_line(&mut line).unwrap();
+        answered.extend_from_slice(line.as_bytes());
+    }
+    drop(input);
+    let mut out = child.wait_with_output().unwrap();
+    answered.extend_from_slice(&out.stdout);
+    out.stdout = answered;
+    out
+}

@@ -1,7 +1,10 @@
 // Preloaded into the conformance suite's node (`--import`): the suite cannot be given
 // headers, and `palisade mcp --listen` takes no request without its bearer token. Every
 // request the suite sends to PALISADE_CONFORMANCE_ORIGIN gets `Authorization: Bearer
-// PALISADE_CONFORMANCE_TOKEN` (fetch and undici's own requests share the global dispatcher).
+// PALISADE_CONFORMANCE_TOKEN` (fetch and undici's own requests share the global dispatcher;
+// the scenarios that craft their headers by hand use `node:http`, patched too).
+import http from 'node:http';
+import { syncBuiltinESMExports } from 'node:module';
 import { getGlobalDispatcher, setGlobalDispatcher } from 'undici';
 
 const origin = process.env.PALISADE_CONFORMANCE_ORIGIN;
@@ -34,4 +37,19 @@ if (origin && token) {
       return dispatch(options, handler);
     })
   );
+}
+if (origin && token) {
+  const { hostname, port } = new URL(origin);
+  const request = http.request;
+  http.request = function (options, ...rest) {
+    const ours =
+      options != null &&
+      typeof options === 'object' &&
+      !(options instanceof URL) &&
+      options.hostname === hostname &&
+      String(options.port) === port;
+    return request.call(this, ours ? { ...options, headers: withToken(options.headers) } : options, ...rest);
+  };
+  // The suite imports `node:http` as a module: its bindings take the patched function.
+  syncBuiltinESMExports();
 }

@@ -15,6 +15,7 @@
 //! - a client's `notifications/cancelled` stops the pipeline where it is, and the call is not
 //!   answered (the protocol's rule for a cancelled request).
 
+use super::rounds::{Questions, Rounds, result_type};
 use super::schema::ToolSchemas;
 use super::{INTERNAL_ERROR, INVALID_PARAMS, Proxy, id_key, lock, request};
 use crate::jsonrpc::relay::own_id;
@@ -26,15 +27,34 @@ use serde_json::{Value, json};
 use std::sync::{Arc, Mutex, Weak};
 use tokio::sync::oneshot;
 
-/// What the server last answered the pipeline's call: the outcome and the result as sent.
-type Last = Arc<Mutex<Option<(ToolOutcome, Value)>>>;
+/// What the server last answered the pipeline's call: the outcome, and the answer as sent.
+type Last = Arc<Mutex<Option<(ToolOutcome, Answer)>>>;
+
+/// The answer to a client's `tools/call`.
+#[derive(Debug, Clone, PartialEq)]
+pub(super) enum Answer {
+    /// A result.
+    Result(Value),
+    /// The server's JSON-RPC error (`code`, `message`, `data`), as it sent it, and the HTTP
+    /// status it came with (`--listen`): a refusal no hook changed reaches the client as the
+    /// server's own, so that the client can tell it (an unsupported protocol version, a
+    /// capability it did not declare) from a tool's failure.
+    Error { error: Value, status: Option<u16> },
+}
+
+/// A server's answer to a request of the proxy's: the JSON-RPC response, and over HTTP the
+/// status it came with.
+pub(super) struct Reply {
+    pub(super) message: Value,
+    pub(super) status: Option<u16>,
+}
 
 /// Where the pipeline's calls of the tool go: the server, over the proxy's transport.
 pub(super) trait Upstream: Send + Sync + 'static {
     /// Sends `tools/call` with `params` (the client's own); the server's answer (a JSON-RPC
     /// response), or why there is none. A call dropped before its answer is cancelled at the
     /// server.
-    fn call(&self, params: Value) -> palisade::BoxFuture<'_, Result<Value, String>>;
+    fn call(&self, params: Value) -> palisade::BoxFuture<'_, Result<Reply, String>>;
 
     /// Sends a request of Palisade's own (`tools/list`), under an id of the proxy's: the
     /// server's answer, or why there is none.
@@ -46,28 +66,31 @@ pub(super) trait Upstream: Send + Sync + 'static {
 }
 
 /// A client's `tools/call` (`params`, as sent) through the pipeline in `lifecycle`, whose
-/// tool is the server's own `tools/call`: the result to answer, `Err` with a JSON-RPC error
-/// (code, message) when the parameters are not MCP's, or `Ok(None)` when `cancel` fired (the
-/// client expects no answer).
+/// tool is the server's own `tools/call`: the answer, `Err` with a JSON-RPC error (code,
+/// message) when the parameters are not MCP's, or `Ok(None)` when `cancel` fired (the client
+/// expects no answer).
 pub(super) async fn call_tool(
-    lifecycle: &palisade::Lifecycle,
+    lifecycle: &Arc<palisade::Lifecycle>,
     upstream: Arc<dyn Upstream>,
     server: String,
     id: &Value,
     params: Value,
-    schemas: &ToolSchemas,
+    seen: &Seen,
     cancel: &palisade::Signal,
-) -> Result<Option<Value>, (i64, String)> {
+) -> Result<Option<Answer>, (i64, String)> {
     let parsed: CallToolRequestParams = serde_json::from_value(params.clone()).map_err(|e| {
         (
             INVALID_PARAMS,
             format!("tools/call: the parameters are not MCP's: {e}"),
         )
     })?;
+    let mut params = params;
+    without_tasks(&mut params);
     let tool = parsed.name.to_string();
     let arguments = Value::Object(parsed.arguments.unwrap_or_default());
+    let envelope = envelope(&params);
     let misspelled = tokio::select! {
-        misspelled = schemas.misspelled(upstream.as_ref(), &tool, &arguments) => misspelled,
+        misspelled = seen.schemas.misspelled(upstream.as_ref(), &tool, &arguments, &envelope) => misspelled,
         () = cancel.cancelled() => return Ok(None),
     };
     match misspelled {
@@ -81,14 +104,36 @@ pub(super) async fn call_tool(
         }
     }
     let name = format!("mcp__{server}__{tool}");
+    let rounds = Rounds {
+        lifecycle: lifecycle.clone(),
+        server: server.clone(),
+        tool: tool.clone(),
+        tool_use_id: tool_use_id(id),
+        questions: seen.questions.clone(),
+    };
+    // The caller's W3C trace context (MCP 2026-07-28's `_meta`): the audit log and the spans
+    // of this call's hooks join its trace.
+    let trace = trace_parent(&params).map(str::to_string);
     let last: Last = Arc::default();
     let body = {
         let last = last.clone();
         Tool::new(name.clone(), move |_| {
             let (upstream, params, last) = (upstream.clone(), params.clone(), last.clone());
+            let rounds = rounds.clone();
             async move {
-                let answer = upstream.call(params).await?;
-                let (outcome, sent) = answered(&answer)?;
+                // A retry's answers reach the server only as judged (see [`rounds`]).
+                let params = match rounds.answers(&params).await {
+                    Ok(params) => params,
+                    Err(why) => return Ok(ToolOutcome::error(why)),
+                };
+                let reply = upstream.call(params).await?;
+                let (outcome, sent) = answered(reply)?;
+                if let Answer::Result(result) = &sent
+                    && result_type(result) == "input_required"
+                    && let Err(why) = rounds.questions(result).await
+                {
+                    return Ok(ToolOutcome::error(why));
+                }
                 *lock(&last) = Some((outcome.clone(), sent));
                 Ok(outcome)
             }
@@ -99,34 +144,116 @@ pub(super) async fn call_tool(
         ..ToolRequest::new(tool_use_id(id), name, arguments)
     };
     let registry = ToolRegistry::new([body]);
+    let execution =
+        palisade::events::in_trace(trace.as_deref(), lifecycle.execute(&registry, request));
     let execution = tokio::select! {
-        execution = lifecycle.execute(&registry, request) => execution,
+        execution = execution => execution,
         () = cancel.cancelled() => return Ok(None),
     };
     let answer = match lock(&last).take() {
         Some((outcome, sent)) if outcome == execution.outcome && execution.contexts.is_empty() => {
             sent
         }
-        _ => result_of(
+        _ => Answer::Result(result_of(
             &execution.outcome,
             execution.contexts.iter().map(|c| &c.text),
-        ),
+        )),
     };
     Ok(Some(answer))
 }
 
-/// The server's answer to `tools/call`: its outcome, and its result as sent.
-fn answered(answer: &Value) -> Result<(ToolOutcome, Value), String> {
-    if let Some(error) = answer.get("error") {
-        return Err(format!(
+/// The server's answer to `tools/call`: its outcome, and the answer as sent. A refusal (a
+/// JSON-RPC error) is the error outcome hooks see.
+fn answered(reply: Reply) -> Result<(ToolOutcome, Answer), String> {
+    if let Some(error) = reply.message.get("error") {
+        let refused = ToolOutcome::error(format!(
             "the MCP server refused the call: {}",
             error["message"].as_str().unwrap_or("an error")
         ));
+        let error = error.clone();
+        let status = reply.status;
+        return Ok((refused, Answer::Error { error, status }));
     }
-    let sent = answer["result"].clone();
+    let sent = reply.message["result"].clone();
+    match result_type(&sent) {
+        "complete" => {}
+        // An interim result (MCP 2026-07-28): the questions the server asks before it can
+        // finish, which hooks see as the round's outcome.
+        "input_required" => {
+            let interim = json!({ "resultType": "input_required",
+                "inputRequests": sent.get("inputRequests").cloned().unwrap_or(Value::Null) });
+            return Ok((interim_outcome(interim), Answer::Result(sent)));
+        }
+        // A task's result would reach the client by `tasks/get`, past the pipeline: the
+        // proxy takes the tasks extension out of the calls it passes on (`envelope`), so a
+        // server that makes one anyway is not followed.
+        other => {
+            return Err(format!(
+                "the MCP server answered with a result of type `{}`, which Palisade does not \
+                 judge (it asked for a complete result)",
+                crate::output::printable(other)
+            ));
+        }
+    }
     let result: CallToolResult = serde_json::from_value(sent.clone())
         .map_err(|e| format!("the MCP server's answer is not a tool result: {e}"))?;
-    Ok((outcome_of(&result), sent))
+    Ok((outcome_of(&result), Answer::Result(sent)))
+}
+
+/// An interim result as the round's outcome: its JSON, as a block and as the value.
+fn interim_outcome(interim: Value) -> ToolOutcome {
+    ToolOutcome {
+        content_blocks: vec![ContentBlock::Json {
+            value: interim.clone(),
+        }],
+        is_error: false,
+        value: Some(interim),
+    }
+}
+
+/// What a session's calls share: the server's tool schemas, and the questions it asked.
+#[derive(Default)]
+pub(super) struct Seen {
+    pub(super) schemas: ToolSchemas,
+    pub(super) questions: Arc<Questions>,
+}
+
+/// The per-request envelope of MCP 2026-07-28 (`params._meta`'s protocol version, client
+/// capabilities and client info), which every request Palisade sends on the client's behalf
+/// carries too (a `tools/list`); `None` for a request of an earlier revision.
+pub(super) fn envelope(params: &Value) -> Option<Value> {
+    let meta = params.get("_meta")?.as_object()?;
+    meta.get(PROTOCOL_VERSION)?;
+    let kept = [PROTOCOL_VERSION, CLIENT_CAPABILITIES, CLIENT_INFO]
+        .into_iter()
+        .filter_map(|key| Some((key.to_string(), meta.get(key)?.clone())))
+        .collect();
+    Some(Value::Object(kept))
+}
+
+/// The W3C `traceparent` a request carries in its `_meta` (MCP 2026-07-28; earlier clients
+/// may send it too).
+fn trace_parent(params: &Value) -> Option<&str> {
+    params.get("_meta")?.get("traceparent")?.as_str()
+}
+
+/// `_meta`'s keys of MCP 2026-07-28's per-request envelope.
+pub(super) const PROTOCOL_VERSION: &str = "io.modelcontextprotocol/protocolVersion";
+const CLIENT_CAPABILITIES: &str = "io.modelcontextprotocol/clientCapabilities";
+const CLIENT_INFO: &str = "io.modelcontextprotocol/clientInfo";
+/// The extension under which a 2026-07-28 server may run a call as a task.
+pub(super) const TASKS_EXTENSION: &str = "io.modelcontextprotocol/tasks";
+
+/// A client's request as Palisade passes it on: without the tasks extension among the
+/// client's capabilities, so that the server answers every call itself rather than as a task
+/// whose result (`tasks/get`) and input (`tasks/update`) would pass the pipeline by.
+pub(super) fn without_tasks(params: &mut Value) {
+    if let Some(extensions) = params
+        .pointer_mut("/_meta/io.modelcontextprotocol~1clientCapabilities/extensions")
+        .and_then(Value::as_object_mut)
+    {
+        extensions.remove(TASKS_EXTENSION);
+    }
 }
 
 impl Proxy {
@@ -146,13 +273,16 @@ impl Proxy {
             self.server_name(),
             &id,
             params,
-            &self.schemas,
+            &self.seen,
             &cancel,
         )
         .await;
         lock(&self.in_flight).remove(&key);
         match decided {
-            Ok(Some(result)) => self.client.result(&id, result),
+            Ok(Some(Answer::Result(result))) => self.client.result(&id, result),
+            Ok(Some(Answer::Error { error, .. })) => self
+                .client
+                .send(&json!({ "jsonrpc": "2.0", "id": id, "error": error })),
             Ok(None) => {}
             Err((code, why)) => self.client.error(&id, code, why, None),
         }
@@ -185,10 +315,14 @@ impl Proxy {
 struct Stdio(Weak<Proxy>);
 
 impl Upstream for Stdio {
-    fn call(&self, params: Value) -> palisade::BoxFuture<'_, Result<Value, String>> {
+    fn call(&self, params: Value) -> palisade::BoxFuture<'_, Result<Reply, String>> {
         Box::pin(async move {
             let proxy = self.0.upgrade().ok_or("the proxy is shutting down")?;
-            proxy.upstream("tools/call", params).await
+            let message = proxy.upstream("tools/call", params).await?;
+            Ok(Reply {
+                message,
+                status: None,
+            })
         })
     }
 

@@ -23,6 +23,7 @@
 
 mod call;
 mod http;
+mod rounds;
 mod schema;
 
 use crate::jsonrpc::relay::{self, Relay};
@@ -77,6 +78,31 @@ pub struct McpCommand {
     server: Vec<String>,
 }
 
+/// JSON-RPC's code for a method the callee does not serve.
+const METHOD_NOT_FOUND: i64 = -32601;
+/// Why a `tasks/*` request is refused: through the proxy no call runs as a task.
+const NO_TASKS: &str = "Palisade judges every call's result before the client reads it, so it \
+     passes no call on as a task (MCP's tasks extension): there is no task to ask about";
+/// `_meta`'s key of the server's name and version in a 2026-07-28 result.
+const SERVER_INFO: &str = "io.modelcontextprotocol/serverInfo";
+/// `_meta`'s key of the `subscriptions/listen` request a notification is sent for.
+const SUBSCRIPTION_ID: &str = "io.modelcontextprotocol/subscriptionId";
+
+/// Rewrites the subscription `value` (a notification's params, or a result) is tagged with,
+/// if it is, to what `map` makes of it; `None` removes the tag.
+fn subscription_of(value: &mut Value, map: impl FnOnce(&Value) -> Option<Value>) {
+    let Some(meta) = value.get_mut("_meta").and_then(Value::as_object_mut) else {
+        return;
+    };
+    let Some(tag) = meta.get(SUBSCRIPTION_ID) else {
+        return;
+    };
+    match map(tag) {
+        Some(mapped) => meta.insert(SUBSCRIPTION_ID.to_string(), mapped),
+        None => meta.remove(SUBSCRIPTION_ID),
+    };
+}
+
 /// JSON-RPC's code for parameters that do not match the method's schema.
 const INVALID_PARAMS: i64 = -32602;
 /// JSON-RPC's code for an internal error: the server went away.
@@ -128,12 +154,13 @@ impl McpCommand {
 
 /// The proxy between one client and one server: one connection, one Palisade session.
 struct Proxy {
-    lifecycle: Lifecycle,
+    lifecycle: Arc<Lifecycle>,
     client: Writer,
     server: Writer,
     /// `--name`, else the server's own (from its `initialize` answer).
     name: Mutex<Option<String>>,
-    /// The client's `initialize` request (by the proxy's id), whose answer names the server.
+    /// The client's `initialize` request, or a 2026-07-28 client's `server/discover` (by the
+    /// proxy's id), whose answer names the server.
     initialize: Mutex<Option<String>>,
     /// Whether the client takes `elicitation/create` (declared in its `initialize`).
     elicits: AtomicBool,
@@ -148,8 +175,8 @@ struct Proxy {
     to_client: Relay,
     /// The client's `tools/call`s in the pipeline, by id: their cancellation.
     in_flight: Mutex<HashMap<String, Signal>>,
-    /// The server's tool schemas, for the keys of a call's arguments.
-    schemas: schema::ToolSchemas,
+    /// The server's tool schemas and the questions it asked, for the calls to come.
+    seen: call::Seen,
 }
 
 fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -175,7 +202,7 @@ impl Proxy {
                 .session(format!("mcp-{}", random_hex()))
                 .with_approver(Arc::new(call::Elicit(weak.clone())));
             Proxy {
-                lifecycle: Lifecycle::new(session),
+                lifecycle: Arc::new(Lifecycle::new(session)),
                 client: Writer::new(crate::jsonrpc::stdout()),
                 server,
                 name: Mutex::new(name),
@@ -186,7 +213,7 @@ impl Proxy {
                 to_server: Relay::default(),
                 to_client: Relay::default(),
                 in_flight: Mutex::default(),
-                schemas: schema::ToolSchemas::default(),
+                seen: call::Seen::default(),
             }
         })
     }
@@ -232,12 +259,23 @@ impl Proxy {
                         tokio::spawn(async move { proxy.call_tool(id, message, cancel).await });
                         continue;
                     }
+                    if method.starts_with("tasks/") {
+                        self.client
+                            .error(&id, METHOD_NOT_FOUND, NO_TASKS.into(), None);
+                        continue;
+                    }
                     let own = self.to_server.relay(&id).expect("checked above");
                     if method == "initialize" {
                         let capabilities = &message.value["params"]["capabilities"];
                         let elicits = !capabilities["elicitation"].is_null();
                         self.elicits.store(elicits, Ordering::Relaxed);
                         *lock(&self.initialize) = Some(id_key(&own));
+                    }
+                    if method == "server/discover" {
+                        *lock(&self.initialize) = Some(id_key(&own));
+                    }
+                    if let Some(params) = message.value.get_mut("params") {
+                        call::without_tasks(params);
                     }
                     message.value["id"] = own;
                     self.server.send(&message.value);
@@ -318,6 +356,11 @@ impl Proxy {
                     if lock(&self.initialize).as_deref() == Some(key.as_str()) {
                         self.named(&message.value);
                     }
+                    // A `subscriptions/listen` ended by the server names its subscription by
+                    // the request's id: the client's.
+                    if let Some(result) = message.value.get_mut("result") {
+                        subscription_of(result, |_| Some(request.peer_id.clone()));
+                    }
                     message.value["id"] = request.peer_id;
                 }
                 Kind::Request => match self.to_client.relay_or_refuse(&id, &self.server) {
@@ -334,7 +377,20 @@ impl Proxy {
                 }
                 Kind::Notification => {
                     if message.method() == "notifications/tools/list_changed" {
-                        self.schemas.changed();
+                        self.seen.schemas.changed();
+                    }
+                    // On a `subscriptions/listen` (MCP 2026-07-28), tagged with the id the
+                    // server knows the request by: the proxy's, which the client never saw.
+                    let mut known = true;
+                    if let Some(params) = message.value.get_mut("params") {
+                        subscription_of(params, |own| {
+                            let peer = self.to_server.peer_of(own);
+                            known = peer.is_some();
+                            peer
+                        });
+                    }
+                    if !known {
+                        continue;
                     }
                 }
             }
@@ -342,11 +398,17 @@ impl Proxy {
         }
     }
 
-    /// The server's `initialize` answer: its name, unless `--name` gave one.
+    /// The server's `initialize` answer (its `serverInfo`), or its `server/discover` answer
+    /// (the same, in the result's `_meta`): its name, unless `--name` gave one.
     fn named(&self, answer: &Value) {
         let mut name = lock(&self.name);
         if name.is_none() {
-            *name = answer["result"]["serverInfo"]["name"]
+            let result = &answer["result"];
+            let info = match result.get("serverInfo") {
+                Some(info) => info,
+                None => &result["_meta"][SERVER_INFO],
+            };
+            *name = info["name"]
                 .as_str()
                 .map(tool_name_part)
                 .filter(|n| !n.is_empty());

@@ -58,6 +58,7 @@ impl ToolSchemas {
         upstream: &dyn Upstream,
         tool: &str,
         arguments: &Value,
+        envelope: &Option<Value>,
     ) -> Result<Option<String>, String> {
         let mut listed = self.listed.lock().await;
         let changed = self
@@ -69,7 +70,7 @@ impl ToolSchemas {
                 Some(at) => !listed.tools.contains_key(tool) && at.elapsed() > RELIST_AFTER,
             };
         if stale {
-            let tools = tokio::time::timeout(LIST_WITHIN, list(upstream))
+            let tools = tokio::time::timeout(LIST_WITHIN, list(upstream, envelope))
                 .await
                 .map_err(|_| {
                     format!(
@@ -90,12 +91,19 @@ impl ToolSchemas {
 }
 
 /// The server's tools, each with the property names of its input schema. A server that
-/// answers `tools/list` with an error lists none.
-async fn list(upstream: &dyn Upstream) -> Result<HashMap<String, HashSet<String>>, String> {
+/// answers `tools/list` with an error lists none. Asked with the `envelope` of the call that
+/// needs the list (a 2026-07-28 server takes no request without one).
+async fn list(
+    upstream: &dyn Upstream,
+    envelope: &Option<Value>,
+) -> Result<HashMap<String, HashSet<String>>, String> {
     let mut tools = HashMap::new();
     let mut cursor: Option<String> = None;
     for _ in 0..MAX_PAGES {
         let mut params = serde_json::Map::new();
+        if let Some(envelope) = envelope {
+            params.insert("_meta".into(), envelope.clone());
+        }
         if let Some(cursor) = cursor.take() {
             params.insert("cursor".into(), Value::String(cursor));
         }

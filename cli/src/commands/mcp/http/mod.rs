@@ -30,11 +30,11 @@
 //! proxy's; the client POSTs its answer, as MCP's transport has it, and only an answer in the
 //! same session counts. Any other client's ask is a denial.
 
+mod mirrored;
 mod replay;
 mod upstream;
 
-use super::call::{Upstream, approval, call_tool, elicitation, tool_use_id};
-use super::schema::ToolSchemas;
+use super::call::{Answer, Seen, Upstream, approval, call_tool, elicitation, tool_use_id};
 use super::{id_key, lock};
 use crate::http_front::{AllowedHost, bearer_matches, problem, serve_connections};
 use crate::jsonrpc::relay::own_id;
@@ -108,7 +108,7 @@ struct Sessions {
 
 /// One MCP session's Palisade session, and its calls in the pipeline (by JSON-RPC id).
 struct McpSession {
-    lifecycle: Lifecycle,
+    lifecycle: Arc<Lifecycle>,
     in_flight: Mutex<HashMap<String, Signal>>,
     /// Whether the client declared it takes elicitations (in its `initialize`).
     elicits: AtomicBool,
@@ -117,8 +117,8 @@ struct McpSession {
     /// Elicitations Palisade sent in this session (on a `tools/call`'s stream), by id: the
     /// client POSTs the answers, in this session.
     asks: Mutex<HashMap<String, oneshot::Sender<Value>>>,
-    /// The server's tool schemas in this session, for the keys of a call's arguments.
-    schemas: ToolSchemas,
+    /// The server's tool schemas and the questions it asked in this session.
+    seen: Seen,
     /// The event streams of its calls, held for a client that resumes one.
     replays: replay::Replays,
 }
@@ -269,7 +269,17 @@ async fn handle(
         Ok(message) => message,
         Err(refusal) => return jsonrpc_error(&Value::Null, refusal.code, &refusal.why),
     };
+    // A server may route or authorise by the headers that mirror the body: they must say
+    // what the body Palisade judges says.
+    if let Some(why) = mirrored::mismatch(&headers, &message.value) {
+        let mut refused = jsonrpc_error(message.id(), mirrored::HEADER_MISMATCH, &why);
+        *refused.status_mut() = StatusCode::BAD_REQUEST;
+        return refused;
+    }
     match (message.kind, message.method()) {
+        (Kind::Request, method) if method.starts_with("tasks/") => {
+            return jsonrpc_error(message.id(), super::METHOD_NOT_FOUND, super::NO_TASKS);
+        }
         (Kind::Request, "tools/call") => {
             return gateway
                 .tools_call(&headers, &session_id, message.value)
@@ -419,12 +429,12 @@ impl Gateway {
             .session(format!("mcp-http-{name}"))
             .with_approver(approver);
         let session = Arc::new(McpSession {
-            lifecycle: Lifecycle::new(session),
+            lifecycle: Arc::new(Lifecycle::new(session)),
             in_flight: Mutex::default(),
             elicits: AtomicBool::new(false),
             streams: Mutex::default(),
             asks: Mutex::default(),
-            schemas: ToolSchemas::default(),
+            seen: Seen::default(),
             replays: Mutex::default(),
         });
         sessions.live.insert(id.to_string(), session.clone());
@@ -479,26 +489,27 @@ impl Gateway {
             return too_many_sessions(self.max_sessions);
         };
         if header_text(headers, "accept").contains("text/event-stream") {
-            return self.tools_call_streamed(headers, session, message);
+            return self.tools_call_streamed(headers, session, message).await;
         }
         match self.decide(passed(headers), &session, message, None).await {
-            Some(answer) => (StatusCode::OK, axum::Json(answer)).into_response(),
+            Some((answer, status)) => (status, axum::Json(answer)).into_response(),
             // Cancelled: the client expects no answer.
             None => StatusCode::ACCEPTED.into_response(),
         }
     }
 
     /// The pipeline over the client's `tools/call` in `session`, its tool the same POST to the
-    /// server: the JSON-RPC answer, or `None` when the client cancelled it or the server
-    /// ended the call's stream without an answer it could resume. What else the server sends
-    /// on the call's stream goes to `events`, when the client takes one.
+    /// server: the JSON-RPC answer (with the server's status when it is the server's refusal,
+    /// passed on), or `None` when the client cancelled it or the server ended the call's
+    /// stream without an answer it could resume. What else the server sends on the call's
+    /// stream goes to `events`, when the client takes one.
     async fn decide(
         self: &Arc<Self>,
         headers: Vec<(HeaderName, String)>,
         session: &McpSession,
         message: Value,
         events: Option<mpsc::UnboundedSender<Value>>,
-    ) -> Option<Value> {
+    ) -> Option<(Value, StatusCode)> {
         let id = message["id"].clone();
         let cancel = Signal::new();
         lock(&session.in_flight).insert(id_key(&id), cancel.clone());
@@ -513,50 +524,94 @@ impl Gateway {
         });
         let params = message["params"].clone();
         let name = self.name.clone();
-        let schemas = &session.schemas;
+        let seen = &session.seen;
         let decided = call_tool(
             &session.lifecycle,
             upstream,
             name,
             &id,
             params,
-            schemas,
+            seen,
             &cancel,
         );
         let decided = decided.await;
+        let answer = |body: Value, status: StatusCode| {
+            let mut message = json!({ "jsonrpc": "2.0", "id": id });
+            message.as_object_mut().expect("an object").extend(
+                body.as_object()
+                    .into_iter()
+                    .flatten()
+                    .map(|(k, v)| (k.clone(), v.clone())),
+            );
+            Some((message, status))
+        };
         match decided {
-            Ok(Some(result)) => Some(json!({ "jsonrpc": "2.0", "id": id, "result": result })),
+            Ok(Some(Answer::Result(result))) => answer(json!({ "result": result }), StatusCode::OK),
+            Ok(Some(Answer::Error { error, status })) => {
+                let status = status
+                    .and_then(|s| StatusCode::from_u16(s).ok())
+                    .unwrap_or(StatusCode::OK);
+                answer(json!({ "error": error }), status)
+            }
             Ok(None) => None,
-            Err((code, why)) => Some(json!({ "jsonrpc": "2.0", "id": id,
-                "error": { "code": code, "message": why } })),
+            Err((code, why)) => answer(
+                json!({ "error": { "code": code, "message": why } }),
+                StatusCode::OK,
+            ),
         }
     }
 
     /// A `tools/call` answered on an event stream, which carries what the server sends on the
     /// call's own stream (its notifications and requests, re-encoded) and Palisade's asks;
-    /// the last event is the call's answer.
-    fn tools_call_streamed(
+    /// the last event is the call's answer. The response starts with the first of them: a
+    /// call the server refused before it sent anything else (MCP 2026-07-28 answers such a
+    /// refusal with 400) is answered as the server answered it, JSON with its status.
+    async fn tools_call_streamed(
         self: &Arc<Self>,
         headers: &HeaderMap,
         session: Arc<McpSession>,
         message: Value,
     ) -> Response {
         let key = tool_use_id(&message["id"]);
-        let (events, stream) = mpsc::unbounded_channel::<Value>();
+        let (events, mut stream) = mpsc::unbounded_channel::<Value>();
         lock(&session.streams).insert(key.clone(), events.clone());
         let version = header_text(headers, "mcp-protocol-version");
-        let body = replay::Replay::start(&session, &version, stream);
         let (gateway, headers) = (self.clone(), passed(headers));
+        let refused: Arc<Mutex<Option<StatusCode>>> = Arc::default();
+        let streamed = session.clone();
+        let refusal = refused.clone();
         tokio::spawn(async move {
             let answer = gateway
                 .decide(headers, &session, message, Some(events.clone()))
                 .await;
             lock(&session.streams).remove(&key);
-            if let Some(answer) = answer {
+            if let Some((answer, status)) = answer {
+                if status != StatusCode::OK {
+                    *lock(&refusal) = Some(status);
+                }
                 let _ = events.send(answer);
             }
         });
-        event_stream(body)
+        let first = stream.recv().await;
+        if let Some(first) = &first
+            && first.get("method").is_none()
+            && let Some(status) = *lock(&refused)
+        {
+            return (status, axum::Json(first.clone())).into_response();
+        }
+        // The first message goes out first, then the rest as they come.
+        let (rest, messages) = mpsc::unbounded_channel::<Value>();
+        if let Some(first) = first {
+            let _ = rest.send(first);
+            tokio::spawn(async move {
+                while let Some(message) = stream.recv().await {
+                    if rest.send(message).is_err() {
+                        break;
+                    }
+                }
+            });
+        }
+        event_stream(replay::Replay::start(&streamed, &version, messages))
     }
 
     /// A client's GET with a `Last-Event-ID` of the proxy's: the rest of that call's stream,
@@ -645,6 +700,7 @@ fn passed(headers: &HeaderMap) -> Vec<(HeaderName, String)> {
             let value = headers.get(*name)?.to_str().ok()?;
             Some((HeaderName::from_static(name), value.to_string()))
         })
+        .chain(mirrored::of(headers))
         .collect()
 }
 

@@ -2,7 +2,7 @@
 //! in its name, the server's event stream read strictly and re-encoded for the client, and a
 //! stream the server ended early resumed (`Last-Event-ID`).
 
-use super::super::call::Upstream;
+use super::super::call::{Reply, Upstream};
 use super::{Gateway, MAX_BODY_BYTES};
 use crate::jsonrpc::strict::{self, Kind};
 use axum::body::Bytes;
@@ -27,7 +27,7 @@ pub(super) struct Http {
 }
 
 impl Upstream for Http {
-    fn call(&self, params: Value) -> palisade::BoxFuture<'_, Result<Value, String>> {
+    fn call(&self, params: Value) -> palisade::BoxFuture<'_, Result<Reply, String>> {
         Box::pin(self.post("tools/call", params))
     }
 
@@ -41,19 +41,21 @@ impl Upstream for Http {
             // the client's call's.
             let own = Http {
                 gateway: self.gateway.clone(),
-                headers: self.headers.clone(),
+                headers: super::mirrored::for_own(&self.headers, method, &params),
                 id: crate::jsonrpc::relay::own_id(),
                 events: None,
                 lost: Signal::new(),
             };
-            own.post(method, params).await
+            own.post(method, params).await.map(|reply| reply.message)
         })
     }
 }
 
 impl Http {
-    /// POSTs the request `method` with `params` under [`Http::id`]: the server's answer.
-    async fn post(&self, method: &str, params: Value) -> Result<Value, String> {
+    /// POSTs the request `method` with `params` under [`Http::id`]: the server's answer, with
+    /// its status. A status other than 2xx is an answer only when it carries a JSON-RPC error
+    /// (MCP 2026-07-28 answers a request it refuses with 400 and the error).
+    async fn post(&self, method: &str, params: Value) -> Result<Reply, String> {
         {
             let mut cancel_on_drop = CancelOnDrop {
                 upstream: Some(self),
@@ -74,7 +76,13 @@ impl Http {
                 .and_then(|v| v.to_str().ok())
                 .is_some_and(|v| v.starts_with("text/event-stream"));
             let answer = if !status.is_success() {
-                Err(format!("the MCP server answered {status}"))
+                let body = read_bounded(answer).await.unwrap_or_default();
+                match serde_json::from_slice::<Value>(&body) {
+                    Ok(message) if message.get("error").is_some_and(Value::is_object) => {
+                        Ok(message)
+                    }
+                    _ => Err(format!("the MCP server answered {status}")),
+                }
             } else if streamed {
                 self.response_in_stream(answer).await
             } else {
@@ -84,7 +92,10 @@ impl Http {
                 })
             };
             cancel_on_drop.upstream = None;
-            answer
+            answer.map(|message| Reply {
+                message,
+                status: Some(status.as_u16()),
+            })
         }
     }
 }
@@ -102,9 +113,11 @@ impl Drop for CancelOnDrop<'_> {
         };
         let cancel = json!({ "jsonrpc": "2.0", "method": "notifications/cancelled",
             "params": { "requestId": upstream.id, "reason": "cut off by Palisade" } });
+        let headers =
+            super::mirrored::for_own(&upstream.headers, "notifications/cancelled", &Value::Null);
         let request = upstream
             .gateway
-            .request(Method::POST, &upstream.headers)
+            .request(Method::POST, &headers)
             .body(cancel.to_string());
         tokio::spawn(async move {
             let _ = tokio::time::timeout(Duration::from_secs(5), request.send()).await;
