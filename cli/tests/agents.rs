@@ -607,6 +607,58 @@ fn claude_code_runs_an_allowed_tool_and_the_model_sees_the_contexts() {
     assert_allowed_with_contexts(&world, &out, &mock);
 }
 
+/// A guard (`steps`) that refuses every step of a turn but the prompt's.
+fn refuse_continuations(world: &World) {
+    world.scripted(
+        "steps",
+        "[[hooks]]\npoint = \"prompt-submit\"\ncapability = \"guard\"\n\n\
+         [config]\nprompt_submit = \"reject-continuations\"\n",
+    );
+}
+
+/// The guard of [`refuse_continuations`] refused the turn's second step, which never reached
+/// the model.
+fn assert_continuation_refused(world: &World, mock: &MockModel, report: &str) {
+    assert_eq!(
+        mock.model_requests().len(),
+        1,
+        "the continuation reached the model: {report}"
+    );
+    assert!(
+        world.audited("hook_denied", "steps/prompt-submit"),
+        "{report}"
+    );
+}
+
+/// Claude Code's `PostToolBatch` is a tool continuation's pre-step: after the shell call, a
+/// guard that refuses every step but the prompt's keeps the next model request from being
+/// sent, and Claude Code stops its loop. A context a prompt-submit hook adds there reaches the
+/// model's next request (`additionalContext`, once for the batch).
+#[test]
+fn claude_code_asks_prompt_submit_before_a_tool_continuation_and_a_reject_stops_it() {
+    let world = World::new(false);
+    refuse_continuations(&world);
+    let (out, mock) = run_claude(&world);
+    let report = describe(&out, &world);
+    assert!(world.marker.exists(), "the tool call ran: {report}");
+    assert_continuation_refused(&world, &mock, &report);
+
+    // The world's `prompt-context` adds its context at every prompt-submit: the prompt's step
+    // put it in the first request, the batch's once more in the next.
+    let world = World::new(false);
+    let (out, mock) = run_claude(&world);
+    let report = describe(&out, &world);
+    let requests = mock.model_requests();
+    assert!(requests.len() >= 2, "{report}");
+    let times = |n: usize| requests[n].body.to_string().matches(PROMPT_CONTEXT).count();
+    assert!(
+        times(1) > times(0),
+        "the batch's context is not in the next request ({} then {}): {report}",
+        times(0),
+        times(1)
+    );
+}
+
 /// A post-tool hook's redaction reaches Claude Code's model: the bridge carries it back as
 /// `updatedToolOutput`, in the shell tool's own output shape, and the model's tool result
 /// holds the redacted text, never the secret.
@@ -931,11 +983,7 @@ fn gemini_cli_runs_an_allowed_tool_and_the_model_sees_the_contexts() {
 #[test]
 fn gemini_cli_asks_prompt_submit_before_a_continuation_step_and_a_reject_ends_the_turn() {
     let world = World::new(false);
-    world.scripted(
-        "steps",
-        "[[hooks]]\npoint = \"prompt-submit\"\ncapability = \"guard\"\n\n\
-         [config]\nprompt_submit = \"reject-continuations\"\n",
-    );
+    refuse_continuations(&world);
     let (out, mock) = run_gemini(&world);
     let stdout = String::from_utf8_lossy(&out.stdout);
     let report = describe(&out, &world);
@@ -944,13 +992,5 @@ fn gemini_cli_asks_prompt_submit_before_a_continuation_step_and_a_reject_ends_th
         stdout.contains("Agent execution blocked: step 2 of turn"),
         "Gemini did not report the blocked request: {report}"
     );
-    assert_eq!(
-        mock.model_requests().len(),
-        1,
-        "the continuation reached the model: {report}"
-    );
-    assert!(
-        world.audited("hook_denied", "steps/prompt-submit"),
-        "{report}"
-    );
+    assert_continuation_refused(&world, &mock, &report);
 }

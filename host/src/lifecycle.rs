@@ -198,6 +198,14 @@ impl Lifecycle {
         self.turn_counter("steps").await
     }
 
+    /// The number of the tool continuation the agent is about to make in the current turn,
+    /// by the session's durable counter of them: for an agent that reports only the model
+    /// requests after a batch of tool calls (Claude Code's `PostToolBatch`). The first is
+    /// step 2 (the prompt's step is 1).
+    pub async fn next_continuation(&self) -> Result<u32, crate::state::StateUnavailable> {
+        Ok(self.turn_counter("continuations").await? + 1)
+    }
+
     /// Records that the agent could not take the contexts the hooks of `point` contributed
     /// (`tool`: the call's name, at a tool's point; `instead`: what the agent did), one
     /// `hook_not_applied` per context: an agent whose model requests a hook can block but not

@@ -70,8 +70,10 @@ impl Dialect {
 /// (`PreSkillShellCommand`), which runs without a `PreToolUse` and is judged as the shell call
 /// it is; a turn that ended in an API error (`StopFailure`), which closes the turn as failed;
 /// an MCP server's question to the user (`Elicitation`), judged as a call of
-/// `elicitation/create`, and the user's answer (`ElicitationResult`), as that call's result.
-pub const CLAUDE_CODE_EVENTS: [&str; 13] = [
+/// `elicitation/create`, and the user's answer (`ElicitationResult`), as that call's result;
+/// the model request after a batch of tool calls (`PostToolBatch`), a tool continuation's
+/// pre-step.
+pub const CLAUDE_CODE_EVENTS: [&str; 14] = [
     "SessionStart",
     "UserPromptSubmit",
     "PreToolUse",
@@ -81,6 +83,7 @@ pub const CLAUDE_CODE_EVENTS: [&str; 13] = [
     "PostToolUse",
     "PostToolUseFailure",
     "ElicitationResult",
+    "PostToolBatch",
     "Stop",
     "SubagentStop",
     "StopFailure",

@@ -20,7 +20,7 @@
 //! | `Stop`, `SubagentStop` | turn-stopping (then turn-completed) | `decision: "block"` + `reason` (the steering) |
 //! | `StopFailure` (the turn ended in an API error) | turn-completed, failed | nothing (the agent ignores it) |
 //! | Codex's `Interrupt` (its user interrupted the turn) | turn-completed, interrupted | nothing |
-//! | Gemini CLI's `BeforeModel` (a model request), after the turn's first | prompt-submit, a continuation step with no claimed messages | `decision: "block"` + `reason`: the model is not called, the turn ends |
+//! | Gemini CLI's `BeforeModel` (a model request), after the turn's first; Claude Code's `PostToolBatch` (the model request after a batch of tool calls) | prompt-submit, a continuation step with no claimed messages | `decision: "block"` + `reason`: the model is not called, the turn ends; at `PostToolBatch`, `additionalContext` (contexts joined) |
 //! | `SessionEnd` | session-ended | nothing |
 //! | `PreCompact`, `Notification`, others | none | nothing (see `docs/bridges.md`) |
 //!
@@ -139,6 +139,7 @@ pub fn fails_closed(event: &str) -> bool {
             | "Elicitation"
             | "ElicitationResult"
             | "BeforeModel"
+            | "PostToolBatch"
     )
 }
 
@@ -211,7 +212,7 @@ pub fn points_for(event: &str) -> &'static [Point] {
         ],
         // A continuation step's prompt-submit; its reject closes the turn, but an observer of
         // turn-completed alone needs no process per model request.
-        "BeforeModel" => &[Point::PromptSubmit],
+        "BeforeModel" | "PostToolBatch" => &[Point::PromptSubmit],
         "SessionEnd" => &[Point::SessionEnded],
         _ => &[],
     }
@@ -345,9 +346,22 @@ async fn dispatch(lifecycle: &Lifecycle, dialect: Dialect, input: &HookEvent) ->
             lifecycle.in_turn_durably(turn).await;
             elicitation_result(lifecycle, input).await
         }
-        "BeforeModel" if dialect == Dialect::Gemini => {
+        "BeforeModel" | "PostToolBatch"
+            if (event == "BeforeModel") == (dialect == Dialect::Gemini) =>
+        {
             lifecycle.in_turn_durably(turn).await;
-            model_request(lifecycle).await
+            // Gemini CLI reports every model request; Claude Code those after a tool batch.
+            let step = match event {
+                "BeforeModel" => lifecycle.next_step().await,
+                _ => lifecycle.next_continuation().await,
+            };
+            match step {
+                Ok(step) => model_request(lifecycle, event, step).await,
+                Err(why) => failure(
+                    event,
+                    &format!("the turn's steps could not be counted: {why}"),
+                ),
+            }
         }
         "StopFailure" | "Interrupt" => {
             // The turn ended in an API error, or its user interrupted it: no `Stop` comes, and
@@ -518,23 +532,16 @@ async fn elicitation_result(lifecycle: &Lifecycle, input: &HookEvent) -> Reply {
     reply
 }
 
-/// Gemini CLI's `BeforeModel`: the agent is about to send the model a request of the current
-/// turn. Its first is the prompt's step 1, judged at `BeforeAgent`; each later one is a step
-/// that continues the turn after tool calls, which runs `prompt-submit` with no claimed
-/// messages (docs/semantics.md S1.9, S1.11). A reject blocks the request: the model is not
-/// called and the turn ends, closed blocked. The agent can neither take a reshaped batch
-/// (blocked, as a reshaped prompt is) nor add contexts to the request (recorded as not
-/// applied). When the steps cannot be counted, the request is blocked.
-async fn model_request(lifecycle: &Lifecycle) -> Reply {
-    let step = match lifecycle.next_step().await {
-        Ok(step) => step,
-        Err(why) => {
-            return failure(
-                "BeforeModel",
-                &format!("the turn's model requests could not be counted: {why}"),
-            );
-        }
-    };
+/// The model request of step `step` of the turn, which the agent is about to make: Gemini
+/// CLI's `BeforeModel` (every request: the first is the prompt's step, answered at
+/// `BeforeAgent`), Claude Code's `PostToolBatch` (the request after a batch of tool calls: a
+/// tool continuation, step 2 on). A continuation step's pre-step (docs/semantics.md S1.9,
+/// S1.11): `prompt-submit` with no claimed messages. A reject blocks the request (the model is
+/// not called, the turn ends blocked); a hook that adds messages blocks it too, since neither
+/// agent can add them to a request; contexts reach the model where the agent takes them
+/// (Claude Code's `additionalContext`, once for the batch) and are recorded as not applied
+/// where it does not (Gemini CLI).
+async fn model_request(lifecycle: &Lifecycle, event: &str, step: u32) -> Reply {
     if step <= 1 {
         return Reply::nothing();
     }
@@ -546,6 +553,12 @@ async fn model_request(lifecycle: &Lifecycle) -> Reply {
                 "a prompt-submit hook added messages to this step, and this agent cannot add \
                  messages to a model request: it is blocked rather than sent without them",
             ))
+        }
+        PreStepDecision::Enter { contexts, .. } if event == "PostToolBatch" => {
+            match joined(contexts.into_iter().map(|c| c.text)) {
+                Some(context) => Reply::answer(HookAnswer::context(event, context)),
+                None => Reply::nothing(),
+            }
         }
         PreStepDecision::Enter { contexts, .. } => {
             lifecycle.contexts_not_applied(
