@@ -893,21 +893,7 @@ const GEMINI_SETTINGS: &str = r#"{
 
 /// Gemini CLI with `palisade install gemini` merged into its user settings.
 fn run_gemini(world: &World) -> (Output, MockModel) {
-    let gemini = std::env::var_os("PALISADE_GEMINI")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| {
-            Path::new(env!("CARGO_MANIFEST_DIR"))
-                .join("../target/tools/agents/node_modules/@google/gemini-cli/bundle/gemini.js")
-        });
-    assert!(
-        gemini.exists(),
-        "Gemini CLI is not installed at {}: run `bash scripts/tools.sh` (scripts/test.sh does), \
-         or set PALISADE_GEMINI",
-        gemini.display()
-    );
-    let settings = world.home.join(".gemini/settings.json");
-    std::fs::create_dir_all(settings.parent().unwrap()).unwrap();
-    std::fs::write(&settings, GEMINI_SETTINGS).unwrap();
+    let settings = gemini_settings(world);
     palisade(&[
         "install",
         "gemini",
@@ -923,6 +909,54 @@ fn run_gemini(world: &World) -> (Output, MockModel) {
     assert_eq!(
         merged["hooks"]["BeforeTool"][0]["hooks"][0]["timeout"],
         15_000
+    );
+    gemini(world)
+}
+
+/// Gemini CLI with `install gemini --serve` in its user settings, in front of a `palisade
+/// serve` of the world's plugins (`palisade forward` per event, to `POST /gemini`).
+fn run_gemini_served(world: &World) -> (Output, MockModel, server::Server) {
+    let server = server::Server::start(
+        &world.plugins,
+        &["--audit-log", world.audit.to_str().unwrap()],
+        &[("PALISADE_CACHE_DIR", cache_dir().to_str().unwrap())],
+    );
+    let settings = gemini_settings(world);
+    palisade(&[
+        "install",
+        "gemini",
+        "--serve",
+        &server.url(),
+        "--token-file",
+        server.token_file.to_str().unwrap(),
+        "--settings",
+        settings.to_str().unwrap(),
+    ]);
+    let (out, mock) = gemini(world);
+    (out, mock, server)
+}
+
+/// The world's Gemini CLI user settings, before Palisade's hooks are merged in.
+fn gemini_settings(world: &World) -> PathBuf {
+    let settings = world.home.join(".gemini/settings.json");
+    std::fs::create_dir_all(settings.parent().unwrap()).unwrap();
+    std::fs::write(&settings, GEMINI_SETTINGS).unwrap();
+    settings
+}
+
+/// Runs Gemini CLI on the world's project, as set up, its model asking for the shell call.
+fn gemini(world: &World) -> (Output, MockModel) {
+    let gemini = std::env::var_os("PALISADE_GEMINI")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| {
+            Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("../target/tools/agents/node_modules/@google/gemini-cli/bundle/gemini.js")
+        });
+    assert!(
+        gemini.exists(),
+        "Gemini CLI is not installed at {}: run `bash scripts/tools.sh` (scripts/test.sh does), \
+         or set PALISADE_GEMINI",
+        gemini.display()
     );
     let call = serde_json::json!({
         "name": "run_shell_command",
@@ -963,6 +997,25 @@ fn gemini_cli_obeys_a_wasm_deny_and_the_model_sees_the_reason() {
     let world = World::new(true);
     let (out, mock) = run_gemini(&world);
     let report = assert_denied(&world, &out);
+    let responses = gemini_function_responses(&mock);
+    assert!(
+        responses.iter().any(|r| r.contains(DENY_REASON)),
+        "the deny reason did not reach the model; tool answers: {responses:#?}\n{report}"
+    );
+}
+
+/// Gemini CLI through `palisade serve` (`install gemini --serve`: a `palisade forward` per
+/// event, to `POST /gemini`): the guard denies the call, in Gemini CLI's fields, and the model
+/// reads why.
+#[test]
+fn gemini_cli_through_palisade_serve_obeys_a_deny() {
+    let world = World::new(true);
+    let (out, mock, server) = run_gemini_served(&world);
+    let report = format!(
+        "{}\nserver:\n{}",
+        assert_denied(&world, &out),
+        server.said()
+    );
     let responses = gemini_function_responses(&mock);
     assert!(
         responses.iter().any(|r| r.contains(DENY_REASON)),

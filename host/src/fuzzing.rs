@@ -331,7 +331,7 @@ pub fn bridge_event(data: &[u8]) {
             let json = serde_json::to_value(stdout);
             assert!(json.is_ok_and(|j| j.is_object()), "{reply:?}");
         }
-        let _ = reply.http("PreToolUse");
+        let _ = reply.http(crate::bridge::Dialect::ClaudeCode, "PreToolUse");
     }
 }
 

@@ -131,7 +131,8 @@ async fn forward_within(url: &str, token_file: Option<&Path>, event: Arc<Mutex<S
     let stdout = match body.trim() {
         "" => None,
         text => match serde_json::from_str(text) {
-            Ok(json) => Some(bridge::Answer::ClaudeCode(json)),
+            // As the server composed it, in its agent's fields.
+            Ok(json) => Some(bridge::Answer::Json(json)),
             Err(e) => {
                 return fail(format!(
                     "palisade serve answered something not a hook answer: {e}"

@@ -66,15 +66,24 @@ pub enum InstallCommand {
     },
     /// Print the hooks snippet of Gemini CLI's settings.json, or merge it into --settings FILE.
     Gemini {
-        /// The plugin directory.
-        dir: PathBuf,
+        /// The plugin directory (not with --serve: the server has its own).
+        #[arg(required_unless_present = "serve", conflicts_with = "serve")]
+        dir: Option<PathBuf>,
         /// The settings file to merge into (created if missing; other hooks are kept):
         /// ~/.gemini/settings.json, or a project's .gemini/settings.json.
         #[arg(long)]
         settings: Option<PathBuf>,
         /// Have the hook command append lifecycle events to this JSONL audit log.
-        #[arg(long)]
+        #[arg(long, conflicts_with = "serve")]
         audit_log: Option<PathBuf>,
+        /// Install command hooks that forward each event to `palisade serve` at this base
+        /// URL (e.g. http://127.0.0.1:8719) instead of running the plugins per event.
+        #[arg(long, value_name = "URL")]
+        serve: Option<String>,
+        /// With --serve: the file holding the server's bearer token, created when missing
+        /// [default: the one `palisade serve` uses, ~/.config/palisade/serve-token].
+        #[arg(long, value_name = "FILE", requires = "serve")]
+        token_file: Option<PathBuf>,
     },
     /// Print Zed's `agent_servers` entry that starts `palisade acp` in front of an ACP agent,
     /// or merge it into --settings FILE (Zed's settings.json).
@@ -148,7 +157,17 @@ impl InstallCommand {
                 dir,
                 settings,
                 audit_log,
-            } => install_gemini(&dir, settings.as_deref(), audit_log.as_deref()),
+                serve,
+                token_file,
+            } => match (dir, serve) {
+                (_, Some(base)) => {
+                    install_gemini_serve(&base, settings.as_deref(), token_file.as_deref())
+                }
+                (Some(dir), None) => {
+                    install_gemini(&dir, settings.as_deref(), audit_log.as_deref())
+                }
+                (None, None) => Err(anyhow::anyhow!("name the plugin directory, or --serve URL")),
+            },
             InstallCommand::Zed {
                 plugins,
                 name,
@@ -272,18 +291,7 @@ fn install_gemini(
 ) -> anyhow::Result<ExitCode> {
     let plugins = crate::cache::host_builder().build()?.load_dir(dir)?;
     let command = hook_command("gemini", dir, audit_log)?;
-    let mut hooks = serde_json::Map::new();
-    for event in events_for(&plugins, Dialect::Gemini.events()) {
-        let entry = crate::settings::GeminiSettingsEntry::command(
-            event,
-            &command,
-            install_timeout_secs() * 1000,
-        );
-        hooks.insert(
-            event.to_string(),
-            Value::Array(vec![serde_json::to_value(entry)?]),
-        );
-    }
+    let hooks = gemini_hooks(events_for(&plugins, Dialect::Gemini.events()), &command)?;
     let code = merge_settings(hooks, settings, &command, GEMINI)?;
     eprintln!(
         "Gemini CLI runs hooks only in a trusted folder: trust the project when it asks (or \
@@ -293,6 +301,71 @@ fn install_gemini(
         println!("{}", precompiled(&plugins));
     }
     Ok(code)
+}
+
+/// `palisade install gemini --serve URL`: command hooks that hand each event to `palisade
+/// serve` (`POST /gemini`) through `palisade forward`, with the server's bearer token from its
+/// file (created when missing). Gemini CLI runs only command hooks.
+fn install_gemini_serve(
+    base: &str,
+    settings: Option<&Path>,
+    token_file: Option<&Path>,
+) -> anyhow::Result<ExitCode> {
+    let (url, command, token_file, created) = forward_to(base, "gemini", token_file)?;
+    let hooks = gemini_hooks(Dialect::Gemini.events().iter().copied(), &command)?;
+    let code = merge_settings(hooks, settings, &format!("forwarded to {url}"), GEMINI)?;
+    said_where_the_token_is(&token_file, created);
+    Ok(code)
+}
+
+/// Gemini CLI's `hooks`: `command` on each of `events`, with a timeout (in milliseconds) past
+/// the bridge's budget.
+fn gemini_hooks<'a>(
+    events: impl IntoIterator<Item = &'a str>,
+    command: &str,
+) -> anyhow::Result<serde_json::Map<String, Value>> {
+    let mut hooks = serde_json::Map::new();
+    for event in events {
+        let timeout_ms = install_timeout_secs() * 1000;
+        let entry = crate::settings::GeminiSettingsEntry::command(event, command, timeout_ms);
+        hooks.insert(
+            event.to_string(),
+            Value::Array(vec![serde_json::to_value(entry)?]),
+        );
+    }
+    Ok(hooks)
+}
+
+/// The endpoint of `dialect` at the server `base`, the `palisade forward` command that posts
+/// to it, and the server's token file (whether it was created now).
+fn forward_to(
+    base: &str,
+    dialect: &str,
+    token_file: Option<&Path>,
+) -> anyhow::Result<(String, String, PathBuf, bool)> {
+    if !(base.starts_with("http://") || base.starts_with("https://")) {
+        anyhow::bail!("--serve takes the server's base URL, such as http://127.0.0.1:8719");
+    }
+    let url = format!("{}/{dialect}", base.trim_end_matches('/'));
+    let token_file = crate::token::path_or_default(token_file)?;
+    let (_, created) = crate::token::ensure(&token_file)?;
+    let exe = std::env::current_exe()?;
+    let command = format!(
+        "{} forward {} --token-file {}",
+        shell_quote(&exe.to_string_lossy()),
+        shell_quote(&url),
+        shell_quote(&token_file.to_string_lossy())
+    );
+    Ok((url, command, token_file, created))
+}
+
+fn said_where_the_token_is(token_file: &Path, created: bool) {
+    eprintln!(
+        "the server's bearer token is in {}{}: start the server with --token-file {0} if \
+         that is not its default",
+        token_file.display(),
+        if created { " (created now)" } else { "" }
+    );
 }
 
 /// Claude Code's settings entry that runs `command` on `event`, for every tool. The agent's own
@@ -533,12 +606,7 @@ fn install_claude_code_serve(
     token_file: Option<&Path>,
     hook_type: HookType,
 ) -> anyhow::Result<ExitCode> {
-    if !(base.starts_with("http://") || base.starts_with("https://")) {
-        anyhow::bail!("--serve takes the server's base URL, such as http://127.0.0.1:8719");
-    }
-    let url = format!("{}/claude-code", base.trim_end_matches('/'));
-    let token_file = crate::token::path_or_default(token_file)?;
-    let (_, created) = crate::token::ensure(&token_file)?;
+    let (url, command, token_file, created) = forward_to(base, "claude-code", token_file)?;
     let http = match hook_type {
         HookType::Http => true,
         HookType::Command => false,
@@ -560,13 +628,6 @@ fn install_claude_code_serve(
             }
         },
     };
-    let exe = std::env::current_exe()?;
-    let command = format!(
-        "{} forward {} --token-file {}",
-        shell_quote(&exe.to_string_lossy()),
-        shell_quote(&url),
-        shell_quote(&token_file.to_string_lossy())
-    );
     let mut hooks = serde_json::Map::new();
     for &event in Dialect::ClaudeCode.events() {
         let entry = match http && !crate::settings::COMMAND_ONLY.contains(&event) {
@@ -587,12 +648,7 @@ fn install_claude_code_serve(
         false => format!("forwarded to {url}"),
     };
     let code = merge_settings_allowing(hooks, settings, &what, CLAUDE_CODE, allow)?;
-    eprintln!(
-        "the server's bearer token is in {}{}: start the server with --token-file {0} if \
-         that is not its default",
-        token_file.display(),
-        if created { " (created now)" } else { "" }
-    );
+    said_where_the_token_is(&token_file, created);
     if http {
         eprintln!(
             "Claude Code sends the token from ${TOKEN_VAR}: start it with \

@@ -58,6 +58,9 @@ pub enum Answer {
     ClaudeCode(HookAnswer),
     /// Gemini CLI's fields.
     Gemini(GeminiAnswer),
+    /// An answer in any agent's fields, as another Palisade composed it: what `palisade
+    /// forward` relays of `palisade serve`'s.
+    Json(Value),
 }
 
 /// What the hook command answers: a JSON object on stdout (or nothing), a message on stderr,
@@ -80,8 +83,9 @@ impl Reply {
     /// status: the agent reads a 2xx body as a command's stdout (an empty body: nothing to
     /// say) and anything else as a non-blocking error. So a blocking error (exit 2) becomes
     /// the event's own blocking answer with the reason — a deny at `PreToolUse`, a block
-    /// elsewhere — and a non-blocking one (exit 1) a 500 with the message.
-    pub fn http(&self, event: &str) -> (u16, Option<Value>) {
+    /// elsewhere, in `dialect`'s fields — and a non-blocking one (exit 1) a 500 with the
+    /// message.
+    pub fn http(&self, dialect: Dialect, event: &str) -> (u16, Option<Value>) {
         let body = |answer: &Answer| serde_json::to_value(answer).ok();
         match self.exit_code {
             0 => (200, self.stdout.as_ref().and_then(body)),
@@ -91,14 +95,18 @@ impl Reply {
                     .clone()
                     .unwrap_or_else(|| "palisade: blocked".into());
                 // The event's own refusal: what the agent reads at that event.
-                let answer = match event {
-                    "PreToolUse" | "PreSkillShellCommand" => {
-                        HookAnswer::permission_at(event, Permission::Deny, reason)
+                let answer = match canonical(event) {
+                    claude @ ("PreToolUse" | "PreSkillShellCommand") => {
+                        HookAnswer::permission_at(claude, Permission::Deny, reason)
                     }
                     "PermissionRequest" => HookAnswer::permission_request_denied(reason),
                     _ => HookAnswer::block(reason),
                 };
-                (200, body(&Answer::ClaudeCode(answer)))
+                let answer = match dialect {
+                    Dialect::Gemini => Answer::Gemini(GeminiAnswer::from_claude(event, &answer)),
+                    _ => Answer::ClaudeCode(answer),
+                };
+                (200, body(&answer))
             }
             _ => (
                 500,
@@ -722,14 +730,19 @@ async fn stop(lifecycle: &Lifecycle, event: &str, input: &HookEvent) -> Reply {
 
 #[cfg(test)]
 mod tests {
-    use super::{failure, tool_of};
+    use super::{Dialect, failure, tool_of};
     use serde_json::json;
 
     /// A refusal over HTTP (`palisade serve`, for `forward`) is the event's own: a permission
     /// denial where the event takes one, under its name; a block elsewhere.
     #[test]
     fn a_refusal_over_http_is_the_events_own() {
-        let http = |event: &str| failure(event, "the plugins did not load").http(event).1;
+        let refused = |dialect, event: &str| {
+            failure(event, "the plugins did not load")
+                .http(dialect, event)
+                .1
+        };
+        let http = |event: &str| refused(Dialect::ClaudeCode, event);
         for event in ["PreToolUse", "PreSkillShellCommand"] {
             let answer = http(event).unwrap();
             let specific = &answer["hookSpecificOutput"];
@@ -741,6 +754,14 @@ mod tests {
         assert_eq!(specific["hookEventName"], "PermissionRequest", "{answer}");
         assert_eq!(specific["decision"]["behavior"], "deny", "{answer}");
         assert_eq!(http("UserPromptSubmit").unwrap()["decision"], "block");
+        // Gemini CLI's, in its fields.
+        let answer = refused(Dialect::Gemini, "BeforeTool").unwrap();
+        assert_eq!(answer["decision"], "deny", "{answer}");
+        assert!(answer.get("hookSpecificOutput").is_none(), "{answer}");
+        assert_eq!(
+            refused(Dialect::Gemini, "BeforeAgent").unwrap()["decision"],
+            "block"
+        );
     }
 
     /// The tool an event is about is the one its matchers see: a tool event's `tool_name`, in

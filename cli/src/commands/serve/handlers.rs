@@ -86,6 +86,14 @@ pub(super) async fn codex(
     hook_event(&server, &headers, body, Dialect::Codex).await
 }
 
+pub(super) async fn gemini(
+    State(server): State<Arc<Server>>,
+    headers: HeaderMap,
+    body: Body,
+) -> Response {
+    hook_event(&server, &headers, body, Dialect::Gemini).await
+}
+
 /// One hook event of `dialect`: who is asking, before reading what they send.
 async fn hook_event(
     server: &Arc<Server>,
@@ -203,7 +211,7 @@ pub(super) async fn answer(server: &Arc<Server>, dialect: Dialect, body: &[u8]) 
     };
     drop(session);
     drop(busy);
-    let (status, body) = reply.http(&event);
+    let (status, body) = reply.http(dialect, &event);
     let status = StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
     match body {
         Some(body) => (status, axum::Json(body)).into_response(),

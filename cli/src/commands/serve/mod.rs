@@ -3,8 +3,9 @@
 //! plugin instances, and keeps one Palisade session per agent session, so per-session plugin
 //! state (budgets, "already warned" flags) lasts across the events of a session.
 //!
-//! - `POST /claude-code` and `POST /codex`: one hook event each, answered exactly as
-//!   `palisade claude-code` / `palisade codex` would (see [`palisade::bridge::Reply::http`]).
+//! - `POST /claude-code`, `POST /codex` and `POST /gemini`: one hook event each, answered
+//!   exactly as `palisade claude-code` / `codex` / `gemini` would (see
+//!   [`palisade::bridge::Reply::http`]).
 //! - `GET /health`: the generation of plugins, their count, the live sessions.
 //!
 //! Bounded: request bodies (`--payload-max-bytes`), concurrent requests
@@ -24,7 +25,7 @@ use anyhow::Context;
 use axum::Router;
 use axum::extract::DefaultBodyLimit;
 use axum::routing::{get, post};
-use handlers::{claude_code, codex, health, metrics_text, not_found};
+use handlers::{claude_code, codex, gemini, health, metrics_text, not_found};
 use palisade::events::EventSink;
 use palisade::{JsonlSink, Lifecycle, Plugins};
 use reload::{fingerprint, reload_on_sighup, watch};
@@ -281,13 +282,14 @@ async fn serve(options: Options) -> anyhow::Result<std::process::ExitCode> {
         }
     ));
     say(format!(
-        "palisade serve: {count} plugin(s) from {}, listening on http://{address} (POST /claude-code, POST /codex; GET /health, /metrics)",
+        "palisade serve: {count} plugin(s) from {}, listening on http://{address} (POST /claude-code, POST /codex, POST /gemini; GET /health, /metrics)",
         server.options.plugins.display()
     ));
 
     let app = Router::new()
         .route("/claude-code", post(claude_code))
         .route("/codex", post(codex))
+        .route("/gemini", post(gemini))
         .route("/health", get(health))
         .route("/metrics", get(metrics_text))
         .fallback(not_found)
