@@ -541,15 +541,31 @@ async fn over_http_a_closed_call_stream_resumes_and_notifications_stream() {
 
 /// Over `--listen`: a request the server sends on a call's own event stream (an elicitation
 /// related to the call) reaches the client on the proxy's stream for that call, the client's
-/// POSTed answer reaches the server, and the call's answer is the tool's.
+/// POSTed answer reaches the server, and the call's answer is the tool's. With a guard on the
+/// user's answers (`post-tool` over `elicitation/create`), the server hears `decline` in the
+/// user's place.
 #[tokio::test(flavor = "multi_thread")]
 async fn over_http_a_servers_request_on_the_call_stream_is_relayed_both_ways() {
     let _one = ONE_AT_A_TIME.lock().await;
     let (node, dir) = tools();
     let (_server, upstream) = our_server(&node, &dir, "asking-server.mjs");
     let plugins = PluginDir::new();
+    let seen = asked_over_http(&upstream, &plugins).await;
+    assert!(seen.contains(r#"answered accept {\"go\":true}"#), "{seen}");
+    plugins.scripted(
+        "answers",
+        "[[hooks]]\npoint = \"post-tool\"\ncapability = \"guard\"\n\
+         matcher = \"elicitation/create\"\n[config]\npost_tool = \"block\"\n",
+    );
+    let seen = asked_over_http(&upstream, &plugins).await;
+    assert!(seen.contains("answered decline"), "{seen}");
+}
+
+/// A call of the asking server's `ask` through `palisade mcp --listen` with `plugins`, whose
+/// question the client answers yes: everything the call's stream carried.
+async fn asked_over_http(upstream: &str, plugins: &PluginDir) -> String {
     let state = tempfile::tempdir().unwrap();
-    let (_proxy, url, token) = listen(plugins.path(), state.path(), &upstream);
+    let (_proxy, url, token) = listen(plugins.path(), state.path(), upstream);
     let http = reqwest::Client::new();
     let post = |session: Option<&str>, body: serde_json::Value| {
         let mut request = http
@@ -605,5 +621,5 @@ async fn over_http_a_servers_request_on_the_call_stream_is_relayed_both_ways() {
     )
     .await;
     assert!(answered.is_ok(), "the call was never answered: {seen}");
-    assert!(seen.contains(r#"answered accept {\"go\":true}"#), "{seen}");
+    seen
 }

@@ -1229,6 +1229,48 @@ async fn a_guard_declines_a_servers_question_in_an_mcp_round() {
     client.cancel().await.unwrap();
 }
 
+/// The same guards over MCP 2025-11-25, where the server asks its question as a request of its
+/// own (`elicitation/create`, here from the same server's legacy side) in the middle of the
+/// call: a guard on answers has the server hear `decline` in the user's place, and a guard on
+/// questions keeps the question from the user, who is never asked.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_same_guards_judge_a_2025_servers_question_and_its_answer() {
+    let project = Project::new(&[]);
+    let legacy_client = |plugins: &PluginDir| {
+        let mut command = tokio::process::Command::new(env!("CARGO_BIN_EXE_palisade"));
+        command
+            .args(project.proxy_args(plugins, "modern", &modern_server()))
+            .env("PALISADE_CACHE_DIR", cache_dir())
+            .env("PALISADE_STATE_DIR", project.dir.path().join("state"));
+        Answering::with(json!({ "name": "mallory" }))
+            .serve(TokioChildProcess::new(command).unwrap())
+    };
+    let plugins = PluginDir::new();
+    answer_guard(&plugins);
+    let client = legacy_client(&plugins)
+        .await
+        .expect("initialize through the proxy");
+    let declined = call(&client, "greet", json!({})).await;
+    assert_eq!(declined.is_error, Some(true), "{declined:?}");
+    assert_eq!(text(&declined), "no name given (decline)", "{declined:?}");
+    assert_eq!(client.service().asked.lock().unwrap().len(), 1);
+    client.cancel().await.unwrap();
+
+    let plugins = PluginDir::new();
+    plugins.scripted(
+        "questions",
+        "[[hooks]]\npoint = \"pre-tool\"\ncapability = \"guard\"\n\
+         matcher = \"elicitation/create\"\n[config]\npre_tool = \"deny\"\n",
+    );
+    let client = legacy_client(&plugins)
+        .await
+        .expect("initialize through the proxy");
+    let declined = call(&client, "greet", json!({})).await;
+    assert_eq!(text(&declined), "no name given (decline)", "{declined:?}");
+    assert!(client.service().asked.lock().unwrap().is_empty());
+    client.cancel().await.unwrap();
+}
+
 /// The W3C trace context a 2026-07-28 request carries in its `_meta` reaches the audit log
 /// of the call's hooks.
 #[tokio::test(flavor = "multi_thread")]

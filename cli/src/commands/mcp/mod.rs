@@ -177,6 +177,9 @@ struct Proxy {
     in_flight: Mutex<HashMap<String, Signal>>,
     /// The server's tool schemas and the questions it asked, for the calls to come.
     seen: call::Seen,
+    /// The server's questions passed to the client and not yet answered: the method of each,
+    /// by the id the client has it under.
+    questions_out: Mutex<HashMap<String, String>>,
 }
 
 fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -214,6 +217,7 @@ impl Proxy {
                 to_client: Relay::default(),
                 in_flight: Mutex::default(),
                 seen: call::Seen::default(),
+                questions_out: Mutex::default(),
             }
         })
     }
@@ -288,7 +292,18 @@ impl Proxy {
                     }
                     if let Some(request) = self.to_client.answered_or_drop(&id, "mcp", "client") {
                         message.value["id"] = request.peer_id;
-                        self.server.send(&message.value);
+                        match lock(&self.questions_out).remove(&id_key(&id)) {
+                            // The answer to a server's question: judged before the server
+                            // hears it, in a task of its own.
+                            Some(method) => {
+                                let proxy = self.clone();
+                                let key = id_key(&id);
+                                tokio::spawn(async move {
+                                    proxy.answered(key, method, message.value).await
+                                });
+                            }
+                            None => self.server.send(&message.value),
+                        }
                     }
                 }
                 Kind::Notification if method == "tools/call" => {
@@ -364,6 +379,13 @@ impl Proxy {
                     message.value["id"] = request.peer_id;
                 }
                 Kind::Request => match self.to_client.relay_or_refuse(&id, &self.server) {
+                    Some(own) if rounds::is_question(message.method()) => {
+                        // A question for the client's user or model (MCP 2025-11-25): judged
+                        // before the client sees it, in a task of its own.
+                        let proxy = self.clone();
+                        tokio::spawn(async move { proxy.ask(own, message.value).await });
+                        continue;
+                    }
                     Some(own) => message.value["id"] = own,
                     None => continue,
                 },
@@ -395,6 +417,59 @@ impl Proxy {
                 }
             }
             self.client.send(&message.value);
+        }
+    }
+
+    /// The judge of the server's own questions to the client (MCP 2025-11-25's requests),
+    /// each by the id the client sees it under.
+    fn questions_judge(&self) -> rounds::Rounds {
+        rounds::Rounds {
+            lifecycle: self.lifecycle.clone(),
+            server: self.server_name(),
+            tool: String::new(),
+            tool_use_id: "mcp-server-request".into(),
+            questions: self.seen.questions.clone(),
+        }
+    }
+
+    /// The server's question `message` (a request, relayed as `own`), through the tool step:
+    /// on to the client, or, denied, answered in the client's place (see [`refused`]).
+    async fn ask(self: Arc<Self>, own: Value, mut message: Value) {
+        let key = id_key(&own);
+        let method = message["method"].as_str().unwrap_or_default().to_string();
+        let params = message.get("params").cloned().unwrap_or_else(|| json!({}));
+        match self
+            .questions_judge()
+            .question(None, &key, &method, params)
+            .await
+        {
+            Ok(()) => {
+                lock(&self.questions_out).insert(key, method);
+                message["id"] = own;
+                self.client.send(&message);
+            }
+            Err(why) => {
+                if let Some(request) = self.to_client.answered(&own) {
+                    self.server.send(&refused(&request.peer_id, &method, &why));
+                }
+            }
+        }
+    }
+
+    /// The client's answer `message` (to the server's question `key`, of `method`, already
+    /// under the server's id), as the question's result: on to the server as `post-tool` left
+    /// it, or, blocked, refused in the client's place (see [`refused`]).
+    async fn answered(self: Arc<Self>, key: String, method: String, mut message: Value) {
+        let Some(result) = message.get("result").cloned() else {
+            // An error answers nothing: it goes on as it is.
+            return self.server.send(&message);
+        };
+        match self.questions_judge().answer(None, &key, &result).await {
+            Ok(kept) => {
+                message["result"] = kept;
+                self.server.send(&message);
+            }
+            Err(why) => self.server.send(&refused(&message["id"], &method, &why)),
         }
     }
 
@@ -451,6 +526,20 @@ fn tool_name_part(name: &str) -> String {
             }
         })
         .collect()
+}
+
+/// The answer to a server's question (request `id`, of `method`) that Palisade refused: an
+/// elicitation is declined, as a user who says no (the server goes on without the answer);
+/// anything else is an error, as a client that cannot answer.
+pub(super) fn refused(id: &Value, method: &str, why: &str) -> Value {
+    match method {
+        "elicitation/create" => {
+            json!({ "jsonrpc": "2.0", "id": id, "result": { "action": "decline" } })
+        }
+        _ => {
+            json!({ "jsonrpc": "2.0", "id": id, "error": { "code": INVALID_REQUEST, "message": why } })
+        }
+    }
 }
 
 /// A JSON-RPC request of Palisade's own.

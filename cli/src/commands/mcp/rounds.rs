@@ -91,54 +91,61 @@ impl Rounds {
         let state = params.get("requestState").and_then(Value::as_str);
         let mut judged = Map::new();
         for (key, answer) in responses {
-            let call = match self.questions.asked(&self.tool, state, key) {
-                Some(call) => call,
-                None => match method_answered(answer) {
-                    Some(method) => self.call(method, key, json!({})),
-                    None => {
-                        return Err(format!(
-                            "the answer `{}` answers no question this proxy saw asked, and is \
-                             none of MCP's kinds of answer: it is not passed on unjudged",
-                            crate::output::printable(key)
-                        ));
-                    }
-                },
-            };
-            let outcome = ToolOutcome {
-                content_blocks: vec![ContentBlock::Json {
-                    value: answer.clone(),
-                }],
-                is_error: false,
-                value: Some(answer.clone()),
-            };
-            let post = self.lifecycle.tool_finished(&call, &outcome).await;
-            if let Some(block) = post.blocked {
-                return Err(format!(
-                    "Palisade refused the answer to the server's question `{}`: {}",
-                    crate::output::printable(key),
-                    block.message
-                ));
-            }
-            let kept = if post.outcome == outcome {
-                answer.clone()
-            } else {
-                match post.outcome.value {
-                    Some(value @ Value::Object(_)) => value,
-                    // A replacement that is no answer cannot be sent as one.
-                    _ => {
-                        return Err(format!(
-                            "a post-tool hook replaced the answer to the server's question \
-                             `{}` with something that is not an answer: the retry is refused",
-                            crate::output::printable(key)
-                        ));
-                    }
-                }
-            };
-            judged.insert(key.clone(), kept);
+            judged.insert(key.clone(), self.answer(state, key, answer).await?);
         }
         let mut params = params.clone();
         params["inputResponses"] = Value::Object(judged);
         Ok(params)
+    }
+
+    /// One answer, to the question `key` (asked with `state`), as the question's result:
+    /// the answer to send (as `post-tool` left it), or why it is refused.
+    pub(super) async fn answer(
+        &self,
+        state: Option<&str>,
+        key: &str,
+        answer: &Value,
+    ) -> Result<Value, String> {
+        let call = match self.questions.asked(&self.tool, state, key) {
+            Some(call) => call,
+            None => match method_answered(answer) {
+                Some(method) => self.call(method, key, json!({})),
+                None => {
+                    return Err(format!(
+                        "the answer `{}` answers no question this proxy saw asked, and is none \
+                         of MCP's kinds of answer: it is not passed on unjudged",
+                        crate::output::printable(key)
+                    ));
+                }
+            },
+        };
+        let outcome = ToolOutcome {
+            content_blocks: vec![ContentBlock::Json {
+                value: answer.clone(),
+            }],
+            is_error: false,
+            value: Some(answer.clone()),
+        };
+        let post = self.lifecycle.tool_finished(&call, &outcome).await;
+        if let Some(block) = post.blocked {
+            return Err(format!(
+                "Palisade refused the answer to the server's question `{}`: {}",
+                crate::output::printable(key),
+                block.message
+            ));
+        }
+        if post.outcome == outcome {
+            return Ok(answer.clone());
+        }
+        match post.outcome.value {
+            Some(value @ Value::Object(_)) => Ok(value),
+            // A replacement that is no answer cannot be sent as one.
+            _ => Err(format!(
+                "a post-tool hook replaced the answer to the server's question `{}` with \
+                 something that is not an answer: it is refused",
+                crate::output::printable(key)
+            )),
+        }
     }
 
     /// The questions of an `input_required` round (`result`, as the server sent it), each
@@ -151,26 +158,40 @@ impl Rounds {
         };
         for (key, request) in requests {
             let method = request["method"].as_str().unwrap_or_default();
-            if ![ELICIT, SAMPLE, ROOTS].contains(&method) {
-                return Err(format!(
-                    "the server's question `{}` is a `{}`, none of MCP's kinds of question",
-                    crate::output::printable(key),
-                    crate::output::printable(method)
-                ));
-            }
-            let arguments = request.get("params").cloned().unwrap_or_else(|| json!({}));
-            let call = self.call(method, key, arguments);
-            let step = self.lifecycle.authorize(&call, AskPolicy::Agent).await;
-            if let ToolDecision::Denied(denial) = step.decision {
-                self.lifecycle.tool_denied(&call, &denial).await;
-                return Err(format!(
-                    "Palisade declined the server's question `{}`: {}",
-                    crate::output::printable(key),
-                    denial.message
-                ));
-            }
-            self.questions.remember(&self.tool, state, key, call);
+            let params = request.get("params").cloned().unwrap_or_else(|| json!({}));
+            self.question(state, key, method, params).await?;
         }
+        Ok(())
+    }
+
+    /// One question `key` (asked with `state`): a call of `method` with `params` from the
+    /// server, through the tool step; why it is refused, when a hook denies it or it is of no
+    /// kind MCP defines.
+    pub(super) async fn question(
+        &self,
+        state: Option<&str>,
+        key: &str,
+        method: &str,
+        params: Value,
+    ) -> Result<(), String> {
+        if ![ELICIT, SAMPLE, ROOTS].contains(&method) {
+            return Err(format!(
+                "the server's question `{}` is a `{}`, none of MCP's kinds of question",
+                crate::output::printable(key),
+                crate::output::printable(method)
+            ));
+        }
+        let call = self.call(method, key, params);
+        let step = self.lifecycle.authorize(&call, AskPolicy::Agent).await;
+        if let ToolDecision::Denied(denial) = step.decision {
+            self.lifecycle.tool_denied(&call, &denial).await;
+            return Err(format!(
+                "Palisade declined the server's question `{}`: {}",
+                crate::output::printable(key),
+                denial.message
+            ));
+        }
+        self.questions.remember(&self.tool, state, key, call);
         Ok(())
     }
 
@@ -184,6 +205,12 @@ impl Rounds {
             ..ToolCall::new(format!("{}/{key}", self.tool_use_id), method, arguments)
         }
     }
+}
+
+/// Whether `method` is a question a server asks its client (MCP 2025-11-25 sends it as a
+/// request of its own; 2026-07-28 as an `input_required` round).
+pub(super) fn is_question(method: &str) -> bool {
+    [ELICIT, SAMPLE, ROOTS].contains(&method)
 }
 
 /// The kind of question an answer's shape answers: an elicitation's `action`, a sampled

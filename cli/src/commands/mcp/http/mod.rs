@@ -31,6 +31,7 @@
 //! same session counts. Any other client's ask is a denial.
 
 mod mirrored;
+mod questions;
 mod replay;
 mod upstream;
 
@@ -119,6 +120,9 @@ struct McpSession {
     asks: Mutex<HashMap<String, oneshot::Sender<Value>>>,
     /// The server's tool schemas and the questions it asked in this session.
     seen: Seen,
+    /// The server's questions passed to the client and not yet answered: the method of each,
+    /// by its id (see [`questions`]).
+    questions_out: Mutex<HashMap<String, String>>,
     /// The event streams of its calls, held for a client that resumes one.
     replays: replay::Replays,
 }
@@ -304,10 +308,23 @@ async fn handle(
             // An answer: to one of Palisade's questions in this session, or to the server's
             // request.
             let session = lock(&gateway.sessions).live.get(&session_id).cloned();
-            let waiting = session.and_then(|s| lock(&s.asks).remove(&id_key(message.id())));
+            let waiting = session
+                .as_ref()
+                .and_then(|s| lock(&s.asks).remove(&id_key(message.id())));
             if let Some(waiting) = waiting {
                 let _ = waiting.send(message.value);
                 return StatusCode::ACCEPTED.into_response();
+            }
+            // An answer to one of the server's questions: judged before the server hears it.
+            if let Some(session) = session {
+                let judge = questions::Questions {
+                    gateway: gateway.clone(),
+                    session,
+                    headers: passed(&headers),
+                };
+                if judge.answered(&message.value).await.is_some() {
+                    return StatusCode::ACCEPTED.into_response();
+                }
             }
         }
         _ => {}
@@ -435,6 +452,7 @@ impl Gateway {
             streams: Mutex::default(),
             asks: Mutex::default(),
             seen: Seen::default(),
+            questions_out: Mutex::default(),
             replays: Mutex::default(),
         });
         sessions.live.insert(id.to_string(), session.clone());
@@ -444,7 +462,12 @@ impl Gateway {
 
     /// The client's `initialize`, passed on; whether it takes elicitations is remembered for
     /// the session the server's answer names.
-    async fn initialize(&self, headers: &HeaderMap, body: Bytes, elicits: bool) -> Response {
+    async fn initialize(
+        self: &Arc<Self>,
+        headers: &HeaderMap,
+        body: Bytes,
+        elicits: bool,
+    ) -> Response {
         // Refused before the server opens a session the proxy could not hold.
         if !self.has_room() {
             return too_many_sessions(self.max_sessions);
@@ -506,7 +529,7 @@ impl Gateway {
     async fn decide(
         self: &Arc<Self>,
         headers: Vec<(HeaderName, String)>,
-        session: &McpSession,
+        session: &Arc<McpSession>,
         message: Value,
         events: Option<mpsc::UnboundedSender<Value>>,
     ) -> Option<(Value, StatusCode)> {
@@ -515,12 +538,18 @@ impl Gateway {
         lock(&session.in_flight).insert(id_key(&id), cancel.clone());
         // Out of flight however this ends: answered, or dropped with the client's connection.
         let _in_flight = InFlight(session, id_key(&id));
+        let questions = questions::Questions {
+            gateway: self.clone(),
+            session: session.clone(),
+            headers: headers.clone(),
+        };
         let upstream: Arc<dyn Upstream> = Arc::new(Http {
             gateway: self.clone(),
             headers,
             id: id.clone(),
             events,
             lost: cancel.clone(),
+            questions: Some(questions),
         });
         let params = message["params"].clone();
         let name = self.name.clone();
@@ -644,7 +673,12 @@ impl Gateway {
     /// answer read strictly and re-encoded, an event stream event by event, each event's
     /// message read strictly and re-encoded (see [`reencoded_events`]); anything else (an
     /// empty 202, an error page) as it came.
-    async fn forward(&self, method: Method, headers: &HeaderMap, body: Bytes) -> Response {
+    async fn forward(
+        self: &Arc<Self>,
+        method: Method,
+        headers: &HeaderMap,
+        body: Bytes,
+    ) -> Response {
         let sent = self
             .request(method, &passed(headers))
             .body(body)
@@ -667,7 +701,15 @@ impl Gateway {
         }
         let kind = header_text(answer.headers(), "content-type");
         let body = if kind.starts_with("text/event-stream") {
-            Body::from_stream(reencoded_events(answer))
+            // The server's questions on it are judged in the request's MCP session.
+            let session_id = header_text(headers, "mcp-session-id");
+            let session = lock(&self.sessions).live.get(&session_id).cloned();
+            let judge = session.map(|session| questions::Questions {
+                gateway: self.clone(),
+                session,
+                headers: passed(headers),
+            });
+            Body::from_stream(reencoded_events(answer, judge))
         } else if kind.starts_with("application/json") {
             let read = read_bounded(answer).await.and_then(|body| {
                 let text = String::from_utf8(body).map_err(|_| "not UTF-8".to_string())?;

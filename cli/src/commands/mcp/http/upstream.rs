@@ -24,6 +24,9 @@ pub(super) struct Http {
     /// Fired when the server ends the call's stream without an answer and without a way to
     /// resume it: the client gets no answer, as it would from the server.
     pub(super) lost: Signal,
+    /// The judge of the server's questions on the call's stream (none for Palisade's own
+    /// requests, on whose streams nothing goes to the client).
+    pub(super) questions: Option<super::questions::Questions>,
 }
 
 impl Upstream for Http {
@@ -45,6 +48,7 @@ impl Upstream for Http {
                 id: crate::jsonrpc::relay::own_id(),
                 events: None,
                 lost: Signal::new(),
+                questions: None,
             };
             own.post(method, params).await.map(|reply| reply.message)
         })
@@ -255,7 +259,21 @@ impl Http {
             Kind::Response => None,
             _ => {
                 if let Some(events) = &self.events {
-                    let _ = events.send(message.value);
+                    match &self.questions {
+                        // A question is judged before it goes on, in a task of its own: the
+                        // stream is read on meanwhile.
+                        Some(judge) if super::super::rounds::is_question(message.method()) => {
+                            let (judge, events) = (judge.clone(), events.clone());
+                            tokio::spawn(async move {
+                                if let Some(message) = judge.passed(message.value).await {
+                                    let _ = events.send(message);
+                                }
+                            });
+                        }
+                        _ => {
+                            let _ = events.send(message.value);
+                        }
+                    }
                 }
                 None
             }
@@ -301,9 +319,10 @@ impl Event<'_> {
 /// could be read two ways is dropped, saying so; one over [`MAX_BODY_BYTES`] ends the stream.
 pub(super) fn reencoded_events(
     answer: reqwest::Response,
+    judge: Option<super::questions::Questions>,
 ) -> impl futures_util::Stream<Item = Result<Bytes, std::io::Error>> {
-    let state = (answer, Vec::<u8>::new());
-    futures_util::stream::unfold(state, |(mut answer, mut pending)| async move {
+    let state = (answer, Vec::<u8>::new(), judge);
+    futures_util::stream::unfold(state, |(mut answer, mut pending, judge)| async move {
         loop {
             if let Some(end) = event_end(&pending) {
                 let event: Vec<u8> = pending.drain(..end.1).collect();
@@ -325,8 +344,20 @@ pub(super) fn reencoded_events(
                 } else {
                     match strict::read_body(&event.data) {
                         Ok(message) => {
-                            let line = strict::encode(&message.value);
-                            out.push_str(&format!("event: message\ndata: {line}\n"));
+                            // A question a hook denied goes no further (the server has its
+                            // refusal); the event's id still does.
+                            let passed = match &judge {
+                                Some(judge) => judge.passed(message.value).await,
+                                None => Some(message.value),
+                            };
+                            match passed {
+                                Some(message) => {
+                                    let line = strict::encode(&message);
+                                    out.push_str(&format!("event: message\ndata: {line}\n"));
+                                }
+                                None if !out.is_empty() => out.push_str("data: \n"),
+                                None => {}
+                            }
                         }
                         Err(refusal) => eprintln!(
                             "palisade mcp: dropped a message of the server's event stream: {}",
@@ -338,7 +369,7 @@ pub(super) fn reencoded_events(
                     continue;
                 }
                 out.push('\n');
-                return Some((Ok(Bytes::from(out)), (answer, pending)));
+                return Some((Ok(Bytes::from(out)), (answer, pending, judge)));
             }
             if pending.len() > MAX_BODY_BYTES {
                 eprintln!(
