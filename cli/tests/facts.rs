@@ -88,6 +88,33 @@ fn logged_ids(facts: &str, more: &[&str]) -> Vec<String> {
         .collect()
 }
 
+/// A sub-agent's events (Claude Code's `agent_id`) are in its agent's session, and their facts
+/// and decisions are under ids that name the sub-agent; the main agent's keep theirs.
+#[test]
+fn a_subagents_facts_and_decisions_name_it_in_their_ids() {
+    let plugins = guarded();
+    let dir = plugins.path().to_str().unwrap();
+    let facts_dir = tempfile::tempdir().unwrap();
+    let facts = facts_dir.path().to_str().unwrap();
+    let bridge = |input: String| palisade(facts, &["claude-code", dir], &input);
+    let sub = event(
+        "PreToolUse",
+        json!({ "tool_name": "Bash", "tool_input": { "command": "rm -rf /" },
+                "tool_use_id": "t1", "agent_id": "a7", "agent_type": "Explore" }),
+    );
+    assert!(stdout(&bridge(sub)).contains("deny"));
+    assert!(stdout(&bridge(pre_tool("Bash", "t2"))).contains("deny"));
+    assert_eq!(
+        logged_ids(facts, &[]),
+        [
+            "s1:agent-a7:tool-call:t1",
+            "s1:agent-a7:tool-decision:t1",
+            "s1:tool-call:t2",
+            "s1:tool-decision:t2",
+        ]
+    );
+}
+
 /// Each bridged event's facts and decisions are on the stream once it has answered; `logs
 /// --facts` prints them in order, from an offset, or as a consumer group that resumes where
 /// it left off; `replay --facts` replays the session through a plugin set.

@@ -84,6 +84,22 @@ pub fn is_trace_parent(value: &str) -> bool {
             && nonzero(span) && hex(flags, 2))
 }
 
+/// An interaction id of `session` (`{session}:…`) as a sub-agent's, when one is being served
+/// ([`in_subagent`]): `{session}:agent-{agent_id}:…`, so the facts and decisions of a
+/// sub-agent's events say whose they are; the id as it is otherwise.
+pub(crate) fn scoped_to_subagent(session: &str, id: String) -> String {
+    let Some(caller) = current_caller() else {
+        return id;
+    };
+    let (Some(agent), Some(rest)) = (&caller.agent, id.strip_prefix(session)) else {
+        return id;
+    };
+    match rest.strip_prefix(':') {
+        Some(rest) => format!("{session}:agent-{}:{rest}", agent.id),
+        None => id,
+    }
+}
+
 /// Who the hooks being run serve ([`in_subagent`], [`in_trace`]), if anyone in particular.
 pub(crate) fn current_caller() -> Option<Arc<Caller>> {
     CALLER.try_with(Arc::clone).ok()

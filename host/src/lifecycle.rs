@@ -28,7 +28,10 @@
 //! ([`crate::facts`]), under ids made the same way: `{session}:tool-decision:{tool_use_id}`
 //! (a call's tool step), `{session}:turn-{turn}:step-{step}:prompt-submit` (a step's), and
 //! `{session}:turn-{turn}:step-{step}:stop-{n}` (a stop's, `n` its number among the turn's
-//! stops by a durable counter; `subagent-stop-…` for a subagent's).
+//! stops by a durable counter; `subagent-stop-…` for a subagent's). A fact or decision of an
+//! event the agent reported from a sub-agent ([`crate::events::in_subagent`]) has
+//! `agent-{agent_id}:` after `{session}:` (`{session}:agent-{agent_id}:tool-call:{tool_use_id}`):
+//! the sub-agent's work is in its agent's session, under ids that say whose it is.
 //!
 //! `{turn}` is the agent's own id for the turn where it gives one (Claude Code's `prompt_id`,
 //! Codex's `turn_id`), else the turn's number. A driver whose turns the agent gives no id
@@ -259,6 +262,8 @@ impl Lifecycle {
     }
 
     fn commit(&self, turn: u32, interaction_id: String, fact: CommittedFact) {
+        let session = self.session.id();
+        let interaction_id = crate::events::scoped_to_subagent(session, interaction_id);
         self.session.commit(Observation {
             interaction_id,
             turn,

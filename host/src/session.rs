@@ -585,6 +585,7 @@ impl Session {
     ) {
         if let Some(stream) = &self.shared.plugins.host.inner.facts {
             let (interaction_id, turn, decision) = make();
+            let interaction_id = crate::events::scoped_to_subagent(&self.shared.id, interaction_id);
             stream.decision(&self.shared.id, interaction_id, turn, decision);
         }
     }
