@@ -1120,6 +1120,16 @@ async fn modern_call(
         .expect("the call answered")
 }
 
+/// A guard that denies every MCP server's question to the user (`pre-tool` over
+/// `elicitation/create`, as for Claude Code's `Elicitation`).
+fn question_guard(plugins: &PluginDir) {
+    plugins.scripted(
+        "questions",
+        "[[hooks]]\npoint = \"pre-tool\"\ncapability = \"guard\"\n\
+         matcher = \"elicitation/create\"\n[config]\npre_tool = \"deny\"\n",
+    );
+}
+
 /// A guard on the user's answers to MCP servers' questions: it blocks any that names
 /// `mallory` (`post-tool` over `elicitation/create`, as for Claude Code's `ElicitationResult`).
 fn answer_guard(plugins: &PluginDir) {
@@ -1210,11 +1220,7 @@ async fn a_guard_refuses_a_users_answer_in_an_mcp_retry_before_the_server_hears_
 async fn a_guard_declines_a_servers_question_in_an_mcp_round() {
     let project = Project::new(&[]);
     let plugins = PluginDir::new();
-    plugins.scripted(
-        "questions",
-        "[[hooks]]\npoint = \"pre-tool\"\ncapability = \"guard\"\n\
-         matcher = \"elicitation/create\"\n[config]\npre_tool = \"deny\"\n",
-    );
+    question_guard(&plugins);
     let client = modern_client(&project, &plugins, "octocat").await;
     let declined = modern_call(&client, "greet", json!({})).await;
     assert_eq!(declined.is_error, Some(true), "{declined:?}");
@@ -1257,11 +1263,7 @@ async fn the_same_guards_judge_a_2025_servers_question_and_its_answer() {
     client.cancel().await.unwrap();
 
     let plugins = PluginDir::new();
-    plugins.scripted(
-        "questions",
-        "[[hooks]]\npoint = \"pre-tool\"\ncapability = \"guard\"\n\
-         matcher = \"elicitation/create\"\n[config]\npre_tool = \"deny\"\n",
-    );
+    question_guard(&plugins);
     let client = legacy_client(&plugins)
         .await
         .expect("initialize through the proxy");

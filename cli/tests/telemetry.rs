@@ -98,25 +98,30 @@ fn cache_dir() -> std::path::PathBuf {
 /// `palisade ARGS` with `stdin`, the OTEL variables `otel`, and nothing of this process's
 /// own OTEL_* environment.
 fn palisade(args: &[&str], stdin: &str, otel: &[(&str, &str)]) -> Output {
+    let child = command(args, otel).spawn().unwrap();
+    crate::process::fed(child, stdin)
+        .wait_with_output()
+        .unwrap()
+}
+
+/// `palisade ARGS` with the OTEL variables `otel` and none of this process's own, its
+/// standard streams piped.
+fn command(args: &[&str], otel: &[(&str, &str)]) -> Command {
     let mut command = Command::new(env!("CARGO_BIN_EXE_palisade"));
     for (name, _) in std::env::vars() {
         if name.starts_with("OTEL_") {
             command.env_remove(name);
         }
     }
-    let child = command
+    command
         .args(args)
         .envs(otel.iter().copied())
         .env("PALISADE_CACHE_DIR", cache_dir())
         .env("PALISADE_STATE_DIR", Path::new(env!("CARGO_TARGET_TMPDIR")))
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    crate::process::fed(child, stdin)
-        .wait_with_output()
-        .unwrap()
+        .stderr(Stdio::piped());
+    command
 }
 
 fn event(session: &str, name: &str, extra: Value) -> String {
@@ -525,22 +530,7 @@ fn palisade_until_answered(
     answers: usize,
 ) -> Output {
     use std::io::{BufRead as _, Write as _};
-    let mut command = Command::new(env!("CARGO_BIN_EXE_palisade"));
-    for (name, _) in std::env::vars() {
-        if name.starts_with("OTEL_") {
-            command.env_remove(name);
-        }
-    }
-    let mut child = command
-        .args(args)
-        .envs(otel.iter().copied())
-        .env("PALISADE_CACHE_DIR", cache_dir())
-        .env("PALISADE_STATE_DIR", Path::new(env!("CARGO_TARGET_TMPDIR")))
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let mut child = command(args, otel).spawn().unwrap();
     let mut input = child.stdin.take().unwrap();
     input.write_all(stdin.as_bytes()).unwrap();
     let mut output = std::io::BufReader::new(child.stdout.take().unwrap());

@@ -43,13 +43,7 @@ tokio::task_local! {
 /// every event its hooks emit names it, those of background hooks it starts too.
 pub async fn in_subagent<F: Future>(agent: Option<SubAgent>, work: F) -> F::Output {
     match agent {
-        Some(agent) => {
-            let caller = Caller {
-                agent: Some(agent),
-                ..current_caller().as_deref().cloned().unwrap_or_default()
-            };
-            CALLER.scope(Arc::new(caller), work).await
-        }
+        Some(agent) => as_caller(Some(amended(|c| c.agent = Some(agent))), work).await,
         None => work.await,
     }
 }
@@ -60,15 +54,19 @@ pub async fn in_subagent<F: Future>(agent: Option<SubAgent>, work: F) -> F::Outp
 /// `traceparent` is ignored, as W3C has it.
 pub async fn in_trace<F: Future>(trace_parent: Option<&str>, work: F) -> F::Output {
     match trace_parent.filter(|t| is_trace_parent(t)) {
-        Some(trace_parent) => {
-            let caller = Caller {
-                trace_parent: Some(trace_parent.to_string()),
-                ..current_caller().as_deref().cloned().unwrap_or_default()
-            };
-            CALLER.scope(Arc::new(caller), work).await
+        Some(trace) => {
+            let caller = amended(|c| c.trace_parent = Some(trace.to_string()));
+            as_caller(Some(caller), work).await
         }
         None => work.await,
     }
+}
+
+/// The caller being served now, with `change` made to it.
+fn amended(change: impl FnOnce(&mut Caller)) -> Arc<Caller> {
+    let mut caller = current_caller().as_deref().cloned().unwrap_or_default();
+    change(&mut caller);
+    Arc::new(caller)
 }
 
 /// Whether `value` is a W3C `traceparent` of version 00: `00-` 32 hex digits (not all zero)
@@ -236,6 +234,11 @@ pub(crate) struct CallerFields {
     pub(crate) agent_id: Option<String>,
     pub(crate) agent_type: Option<String>,
     pub(crate) trace_parent: Option<String>,
+}
+
+/// The W3C `traceparent` of the request being served now ([`in_trace`]), if it sent one.
+pub(crate) fn current_trace_parent() -> Option<String> {
+    current_caller()?.trace_parent.clone()
 }
 
 impl CallerFields {

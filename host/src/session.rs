@@ -502,7 +502,7 @@ impl Drop for DispatchReport<'_> {
             outcome: self.outcome,
             decided_by: self.decided_by.take(),
             hooks: self.hooks,
-            trace_parent: crate::events::CallerFields::now().trace_parent,
+            trace_parent: crate::events::current_trace_parent(),
         });
     }
 }

@@ -423,13 +423,8 @@ impl Proxy {
     /// The judge of the server's own questions to the client (MCP 2025-11-25's requests),
     /// each by the id the client sees it under.
     fn questions_judge(&self) -> rounds::Rounds {
-        rounds::Rounds {
-            lifecycle: self.lifecycle.clone(),
-            server: self.server_name(),
-            tool: String::new(),
-            tool_use_id: "mcp-server-request".into(),
-            questions: self.seen.questions.clone(),
-        }
+        let server = self.server_name();
+        rounds::Rounds::of_server_requests(&self.lifecycle, server, &self.seen.questions)
     }
 
     /// The server's question `message` (a request, relayed as `own`), through the tool step:

@@ -81,6 +81,22 @@ pub(super) struct Rounds {
 }
 
 impl Rounds {
+    /// The judge of a server's own questions to its client (MCP 2025-11-25's requests), each
+    /// known by the id the client has it under, in the session of `lifecycle`.
+    pub(super) fn of_server_requests(
+        lifecycle: &Arc<Lifecycle>,
+        server: String,
+        questions: &Arc<Questions>,
+    ) -> Rounds {
+        Rounds {
+            lifecycle: lifecycle.clone(),
+            server,
+            tool: String::new(),
+            tool_use_id: "mcp-server-request".into(),
+            questions: questions.clone(),
+        }
+    }
+
     /// A retry's answers (`params.inputResponses`), judged as the results of the questions
     /// they answer: the parameters to send (the answers as `post-tool` left them), or why the
     /// retry is refused.

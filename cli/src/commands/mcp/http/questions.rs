@@ -22,13 +22,12 @@ pub(super) struct Questions {
 
 impl Questions {
     fn rounds(&self) -> Rounds {
-        Rounds {
-            lifecycle: self.session.lifecycle.clone(),
-            server: self.gateway.name.clone(),
-            tool: String::new(),
-            tool_use_id: "mcp-server-request".into(),
-            questions: self.session.seen.questions.clone(),
-        }
+        let server = self.gateway.name.clone();
+        Rounds::of_server_requests(
+            &self.session.lifecycle,
+            server,
+            &self.session.seen.questions,
+        )
     }
 
     /// A message of the server's on its way to the client: itself, unless it is a question a
