@@ -17,7 +17,7 @@
 
 use super::rounds::{Questions, Rounds, result_type};
 use super::schema::ToolSchemas;
-use super::{INTERNAL_ERROR, INVALID_PARAMS, Proxy, id_key, lock, request};
+use super::{HEADER_MISMATCH, INTERNAL_ERROR, INVALID_PARAMS, Proxy, id_key, lock, request};
 use crate::jsonrpc::relay::own_id;
 use base64::Engine as _;
 use palisade::{Approval, Approver, AskRequest, ContentBlock, Provenance, ToolCall, ToolOutcome};
@@ -63,6 +63,13 @@ pub(super) trait Upstream: Send + Sync + 'static {
         method: &'a str,
         params: Value,
     ) -> palisade::BoxFuture<'a, Result<Value, String>>;
+
+    /// Why what the call's transport carries beside its body says something else than the
+    /// body's `arguments` mirrored into headers (`mirrored`: each header's name and the
+    /// argument's value, see [`ToolSchemas::mirrored`]), if it does. Only HTTP has such headers.
+    fn mirrors(&self, _mirrored: &[(String, Option<Value>)]) -> Result<(), String> {
+        Ok(())
+    }
 }
 
 /// A client's `tools/call` (`params`, as sent) through the pipeline in `lifecycle`, whose
@@ -94,7 +101,14 @@ pub(super) async fn call_tool(
         () = cancel.cancelled() => return Ok(None),
     };
     match misspelled {
-        Ok(None) => {}
+        Ok(None) => {
+            // A server may route or authorise by the headers that mirror arguments: they
+            // must say what the arguments the hooks judge say.
+            let mirrored = seen.schemas.mirrored(&tool, &arguments).await;
+            if let Err(why) = upstream.mirrors(&mirrored) {
+                return Err((HEADER_MISMATCH, format!("tools/call: {why}")));
+            }
+        }
         Ok(Some(why)) => return Err((INVALID_PARAMS, format!("tools/call: {why}"))),
         Err(why) => {
             return Err((

@@ -78,6 +78,8 @@ pub struct McpCommand {
     server: Vec<String>,
 }
 
+/// JSON-RPC's code, in MCP 2026-07-28, for a header that does not match the body.
+pub(super) const HEADER_MISMATCH: i64 = -32020;
 /// JSON-RPC's code for a method the callee does not serve.
 const METHOD_NOT_FOUND: i64 = -32601;
 /// Why a `tasks/*` request is refused: through the proxy no call runs as a task.

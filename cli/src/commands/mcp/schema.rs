@@ -37,10 +37,20 @@ pub(super) struct ToolSchemas {
 
 #[derive(Default)]
 struct Listed {
-    /// Every property name of each tool's input schema, at any depth.
-    tools: HashMap<String, HashSet<String>>,
+    /// Each tool's input schema, as the checks read it.
+    tools: HashMap<String, Schema>,
     /// When the list was last read; `None` until it is, or once it changed.
     at: Option<Instant>,
+}
+
+/// What the checks read of one tool's input schema.
+struct Schema {
+    /// Every property name, at any depth.
+    names: HashSet<String>,
+    /// The arguments MCP 2026-07-28 mirrors into headers (`x-mcp-header: NAME` on a property
+    /// reached through `properties` alone): each header's name, lowercase, and the argument's
+    /// path.
+    mirrored: Vec<(String, Vec<String>)>,
 }
 
 impl ToolSchemas {
@@ -83,10 +93,34 @@ impl ToolSchemas {
                 at: Some(Instant::now()),
             };
         }
-        let Some(names) = listed.tools.get(tool) else {
+        let Some(schema) = listed.tools.get(tool) else {
             return Ok(None);
         };
-        Ok(misspelled_in(names, arguments))
+        Ok(misspelled_in(&schema.names, arguments))
+    }
+
+    /// The arguments of `tool` its schema has mirrored into headers (as [`misspelled`] last
+    /// read the list): each header's name, lowercase, and the argument's value in `arguments`
+    /// (`None` where the call leaves it out). Empty for a tool the server does not list.
+    ///
+    /// [`misspelled`]: ToolSchemas::misspelled
+    pub(super) async fn mirrored(
+        &self,
+        tool: &str,
+        arguments: &Value,
+    ) -> Vec<(String, Option<Value>)> {
+        let listed = self.listed.lock().await;
+        let Some(schema) = listed.tools.get(tool) else {
+            return Vec::new();
+        };
+        schema
+            .mirrored
+            .iter()
+            .map(|(header, path)| {
+                let value = path.iter().try_fold(arguments, |v, key| v.get(key));
+                (header.clone(), value.cloned())
+            })
+            .collect()
     }
 }
 
@@ -96,7 +130,7 @@ impl ToolSchemas {
 async fn list(
     upstream: &dyn Upstream,
     envelope: &Option<Value>,
-) -> Result<HashMap<String, HashSet<String>>, String> {
+) -> Result<HashMap<String, Schema>, String> {
     let mut tools = HashMap::new();
     let mut cursor: Option<String> = None;
     for _ in 0..MAX_PAGES {
@@ -115,7 +149,9 @@ async fn list(
             if let Some(name) = tool["name"].as_str() {
                 let mut names = HashSet::new();
                 property_names(&tool["inputSchema"], &mut names);
-                tools.insert(name.to_string(), names);
+                let mut mirrored = Vec::new();
+                mirrored_arguments(&tool["inputSchema"], &mut Vec::new(), &mut mirrored);
+                tools.insert(name.to_string(), Schema { names, mirrored });
             }
         }
         match result["nextCursor"].as_str() {
@@ -124,6 +160,29 @@ async fn list(
         }
     }
     Ok(tools)
+}
+
+/// The properties of `schema` marked `x-mcp-header: NAME`, reached from `path` through
+/// `properties` objects alone: each header's name, lowercase, and the property's path.
+fn mirrored_arguments(
+    schema: &Value,
+    path: &mut Vec<String>,
+    found: &mut Vec<(String, Vec<String>)>,
+) {
+    let Some(Value::Object(properties)) = schema.get("properties") else {
+        return;
+    };
+    for (key, property) in properties {
+        path.push(key.clone());
+        if let Some(header) = property.get("x-mcp-header").and_then(Value::as_str) {
+            found.push((
+                format!("mcp-param-{}", header.to_ascii_lowercase()),
+                path.clone(),
+            ));
+        }
+        mirrored_arguments(property, path, found);
+        path.pop();
+    }
 }
 
 /// Every key of every `properties` object in `schema`, at any depth.
@@ -197,5 +256,27 @@ mod tests {
         }
         // Keys the schema does not name, in any case, are the server's to refuse.
         assert_eq!(misspelled_in(&names, &json!({ "Other": 1 })), None);
+    }
+
+    #[test]
+    fn a_mirrored_argument_is_found_through_properties_alone() {
+        let schema = json!({ "type": "object", "properties": {
+            "region": { "type": "string", "x-mcp-header": "Region" },
+            "options": { "type": "object", "properties": {
+                "tier": { "type": "integer", "x-mcp-header": "Tier" } } },
+            "list": { "type": "array", "items": { "properties": {
+                "hidden": { "x-mcp-header": "Hidden" } } } } } });
+        let mut found = Vec::new();
+        mirrored_arguments(&schema, &mut Vec::new(), &mut found);
+        assert_eq!(
+            found,
+            [
+                ("mcp-param-region".to_string(), vec!["region".to_string()]),
+                (
+                    "mcp-param-tier".to_string(),
+                    vec!["options".to_string(), "tier".to_string()]
+                ),
+            ]
+        );
     }
 }

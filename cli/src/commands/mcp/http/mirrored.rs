@@ -4,14 +4,15 @@
 //! resource's `uri`, the task's `taskId`). A server may route or authorise by them, so a header
 //! that says something else than the body Palisade judged is refused (400, `-32020`, as the
 //! revision has servers do), and every request Palisade sends of its own carries headers that
-//! match it. `Mcp-Param-*` headers (tool arguments a schema mirrors) pass as sent: the server
-//! checks them against the arguments, which the pipeline judged.
+//! match it. The same holds for `Mcp-Param-*` headers, which mirror the arguments a tool's
+//! schema marks `x-mcp-header`: each must say what the judged argument says, and one the
+//! argument has must be there ([`params_mismatch`]); one no schema declares passes, as the
+//! revision has intermediaries do, and a server reads nothing from it.
 
 use axum::http::{HeaderMap, HeaderName};
 use serde_json::Value;
 
-/// JSON-RPC's code, in MCP 2026-07-28, for a header that does not match the body.
-pub(super) const HEADER_MISMATCH: i64 = -32020;
+pub(super) use super::super::HEADER_MISMATCH;
 
 const PROTOCOL_VERSION: &str = "mcp-protocol-version";
 const METHOD: &str = "mcp-method";
@@ -87,6 +88,66 @@ fn encode(value: &str) -> std::borrow::Cow<'_, str> {
     }
 }
 
+/// Why the `Mcp-Param-*` headers the client sent (`sent`) say something else than the
+/// arguments they mirror (`mirrored`: each header's name, lowercase, and the argument's value,
+/// `None` where the call leaves it out), if they do: a header with another value, or not
+/// decodable; one missing for an argument the call has, or present for one it leaves out.
+pub(super) fn params_mismatch(
+    sent: &[(HeaderName, String)],
+    mirrored: &[(String, Option<Value>)],
+) -> Option<String> {
+    for (name, argument) in mirrored {
+        let header = sent
+            .iter()
+            .find(|(sent, _)| sent.as_str() == name)
+            .map(|(_, value)| value.as_str());
+        let expected = match argument {
+            Some(Value::String(text)) => Some(text.clone()),
+            Some(value @ (Value::Number(_) | Value::Bool(_))) => Some(value.to_string()),
+            // An argument a header cannot mirror (an object, `null`): the server's to refuse.
+            Some(_) => continue,
+            None => None,
+        };
+        let agrees = match (header, &expected) {
+            (None, None) => true,
+            (Some(header), Some(expected)) => decode(header).as_deref() == Some(expected),
+            _ => false,
+        };
+        if !agrees {
+            return Some(format!(
+                "the {name} header says {}, the argument it mirrors {}",
+                header.map_or("nothing".into(), |h| format!(
+                    "`{}`",
+                    crate::output::printable(h)
+                )),
+                expected.map_or("nothing".into(), |e| format!(
+                    "`{}`",
+                    crate::output::printable(&e)
+                ))
+            ));
+        }
+    }
+    None
+}
+
+/// A header value as MCP 2026-07-28 writes it, decoded: `=?base64?…?=` is the UTF-8 of its
+/// standard, padded base64 (`None` when it is not); anything else is itself.
+fn decode(value: &str) -> Option<String> {
+    use base64::Engine as _;
+    match value
+        .strip_prefix("=?base64?")
+        .and_then(|rest| rest.strip_suffix("?="))
+    {
+        Some(encoded) => {
+            let bytes = base64::engine::general_purpose::STANDARD
+                .decode(encoded)
+                .ok()?;
+            String::from_utf8(bytes).ok()
+        }
+        None => Some(value.to_string()),
+    }
+}
+
 /// The mirrored headers of a request Palisade sends of its own (`method`, with `params`), in
 /// the client's name: in place of the client's, which mirror another request.
 pub(super) fn for_own(
@@ -157,6 +218,39 @@ mod tests {
         let encoded = format!("=?base64?{}?=", "ZmlsZTovLy9jYWbDqQ==");
         assert_eq!(mismatch(&headers(&[("mcp-name", &encoded)]), &call), None);
         assert!(mismatch(&headers(&[("mcp-name", "file:///caf")]), &call).is_some());
+    }
+
+    #[test]
+    fn a_param_header_must_say_what_its_argument_says() {
+        let sent = |pairs: &[(&'static str, &str)]| -> Vec<(HeaderName, String)> {
+            pairs
+                .iter()
+                .map(|(n, v)| (HeaderName::from_static(n), v.to_string()))
+                .collect()
+        };
+        let region = |value: Option<Value>| vec![("mcp-param-region".to_string(), value)];
+        let eu = region(Some(json!("eu-west")));
+        assert_eq!(
+            params_mismatch(&sent(&[("mcp-param-region", "eu-west")]), &eu),
+            None
+        );
+        let encoded = format!("=?base64?{}?=", "ZXUtd2VzdA==");
+        assert_eq!(
+            params_mismatch(&sent(&[("mcp-param-region", &encoded)]), &eu),
+            None
+        );
+        for wrong in ["us-east", "=?base64?ZXUtd2VzdA?=", "=?base64?!!!?="] {
+            assert!(params_mismatch(&sent(&[("mcp-param-region", wrong)]), &eu).is_some());
+        }
+        // Left out where the call has the argument; there where it has none.
+        assert!(params_mismatch(&[], &eu).is_some());
+        assert!(params_mismatch(&sent(&[("mcp-param-region", "x")]), &region(None)).is_some());
+        assert_eq!(params_mismatch(&[], &region(None)), None);
+        let tier = vec![("mcp-param-tier".to_string(), Some(json!(3)))];
+        assert_eq!(
+            params_mismatch(&sent(&[("mcp-param-tier", "3")]), &tier),
+            None
+        );
     }
 
     #[test]

@@ -583,9 +583,13 @@ impl Gateway {
                 answer(json!({ "error": error }), status)
             }
             Ok(None) => None,
+            // A header mismatch is answered as the revision has a server answer it.
             Err((code, why)) => answer(
                 json!({ "error": { "code": code, "message": why } }),
-                StatusCode::OK,
+                match code {
+                    mirrored::HEADER_MISMATCH => StatusCode::BAD_REQUEST,
+                    _ => StatusCode::OK,
+                },
             ),
         }
     }

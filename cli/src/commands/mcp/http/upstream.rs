@@ -34,6 +34,13 @@ impl Upstream for Http {
         Box::pin(self.post("tools/call", params))
     }
 
+    fn mirrors(&self, mirrored: &[(String, Option<Value>)]) -> Result<(), String> {
+        match super::mirrored::params_mismatch(&self.headers, mirrored) {
+            Some(why) => Err(why),
+            None => Ok(()),
+        }
+    }
+
     fn request<'a>(
         &'a self,
         method: &'a str,
