@@ -55,6 +55,8 @@ use std::time::Duration;
 use tokio::sync::{mpsc, oneshot};
 use upstream::{Http, read_bounded, reencoded_events};
 
+/// The MCP revision from which a stream is not resumed and a refusal has its own status.
+const STATELESS_SINCE: &str = "2026-07-28";
 /// The largest request body a client may send, and the largest answer to a `tools/call` the
 /// pipeline reads from the server.
 const MAX_BODY_BYTES: usize = 16 * 1024 * 1024;
@@ -596,9 +598,10 @@ impl Gateway {
 
     /// A `tools/call` answered on an event stream, which carries what the server sends on the
     /// call's own stream (its notifications and requests, re-encoded) and Palisade's asks;
-    /// the last event is the call's answer. The response starts with the first of them: a
-    /// call the server refused before it sent anything else (MCP 2026-07-28 answers such a
-    /// refusal with 400) is answered as the server answered it, JSON with its status.
+    /// the last event is the call's answer. For a client of MCP 2026-07-28, which resumes no
+    /// stream, the response starts with the first of them: a call the server refused before
+    /// it sent anything else (that revision answers such a refusal with 400) is answered as
+    /// the server answered it, JSON with its status.
     async fn tools_call_streamed(
         self: &Arc<Self>,
         headers: &HeaderMap,
@@ -625,6 +628,11 @@ impl Gateway {
                 let _ = events.send(answer);
             }
         });
+        // A client of an earlier revision resumes a lost stream from its priming event, which
+        // goes out at once: its stream starts now, as before.
+        if version.as_str() < STATELESS_SINCE {
+            return event_stream(replay::Replay::start(&streamed, &version, stream));
+        }
         let first = stream.recv().await;
         if let Some(first) = &first
             && first.get("method").is_none()
