@@ -57,6 +57,9 @@ use upstream::{Http, read_bounded, reencoded_events};
 
 /// The MCP revision from which a stream is not resumed and a refusal has its own status.
 const STATELESS_SINCE: &str = "2026-07-28";
+/// How long a 2026-07-28 client's streamed call waits for its first message before its
+/// stream starts without it.
+const FIRST_MESSAGE_WITHIN: Duration = Duration::from_secs(2);
 /// The largest request body a client may send, and the largest answer to a `tools/call` the
 /// pipeline reads from the server.
 const MAX_BODY_BYTES: usize = 16 * 1024 * 1024;
@@ -599,9 +602,9 @@ impl Gateway {
     /// A `tools/call` answered on an event stream, which carries what the server sends on the
     /// call's own stream (its notifications and requests, re-encoded) and Palisade's asks;
     /// the last event is the call's answer. For a client of MCP 2026-07-28, which resumes no
-    /// stream, the response starts with the first of them: a call the server refused before
-    /// it sent anything else (that revision answers such a refusal with 400) is answered as
-    /// the server answered it, JSON with its status.
+    /// stream, the response starts with the first of them, or after
+    /// [`FIRST_MESSAGE_WITHIN`]: a call the server refused at once (that revision answers such
+    /// a refusal with 400) is answered as the server answered it, JSON with its status.
     async fn tools_call_streamed(
         self: &Arc<Self>,
         headers: &HeaderMap,
@@ -633,25 +636,29 @@ impl Gateway {
         if version.as_str() < STATELESS_SINCE {
             return event_stream(replay::Replay::start(&streamed, &version, stream));
         }
-        let first = stream.recv().await;
-        if let Some(first) = &first
-            && first.get("method").is_none()
+        // Held for the first message at most a moment: a refusal comes at once, and a slow
+        // hook or tool must not hold the response's head (a client gives up waiting for it).
+        let first = match tokio::time::timeout(FIRST_MESSAGE_WITHIN, stream.recv()).await {
+            Ok(Some(first)) => first,
+            Ok(None) | Err(_) => {
+                return event_stream(replay::Replay::start(&streamed, &version, stream));
+            }
+        };
+        if first.get("method").is_none()
             && let Some(status) = *lock(&refused)
         {
-            return (status, axum::Json(first.clone())).into_response();
+            return (status, axum::Json(first)).into_response();
         }
         // The first message goes out first, then the rest as they come.
         let (rest, messages) = mpsc::unbounded_channel::<Value>();
-        if let Some(first) = first {
-            let _ = rest.send(first);
-            tokio::spawn(async move {
-                while let Some(message) = stream.recv().await {
-                    if rest.send(message).is_err() {
-                        break;
-                    }
+        let _ = rest.send(first);
+        tokio::spawn(async move {
+            while let Some(message) = stream.recv().await {
+                if rest.send(message).is_err() {
+                    break;
                 }
-            });
-        }
+            }
+        });
         event_stream(replay::Replay::start(&streamed, &version, messages))
     }
 
