@@ -160,7 +160,7 @@ async fn a_bridged_event_commits_its_facts_with_the_agents_ids() {
     use palisade::bridge::{Dialect, handle_in};
     handle_in(
         &lifecycle,
-        Dialect::ClaudeCode,
+        Dialect::CLAUDE_CODE,
         &event("UserPromptSubmit", json!({ "prompt": "hi" })),
     )
     .await;
@@ -168,22 +168,27 @@ async fn a_bridged_event_commits_its_facts_with_the_agents_ids() {
         json!({ "tool_name": "Bash", "tool_input": { "command": "ls" }, "tool_use_id": "toolu_9" });
     handle_in(
         &lifecycle,
-        Dialect::ClaudeCode,
+        Dialect::CLAUDE_CODE,
         &event("PreToolUse", tool.clone()),
     )
     .await;
     let mut post = tool.clone();
     post["tool_response"] = json!({ "stdout": "a b", "stderr": "" });
-    handle_in(&lifecycle, Dialect::ClaudeCode, &event("PostToolUse", post)).await;
     handle_in(
         &lifecycle,
-        Dialect::ClaudeCode,
+        Dialect::CLAUDE_CODE,
+        &event("PostToolUse", post),
+    )
+    .await;
+    handle_in(
+        &lifecycle,
+        Dialect::CLAUDE_CODE,
         &event("Stop", json!({ "stop_hook_active": false })),
     )
     .await;
     handle_in(
         &lifecycle,
-        Dialect::ClaudeCode,
+        Dialect::CLAUDE_CODE,
         &event("SessionEnd", json!({ "reason": "exit" })),
     )
     .await;

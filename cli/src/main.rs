@@ -17,13 +17,12 @@ mod metrics;
 mod output;
 mod progress;
 mod said;
-mod settings;
 mod telemetry;
 mod token;
 
 use clap::{Parser, Subcommand};
 use commands::acp::AcpCommand;
-use commands::bridge::BridgeCommand;
+use commands::bridge::HookCommand;
 use commands::check::CheckCommand;
 use commands::demo::DemoCommand;
 use commands::diff::DiffCommand;
@@ -36,7 +35,6 @@ use commands::replay::ReplayCommand;
 use commands::run::RunCommand;
 use commands::serve::ServeCommand;
 use commands::test::TestCommand;
-use palisade::bridge::Dialect;
 use std::process::ExitCode;
 
 /// A WebAssembly plugin host for sandboxed agent hooks.
@@ -57,14 +55,9 @@ enum Command {
     Demo(DemoCommand),
     Test(TestCommand),
     New(NewCommand),
-    /// Claude Code's hook command: reads one hook event (JSON) on stdin, runs the plugins,
-    /// answers in Claude Code's JSON. See `palisade install claude-code`.
-    ClaudeCode(BridgeCommand),
-    /// Codex's hook command: as `claude-code`, in Codex's dialect.
-    Codex(BridgeCommand),
-    /// Gemini CLI's hook command: as `claude-code`, for Gemini's events, in its dialect. See
-    /// `palisade install gemini`.
-    Gemini(BridgeCommand),
+    /// Each agent's hook command (`palisade claude-code DIR`, …).
+    #[command(flatten)]
+    Hook(HookCommand),
     Serve(ServeCommand),
     /// An Agent Client Protocol proxy: an editor starts it as its agent; it starts the real
     /// agent (after `--`; without it, it is one proxy of a conductor chain) and runs the
@@ -92,9 +85,7 @@ impl Command {
             Command::Demo(c) => c.execute().await,
             Command::Test(c) => c.execute().await,
             Command::New(c) => c.execute(),
-            Command::ClaudeCode(c) => c.execute(Dialect::ClaudeCode).await,
-            Command::Codex(c) => c.execute(Dialect::Codex).await,
-            Command::Gemini(c) => c.execute(Dialect::Gemini).await,
+            Command::Hook(c) => c.execute().await,
             Command::Serve(c) => c.execute().await,
             Command::Acp(c) => c.execute().await,
             Command::Mcp(c) => c.execute().await,
@@ -134,33 +125,27 @@ fn main() -> ExitCode {
     let mut cli = Cli::parse_from(args);
     // A hook command: the signals its agent ends it with wait for its event, which says
     // whether they end it (before any thread starts: threads inherit the mask).
-    if let Command::ClaudeCode(_) | Command::Codex(_) | Command::Gemini(_) | Command::Forward(_) =
-        &cli.command
-    {
+    if let Command::Hook(_) | Command::Forward(_) = &cli.command {
         hook_io::hold_the_agents_signals();
     }
     // The commands that serve an agent export their lifecycle when OTEL_* says so; the
     // others (replay, diff, test, …) rehearse, and export nothing.
     match &cli.command {
-        Command::ClaudeCode(_) | Command::Codex(_) | Command::Gemini(_) => telemetry::init(true),
+        Command::Hook(_) => telemetry::init(true),
         Command::Serve(_) | Command::Acp(_) | Command::Mcp(_) | Command::Run(_) => {
             telemetry::init(false)
         }
         _ => {}
     }
     // A hook command's host is finished on that thread from here, while the runtime is built.
-    if let Command::ClaudeCode(bridge) | Command::Codex(bridge) | Command::Gemini(bridge) =
-        &mut cli.command
-    {
-        bridge.begin();
+    if let Command::Hook(hook) = &mut cli.command {
+        hook.begin();
     }
     // A hook command serves one event and exits: one thread is enough, and starting workers
     // would only add to the agent's wait. The stdio MCP proxy serves one client, whose calls
     // cost fewer hops between threads on one.
     let mut builder = match &cli.command {
-        Command::ClaudeCode(_) | Command::Codex(_) | Command::Gemini(_) | Command::Forward(_) => {
-            tokio::runtime::Builder::new_current_thread()
-        }
+        Command::Hook(_) | Command::Forward(_) => tokio::runtime::Builder::new_current_thread(),
         Command::Mcp(mcp) if mcp.over_stdio() => tokio::runtime::Builder::new_current_thread(),
         _ => tokio::runtime::Builder::new_multi_thread(),
     };

@@ -317,11 +317,7 @@ pub fn bridge_event(data: &[u8]) {
     let Ok(event) = event_json(&mut u).or_else(|_| serde_json::from_slice(data)) else {
         return;
     };
-    for dialect in [
-        crate::bridge::Dialect::ClaudeCode,
-        crate::bridge::Dialect::Codex,
-        crate::bridge::Dialect::Gemini,
-    ] {
+    for dialect in crate::bridge::Dialect::ALL {
         let lifecycle = crate::Lifecycle::new(harness.plugins.session("fuzz"));
         let reply = harness
             .runtime
@@ -331,7 +327,7 @@ pub fn bridge_event(data: &[u8]) {
             let json = serde_json::to_value(stdout);
             assert!(json.is_ok_and(|j| j.is_object()), "{reply:?}");
         }
-        let _ = reply.http(crate::bridge::Dialect::ClaudeCode, "PreToolUse");
+        let _ = reply.http(dialect, "PreToolUse");
     }
 }
 
@@ -340,8 +336,8 @@ fn event_json(u: &mut Unstructured<'_>) -> arbitrary::Result<serde_json::Value> 
     // Every event the bridge maps, and one it does not.
     let events: Vec<&str> = crate::bridge::Dialect::ALL
         .iter()
-        .flat_map(|dialect| dialect.events().iter().copied())
-        .chain(["Notification"])
+        .flat_map(|dialect| dialect.events().iter().map(|e| e.name))
+        .chain(["NoSuchEvent"])
         .collect();
     let value = |u: &mut Unstructured<'_>| -> arbitrary::Result<Value> {
         Ok(match u.int_in_range(0..=5)? {

@@ -27,8 +27,9 @@
 //! boundary ([`ToolCall`], the decisions), the [`Lifecycle`] and the tool pipeline
 //! ([`ToolRegistry`]). Each module holds one concern, its types only there: [`manifest`] (what
 //! an operator grants), [`events`] (lifecycle events and sinks), [`state`] and [`facts`] (the
-//! stores), [`limits`] (the sandbox's caps), [`agent`] (an agent loop), [`bridge`],
-//! [`claude_code`] and [`gemini`] (the agents' hook protocols).
+//! stores), [`limits`] (the sandbox's caps), [`agent`] (an agent loop), [`agents`] (one
+//! module per agent whose hooks Palisade answers), [`bridge`] (their events run as points) and
+//! [`claude_code`] (the hook wire's types).
 //!
 //! # Features
 //!
@@ -52,6 +53,7 @@
 #![deny(missing_docs)]
 
 pub mod agent;
+pub mod agents;
 pub mod bridge;
 pub mod claude_code;
 mod digest;
@@ -62,7 +64,6 @@ mod failure;
 #[cfg(any(test, feature = "fuzzing"))]
 #[doc(hidden)]
 pub mod fuzzing;
-pub mod gemini;
 mod hook;
 mod host;
 mod jsonl;

@@ -42,6 +42,7 @@
 //! repeats. Otherwise turn numbers count the turns this lifecycle has seen
 //! ([`Lifecycle::resumed`] continues a count).
 
+pub use crate::agents::AgentApplies;
 use crate::facts::Decision;
 use crate::pipeline::{ToolExecution, ToolRegistry, ToolRequest};
 use crate::point::Point;
@@ -657,22 +658,6 @@ pub enum AskPolicy {
     Agent,
     /// No one can be asked: a denial.
     Deny,
-}
-
-/// How much of `post-tool`'s answer an agent applies to a tool it ran itself
-/// ([`Lifecycle::tool_reported`]).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum AgentApplies {
-    /// Nothing changes the result its model reads: a block reaches the model as feedback
-    /// beside the result, a replacement not at all (Claude Code, Codex).
-    Feedback,
-    /// A block replaces the result with its feedback; a replacement is not carried back
-    /// (Gemini CLI).
-    Blocks,
-    /// A replacement reaches the model; a block reaches it as feedback beside the result
-    /// (Claude Code, for a result whose shape it can carry back).
-    Replacements,
 }
 
 /// What [`Lifecycle::tool_reported`] decided.

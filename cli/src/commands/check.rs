@@ -241,14 +241,14 @@ fn print_notes(plugins: &Plugins) {
 /// Configurations that load but may not do what the operator means.
 fn print_warnings(plugins: &Plugins) {
     // A bridged event runs its points' foreground hooks one after another, within one budget.
-    let mut events: Vec<&str> = palisade::bridge::Dialect::ALL
+    let mut events: Vec<(&str, &[Point])> = palisade::bridge::Dialect::ALL
         .iter()
-        .flat_map(|dialect| dialect.events().iter().copied())
+        .flat_map(|dialect| dialect.hooked_events())
+        .map(|event| (event.name, event.meaning.points()))
         .collect();
     events.sort_unstable();
     events.dedup();
-    for event in events {
-        let points = palisade::bridge::points_for(event);
+    for (event, points) in events {
         let total: u128 = points
             .iter()
             .flat_map(|point| plugins.hooks(*point))

@@ -1,7 +1,8 @@
 //! `palisade forward URL`: a command hook that hands its event to `palisade serve`.
 
 use crate::hook_io::{DEFAULT_BUDGET_MS, answer, read_stdin};
-use palisade::bridge::{self, Reply};
+use palisade::agents::Meaning;
+use palisade::bridge::{self, Dialect, Reply};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::{Arc, Mutex};
@@ -47,9 +48,10 @@ async fn forward(
         Ok(reply) => reply,
         Err(_) => {
             let event = event.lock().unwrap_or_else(|e| e.into_inner()).clone();
-            bridge::failure(
+            failure(
+                url,
                 &event,
-                &format!(
+                format!(
                     "the event's budget of {} ms ran out {} (raise --budget-ms, or the hooks' \
                      timeout_ms)",
                     budget.as_millis(),
@@ -66,13 +68,30 @@ async fn forward(
     answer(reply, Duration::ZERO)
 }
 
+/// The agent whose event `event` is: the one the URL's endpoint names (`…/claude-code`), else
+/// the first that has an event of that name.
+fn dialect_of(url: &str, event: &str) -> Option<Dialect> {
+    let endpoint = url.trim_end_matches('/').rsplit('/').next().unwrap_or("");
+    Dialect::from_name(endpoint)
+        .or_else(|| Dialect::ALL.into_iter().find(|d| d.event(event).is_some()))
+}
+
+/// The answer when the event cannot be forwarded (`why`): its agent's refusal of it, or a tool
+/// call's when which event it is, or whose, is not known.
+fn failure(url: &str, event: &str, why: String) -> Reply {
+    match dialect_of(url, event) {
+        Some(dialect) if !event.is_empty() => bridge::failure(dialect, event, &why),
+        _ => bridge::failure_at(Meaning::ToolCall, &why),
+    }
+}
+
 /// The work of [`forward`]; `event` is set to the event's name as soon as it is known.
 async fn forward_within(url: &str, token_file: Option<&Path>, event: Arc<Mutex<String>>) -> Reply {
     let input = match read_stdin().await {
         Ok(raw) => raw,
         Err(e) => {
-            return bridge::failure(
-                "PreToolUse",
+            return bridge::failure_at(
+                Meaning::ToolCall,
                 &format!("cannot read the hook event on stdin: {e}"),
             );
         }
@@ -81,13 +100,13 @@ async fn forward_within(url: &str, token_file: Option<&Path>, event: Arc<Mutex<S
     let name = crate::commands::bridge::read_event(&input)
         .ok()
         .and_then(|v| v["hook_event_name"].as_str().map(str::to_string))
-        .unwrap_or_else(|| "PreToolUse".to_string());
+        .unwrap_or_default();
     *event.lock().unwrap_or_else(|e| e.into_inner()) = name.clone();
-    match bridge::agent_waits(&name) {
+    match dialect_of(url, &name).is_none_or(|d| d.waits(&name)) {
         true => crate::hook_io::end_with_the_agent(),
         false => crate::hook_io::outlive_the_agent(),
     }
-    let fail = |why: String| bridge::failure(&name, &why);
+    let fail = |why: String| failure(url, &name, why);
     let token = match crate::token::path_or_default(token_file)
         .and_then(|file| crate::token::read(&file))
     {

@@ -1,20 +1,22 @@
-//! `palisade install claude-code|codex|gemini|zed|mcp`: register Palisade as an agent's hook
-//! command, as the agent server an editor starts in front of an ACP agent (`zed`), or as the MCP
-//! server a client starts in front of the real one (`mcp`).
+//! `palisade install AGENT|zed|mcp`: register Palisade as an agent's hook command (a
+//! subcommand per agent of [`Dialect::ALL`], its settings entry from its module in
+//! [`palisade::agents`]), as the agent server an editor starts in front of an ACP agent
+//! (`zed`), or as the MCP server a client starts in front of the real one (`mcp`).
 
 use crate::hook_io::DEFAULT_BUDGET_MS;
-use crate::settings::SettingsEntry;
-use palisade::bridge::{self, Dialect};
+use clap::{Args, FromArgMatches};
+use palisade::agents::{Event, HookTarget};
+use palisade::bridge::Dialect;
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-/// How `install claude-code --serve` has Claude Code reach the server.
+/// How `install AGENT --serve` has the agent reach the server.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum HookType {
-    /// `http` when the `claude` on PATH takes http hooks, else `command`.
+    /// `http` when the agent on PATH takes http hooks, else `command`.
     Auto,
-    /// Claude Code POSTs each event itself.
+    /// The agent POSTs each event itself.
     Http,
     /// A `palisade forward` process per event.
     Command,
@@ -23,68 +25,86 @@ pub enum HookType {
 /// The environment variable an http hook takes the server's bearer token from.
 const TOKEN_VAR: &str = "PALISADE_SERVE_TOKEN";
 
-/// The first Claude Code that runs `http` hooks.
-const HTTP_HOOKS_SINCE: (u64, u64, u64) = (2, 1, 63);
+/// `palisade install AGENT`'s arguments, the same for every agent.
+#[derive(clap::Args, Debug)]
+pub struct HookInstall {
+    /// The plugin directory (not with --serve: the server has its own).
+    #[arg(required_unless_present = "serve", conflicts_with = "serve")]
+    dir: Option<PathBuf>,
+    /// The settings file to merge into (created if missing; other hooks are kept), where the
+    /// agent's settings are JSON.
+    #[arg(long)]
+    settings: Option<PathBuf>,
+    /// Have the hook command append lifecycle events to this JSONL audit log.
+    #[arg(long, conflicts_with = "serve")]
+    audit_log: Option<PathBuf>,
+    /// Install hooks that hand each event to `palisade serve` at this base URL (e.g.
+    /// http://127.0.0.1:8719) instead of running the plugins per event.
+    #[arg(long, value_name = "URL")]
+    serve: Option<String>,
+    /// With --serve: the file holding the server's bearer token, created when missing
+    /// [default: the one `palisade serve` uses, ~/.config/palisade/serve-token].
+    #[arg(long, value_name = "FILE", requires = "serve")]
+    token_file: Option<PathBuf>,
+    /// With --serve: how the agent reaches the server. `http`: it POSTs each event itself
+    /// (Claude Code 2.1.63 and later), with the token from the environment variable
+    /// PALISADE_SERVE_TOKEN; an event that takes no http hook (Claude Code's `SessionStart`)
+    /// runs a forward. `command`: a `palisade forward` process per event, the token read from
+    /// the file. `auto`: `http` when the agent on PATH takes http hooks, else `command`.
+    #[arg(long, value_enum, default_value_t = HookType::Auto, requires = "serve")]
+    hook_type: HookType,
+}
+
+/// `palisade install AGENT`: a subcommand for each agent of [`Dialect::ALL`], with
+/// [`HookInstall`]'s arguments.
+#[derive(Debug)]
+pub struct AgentInstall {
+    dialect: Dialect,
+    args: HookInstall,
+}
+
+impl FromArgMatches for AgentInstall {
+    fn from_arg_matches(matches: &clap::ArgMatches) -> Result<Self, clap::Error> {
+        let (dialect, args) = super::agent_of(matches)?;
+        let args = HookInstall::from_arg_matches(args)?;
+        Ok(AgentInstall { dialect, args })
+    }
+
+    fn update_from_arg_matches(&mut self, matches: &clap::ArgMatches) -> Result<(), clap::Error> {
+        *self = AgentInstall::from_arg_matches(matches)?;
+        Ok(())
+    }
+}
+
+impl clap::Subcommand for AgentInstall {
+    fn augment_subcommands(command: clap::Command) -> clap::Command {
+        super::per_agent(command, HookInstall::augment_args, |dialect| {
+            let (title, settings) = (dialect.spec().title(), dialect.spec().settings());
+            match settings.mergeable {
+                true => format!(
+                    "Print the hooks snippet of {title}'s {}, or merge it into --settings FILE",
+                    settings.file
+                ),
+                false => format!("Print the hooks snippet of {title}'s {}", settings.file),
+            }
+        })
+    }
+
+    fn augment_subcommands_for_update(command: clap::Command) -> clap::Command {
+        AgentInstall::augment_subcommands(command)
+    }
+
+    fn has_subcommand(name: &str) -> bool {
+        Dialect::from_name(name).is_some()
+    }
+}
 
 /// Register Palisade as an agent's hook command.
 #[derive(clap::Subcommand)]
 pub enum InstallCommand {
-    /// Print the hooks snippet of .claude/settings.json, or merge it into --settings FILE.
-    ClaudeCode {
-        /// The plugin directory (not with --serve: the server has its own).
-        #[arg(required_unless_present = "serve", conflicts_with = "serve")]
-        dir: Option<PathBuf>,
-        /// The settings file to merge into (created if missing; other hooks are kept).
-        #[arg(long)]
-        settings: Option<PathBuf>,
-        /// Have the hook command append lifecycle events to this JSONL audit log.
-        #[arg(long, conflicts_with = "serve")]
-        audit_log: Option<PathBuf>,
-        /// Install command hooks that forward each event to `palisade serve` at this base
-        /// URL (e.g. http://127.0.0.1:8719) instead of running the plugins per event.
-        #[arg(long, value_name = "URL")]
-        serve: Option<String>,
-        /// With --serve: the file holding the server's bearer token, created when missing
-        /// [default: the one `palisade serve` uses, ~/.config/palisade/serve-token].
-        #[arg(long, value_name = "FILE", requires = "serve")]
-        token_file: Option<PathBuf>,
-        /// With --serve: how Claude Code reaches the server. `http`: it POSTs each event
-        /// itself (Claude Code 2.1.63 and later), with the token from the environment variable
-        /// PALISADE_SERVE_TOKEN; `SessionStart`, which takes no http hook, runs a forward.
-        /// `command`: a `palisade forward` process per event, the token read from the file.
-        /// `auto`: `http` when the `claude` on PATH takes http hooks, else `command`.
-        #[arg(long, value_enum, default_value_t = HookType::Auto, requires = "serve")]
-        hook_type: HookType,
-    },
-    /// Print the hooks snippet of Codex's config.toml.
-    Codex {
-        /// The plugin directory.
-        dir: PathBuf,
-        /// Have the hook command append lifecycle events to this JSONL audit log.
-        #[arg(long)]
-        audit_log: Option<PathBuf>,
-    },
-    /// Print the hooks snippet of Gemini CLI's settings.json, or merge it into --settings FILE.
-    Gemini {
-        /// The plugin directory (not with --serve: the server has its own).
-        #[arg(required_unless_present = "serve", conflicts_with = "serve")]
-        dir: Option<PathBuf>,
-        /// The settings file to merge into (created if missing; other hooks are kept):
-        /// ~/.gemini/settings.json, or a project's .gemini/settings.json.
-        #[arg(long)]
-        settings: Option<PathBuf>,
-        /// Have the hook command append lifecycle events to this JSONL audit log.
-        #[arg(long, conflicts_with = "serve")]
-        audit_log: Option<PathBuf>,
-        /// Install command hooks that forward each event to `palisade serve` at this base
-        /// URL (e.g. http://127.0.0.1:8719) instead of running the plugins per event.
-        #[arg(long, value_name = "URL")]
-        serve: Option<String>,
-        /// With --serve: the file holding the server's bearer token, created when missing
-        /// [default: the one `palisade serve` uses, ~/.config/palisade/serve-token].
-        #[arg(long, value_name = "FILE", requires = "serve")]
-        token_file: Option<PathBuf>,
-    },
+    /// Each agent's hooks (`palisade install claude-code DIR`, …).
+    #[command(flatten)]
+    Agent(AgentInstall),
     /// Print Zed's `agent_servers` entry that starts `palisade acp` in front of an ACP agent,
     /// or merge it into --settings FILE (Zed's settings.json).
     Zed {
@@ -133,41 +153,7 @@ impl InstallCommand {
     /// Prints or merges the hook configuration.
     pub fn execute(self) -> anyhow::Result<ExitCode> {
         match self {
-            InstallCommand::ClaudeCode {
-                dir,
-                settings,
-                audit_log,
-                serve,
-                token_file,
-                hook_type,
-            } => match (dir, serve) {
-                (_, Some(url)) => install_claude_code_serve(
-                    &url,
-                    settings.as_deref(),
-                    token_file.as_deref(),
-                    hook_type,
-                ),
-                (Some(dir), None) => {
-                    install_claude_code(&dir, settings.as_deref(), audit_log.as_deref())
-                }
-                (None, None) => Err(anyhow::anyhow!("name the plugin directory, or --serve URL")),
-            },
-            InstallCommand::Codex { dir, audit_log } => install_codex(&dir, audit_log.as_deref()),
-            InstallCommand::Gemini {
-                dir,
-                settings,
-                audit_log,
-                serve,
-                token_file,
-            } => match (dir, serve) {
-                (_, Some(base)) => {
-                    install_gemini_serve(&base, settings.as_deref(), token_file.as_deref())
-                }
-                (Some(dir), None) => {
-                    install_gemini(&dir, settings.as_deref(), audit_log.as_deref())
-                }
-                (None, None) => Err(anyhow::anyhow!("name the plugin directory, or --serve URL")),
-            },
+            InstallCommand::Agent(AgentInstall { dialect, args }) => install(dialect, args),
             InstallCommand::Zed {
                 plugins,
                 name,
@@ -194,16 +180,15 @@ impl InstallCommand {
     }
 }
 
-/// The events of `events` worth registering: those that run a point the plugins have a hook
-/// on — for an event always about one tool ([`bridge::event_tool`]), a hook whose matcher
-/// takes that tool.
-fn events_for(plugins: &palisade::Plugins, events: &[&'static str]) -> Vec<&'static str> {
-    events
-        .iter()
-        .copied()
+/// The events of `dialect` worth registering: those that run a point the plugins have a hook
+/// on — for an event always about one tool ([`palisade::agents::Meaning::tool`]), a hook whose
+/// matcher takes that tool.
+fn events_for(plugins: &palisade::Plugins, dialect: Dialect) -> Vec<&'static Event> {
+    dialect
+        .hooked_events()
         .filter(|event| {
-            let points = bridge::points_for(event);
-            let tool = bridge::event_tool(event);
+            let points = event.meaning.points();
+            let tool = event.meaning.tool();
             plugins
                 .iter()
                 .flat_map(|plugin| plugin.manifest().hooks.iter())
@@ -245,95 +230,62 @@ fn hook_command(dialect: &str, dir: &Path, audit_log: Option<&Path>) -> anyhow::
     Ok(command)
 }
 
-/// `palisade install claude-code DIR [--settings FILE]`.
-fn install_claude_code(
-    dir: &Path,
-    settings: Option<&Path>,
-    audit_log: Option<&Path>,
-) -> anyhow::Result<ExitCode> {
-    let plugins = crate::cache::host_builder().build()?.load_dir(dir)?;
-    let command = hook_command("claude-code", dir, audit_log)?;
-    let mut hooks = serde_json::Map::new();
-    for event in events_for(&plugins, Dialect::ClaudeCode.events()) {
-        hooks.insert(event.to_string(), command_entry(event, &command));
-    }
-    let code = merge_settings(hooks, settings, &command, CLAUDE_CODE)?;
-    if settings.is_some() {
-        println!("{}", precompiled(&plugins));
-    }
-    Ok(code)
-}
-
-/// An agent whose settings file holds `hooks`.
-struct Agent {
-    /// Palisade's command for it (`palisade DIALECT DIR`).
-    dialect: &'static str,
-    /// Where its settings are, for the hint.
-    settings: &'static str,
-}
-
-const CLAUDE_CODE: Agent = Agent {
-    dialect: "claude-code",
-    settings: ".claude/settings.json",
-};
-
-const GEMINI: Agent = Agent {
-    dialect: "gemini",
-    settings: "~/.gemini/settings.json (or a project's .gemini/settings.json)",
-};
-
-/// `palisade install gemini DIR [--settings FILE]`: Gemini CLI's `hooks`, for the Gemini
-/// events the plugins' points need, with a timeout (in milliseconds) past the bridge's budget.
-fn install_gemini(
-    dir: &Path,
-    settings: Option<&Path>,
-    audit_log: Option<&Path>,
-) -> anyhow::Result<ExitCode> {
-    let plugins = crate::cache::host_builder().build()?.load_dir(dir)?;
-    let command = hook_command("gemini", dir, audit_log)?;
-    let hooks = gemini_hooks(events_for(&plugins, Dialect::Gemini.events()), &command)?;
-    let code = merge_settings(hooks, settings, &command, GEMINI)?;
-    eprintln!(
-        "Gemini CLI runs hooks only in a trusted folder: trust the project when it asks (or \
-         pass --skip-trust)"
-    );
-    if settings.is_some() {
-        println!("{}", precompiled(&plugins));
-    }
-    Ok(code)
-}
-
-/// `palisade install gemini --serve URL`: command hooks that hand each event to `palisade
-/// serve` (`POST /gemini`) through `palisade forward`, with the server's bearer token from its
-/// file (created when missing). Gemini CLI runs only command hooks.
-fn install_gemini_serve(
-    base: &str,
-    settings: Option<&Path>,
-    token_file: Option<&Path>,
-) -> anyhow::Result<ExitCode> {
-    let (url, command, token_file, created) = forward_to(base, "gemini", token_file)?;
-    let hooks = gemini_hooks(Dialect::Gemini.events().iter().copied(), &command)?;
-    let code = merge_settings(hooks, settings, &format!("forwarded to {url}"), GEMINI)?;
-    said_where_the_token_is(&token_file, created);
-    Ok(code)
-}
-
-/// Gemini CLI's `hooks`: `command` on each of `events`, with a timeout (in milliseconds) past
-/// the bridge's budget.
-fn gemini_hooks<'a>(
-    events: impl IntoIterator<Item = &'a str>,
-    command: &str,
-) -> anyhow::Result<serde_json::Map<String, Value>> {
-    let mut hooks = serde_json::Map::new();
-    for event in events {
-        let timeout_ms = install_timeout_secs() * 1000;
-        let entry = crate::settings::GeminiSettingsEntry::command(event, command, timeout_ms);
-        hooks.insert(
-            event.to_string(),
-            Value::Array(vec![serde_json::to_value(entry)?]),
+/// `palisade install AGENT`: its hooks for the plugins of a folder, or forwarded to a server.
+fn install(dialect: Dialect, args: HookInstall) -> anyhow::Result<ExitCode> {
+    let spec = dialect.spec();
+    if args.settings.is_some() && !spec.settings().mergeable {
+        anyhow::bail!(
+            "{}'s hooks are in {}, which install does not edit: leave out --settings, and add \
+             the printed snippet there",
+            spec.title(),
+            spec.settings().file
         );
     }
-    Ok(hooks)
+    let settings = args.settings.as_deref();
+    match (args.dir, args.serve) {
+        (_, Some(base)) => install_serve(
+            dialect,
+            &base,
+            settings,
+            args.token_file.as_deref(),
+            args.hook_type,
+        ),
+        (Some(dir), None) => install_dir(dialect, &dir, settings, args.audit_log.as_deref()),
+        (None, None) => Err(anyhow::anyhow!("name the plugin directory, or --serve URL")),
+    }
+}
+
+/// `palisade install AGENT DIR [--settings FILE]`: a hook command on each of the agent's
+/// events the plugins' points need, with the agent's timeout past the bridge's budget, so
+/// that the bridge's fail-closed answer arrives before the agent gives up (and allows).
+fn install_dir(
+    dialect: Dialect,
+    dir: &Path,
+    settings: Option<&Path>,
+    audit_log: Option<&Path>,
+) -> anyhow::Result<ExitCode> {
+    let plugins = crate::cache::host_builder().build()?.load_dir(dir)?;
+    let command = hook_command(dialect.name(), dir, audit_log)?;
+    let mut hooks = serde_json::Map::new();
+    for event in events_for(&plugins, dialect) {
+        let target = HookTarget::Command(&command);
+        if let Some(entry) = dialect
+            .spec()
+            .hook_entry(event, target, install_timeout_secs())
+        {
+            hooks.insert(event.name.to_string(), Value::Array(vec![entry]));
+        }
+    }
+    let code = merge_settings(dialect, hooks, settings, &command, None)?;
+    if let Some(note) = dialect.spec().settings().note {
+        eprintln!("{note}");
+    }
+    match settings {
+        Some(_) => println!("{}", precompiled(&plugins)),
+        // Standard output is the snippet.
+        None => eprintln!("{}", precompiled(&plugins)),
+    }
+    Ok(code)
 }
 
 /// The endpoint of `dialect` at the server `base`, the `palisade forward` command that posts
@@ -368,14 +320,6 @@ fn said_where_the_token_is(token_file: &Path, created: bool) {
     );
 }
 
-/// Claude Code's settings entry that runs `command` on `event`, for every tool. The agent's own
-/// timeout for the hook process is the bridge's budget and a margin, so the bridge's
-/// fail-closed answer arrives before the agent gives up (and allows).
-fn command_entry(event: &str, command: &str) -> Value {
-    let entry = SettingsEntry::command(event, command, install_timeout_secs());
-    Value::Array(vec![serde_json::to_value(entry).unwrap_or_default()])
-}
-
 /// The `timeout` (seconds) that `install` writes for each hook: the default budget plus 5 s.
 fn install_timeout_secs() -> u64 {
     DEFAULT_BUDGET_MS.div_ceil(1000) + 5
@@ -383,29 +327,17 @@ fn install_timeout_secs() -> u64 {
 
 /// Prints the hooks snippet, or merges it into the settings file `settings`: Palisade's own
 /// entries are replaced, every other hook and setting is kept, and the file is replaced
-/// atomically.
+/// atomically. Adds what `allow` says to the lists that restrict http hooks.
 fn merge_settings(
+    dialect: Dialect,
     hooks: serde_json::Map<String, Value>,
     settings: Option<&Path>,
     what: &str,
-    agent: Agent,
-) -> anyhow::Result<ExitCode> {
-    merge_settings_allowing(hooks, settings, what, agent, None)
-}
-
-/// [`merge_settings`], adding what `allow` says to the lists that restrict http hooks.
-fn merge_settings_allowing(
-    hooks: serde_json::Map<String, Value>,
-    settings: Option<&Path>,
-    what: &str,
-    agent: Agent,
     allow: Option<HttpAllowed>,
 ) -> anyhow::Result<ExitCode> {
+    let file = dialect.spec().settings().file;
     let Some(path) = settings else {
-        println!(
-            "{}",
-            serde_json::to_string_pretty(&serde_json::json!({ "hooks": hooks }))?
-        );
+        println!("{}", dialect.spec().snippet(&hooks));
         if let Some(allow) = &allow {
             eprintln!(
                 "where settings restrict http hooks, allow {} in `allowedHttpHookUrls` and {} \
@@ -413,10 +345,10 @@ fn merge_settings_allowing(
                 allow.url, allow.env_var
             );
         }
-        eprintln!(
-            "add this to {} (or pass --settings FILE to merge it there)",
-            agent.settings
-        );
+        match dialect.spec().settings().mergeable {
+            true => eprintln!("add this to {file} (or pass --settings FILE to merge it there)"),
+            false => eprintln!("add this to {file}"),
+        }
         return Ok(ExitCode::SUCCESS);
     };
     let mut settings = read_settings(path)?;
@@ -434,7 +366,7 @@ fn merge_settings_allowing(
             anyhow::bail!("`hooks.{event}` in {} is not a list", path.display());
         };
         // Re-installing replaces Palisade's own entry; other hooks are kept as they are.
-        list.retain(|entry| !is_palisade_entry(entry, agent.dialect));
+        list.retain(|entry| !is_palisade_entry(entry, dialect.name()));
         list.extend(entries.as_array().cloned().unwrap_or_default());
         added.push(event);
     }
@@ -590,32 +522,41 @@ fn is_palisade_entry(entry: &Value, dialect: &str) -> bool {
     })
 }
 
-/// `palisade install claude-code --serve URL`: hooks that hand each event to `palisade
-/// serve` with the server's bearer token, as `hook_type` says.
+/// `palisade install AGENT --serve URL`: hooks that hand each event to `palisade serve`
+/// (`POST /AGENT`) with the server's bearer token, as `hook_type` says.
 ///
 /// An `http` hook costs the agent a POST; a `forward` command hook a process per event, which
 /// reads the token from the owner-only file the server reads. An http hook takes its token
 /// from an environment variable (`PALISADE_SERVE_TOKEN`), which every process the agent starts
 /// inherits — its shell tool's, its MCP servers' — where a forward's token stays in its file
-/// (which processes of the same user can read too). Without the variable, Claude Code sends no
+/// (which processes of the same user can read too). Without the variable, the agent sends no
 /// token and the server refuses the event: guarded events fail closed (`onFailure: block`).
-/// The token file is created when missing.
-fn install_claude_code_serve(
+/// An agent that runs no http hooks gets forwards. The token file is created when missing.
+fn install_serve(
+    dialect: Dialect,
     base: &str,
     settings: Option<&Path>,
     token_file: Option<&Path>,
     hook_type: HookType,
 ) -> anyhow::Result<ExitCode> {
-    let (url, command, token_file, created) = forward_to(base, "claude-code", token_file)?;
-    let http = match hook_type {
-        HookType::Http => true,
-        HookType::Command => false,
-        HookType::Auto => match installed_claude_code() {
-            Ok(version) if version >= HTTP_HOOKS_SINCE => true,
+    let spec = dialect.spec();
+    let (url, command, token_file, created) = forward_to(base, dialect.name(), token_file)?;
+    let http = match (hook_type, spec.settings().http_hooks) {
+        (HookType::Command, _) | (HookType::Auto, None) => false,
+        (HookType::Http, Some(_)) => true,
+        (HookType::Http, None) => anyhow::bail!(
+            "{} runs no http hooks: leave out --hook-type (each event is forwarded by a \
+             `palisade forward` command)",
+            spec.title()
+        ),
+        (HookType::Auto, Some((program, since))) => match installed_version(program) {
+            Ok(version) if version >= since => true,
             Ok((major, minor, patch)) => {
+                let (a, b, c) = since;
                 eprintln!(
-                    "Claude Code {major}.{minor}.{patch} runs no http hooks (2.1.63 and later \
-                     do): installing command hooks that forward each event"
+                    "{} {major}.{minor}.{patch} runs no http hooks ({a}.{b}.{c} and later do): \
+                     installing command hooks that forward each event",
+                    spec.title()
                 );
                 false
             }
@@ -629,15 +570,22 @@ fn install_claude_code_serve(
         },
     };
     let mut hooks = serde_json::Map::new();
-    for &event in Dialect::ClaudeCode.events() {
-        let entry = match http && !crate::settings::COMMAND_ONLY.contains(&event) {
-            true => SettingsEntry::http(event, &url, TOKEN_VAR, install_timeout_secs()),
-            false => SettingsEntry::command(event, &command, install_timeout_secs()),
+    let timeout = install_timeout_secs();
+    for event in dialect.hooked_events() {
+        let posted = HookTarget::Http {
+            url: &url,
+            token_var: TOKEN_VAR,
         };
-        hooks.insert(
-            event.to_string(),
-            Value::Array(vec![serde_json::to_value(entry)?]),
-        );
+        let entry = match http {
+            true => spec.hook_entry(event, posted, timeout),
+            false => None,
+        };
+        // An event that takes no http hook runs a forward.
+        let entry =
+            entry.or_else(|| spec.hook_entry(event, HookTarget::Command(&command), timeout));
+        if let Some(entry) = entry {
+            hooks.insert(event.name.to_string(), Value::Array(vec![entry]));
+        }
     }
     let allow = http.then(|| HttpAllowed {
         url: url.clone(),
@@ -647,34 +595,40 @@ fn install_claude_code_serve(
         true => format!("posted to {url}"),
         false => format!("forwarded to {url}"),
     };
-    let code = merge_settings_allowing(hooks, settings, &what, CLAUDE_CODE, allow)?;
+    let code = merge_settings(dialect, hooks, settings, &what, allow)?;
+    if let Some(note) = spec.settings().note {
+        eprintln!("{note}");
+    }
     said_where_the_token_is(&token_file, created);
     if http {
         eprintln!(
-            "Claude Code sends the token from ${TOKEN_VAR}: start it with \
-             {TOKEN_VAR}=\"$(cat {})\" claude — without it the server refuses every event, \
-             and guarded ones are blocked",
-            shell_quote(&token_file.to_string_lossy())
+            "{} sends the token from ${TOKEN_VAR}: start it with {TOKEN_VAR}=\"$(cat {})\" {} \
+             — without it the server refuses every event, and guarded ones are blocked",
+            spec.title(),
+            shell_quote(&token_file.to_string_lossy()),
+            spec.settings()
+                .http_hooks
+                .map_or("", |(program, _)| program),
         );
     }
     Ok(code)
 }
 
-/// The version of the `claude` on PATH (`claude --version`), or why there is none.
-fn installed_claude_code() -> Result<(u64, u64, u64), String> {
-    let out = std::process::Command::new("claude")
+/// The version of the agent's `program` on PATH (`program --version`), or why there is none.
+fn installed_version(program: &str) -> Result<(u64, u64, u64), String> {
+    let out = std::process::Command::new(program)
         .arg("--version")
         .stdin(std::process::Stdio::null())
         .stderr(std::process::Stdio::null())
         .output()
-        .map_err(|e| format!("no Claude Code on PATH to ask which hooks it runs ({e})"))?;
+        .map_err(|e| format!("no `{program}` on PATH to ask which hooks it runs ({e})"))?;
     let text = String::from_utf8_lossy(&out.stdout);
     let version = text.split_whitespace().next().unwrap_or_default();
     let mut parts = version.split('.').map(|p| p.parse::<u64>());
     match (parts.next(), parts.next(), parts.next()) {
         (Some(Ok(major)), Some(Ok(minor)), Some(Ok(patch))) => Ok((major, minor, patch)),
         _ => Err(format!(
-            "`claude --version` printed no version Palisade reads ({:?})",
+            "`{program} --version` printed no version Palisade reads ({:?})",
             text.trim()
         )),
     }
@@ -686,27 +640,6 @@ fn installed_claude_code() -> Result<(u64, u64, u64), String> {
 struct HttpAllowed {
     url: String,
     env_var: &'static str,
-}
-
-/// `palisade install codex DIR`: the `config.toml` snippet.
-fn install_codex(dir: &Path, audit_log: Option<&Path>) -> anyhow::Result<ExitCode> {
-    let plugins = crate::cache::host_builder().build()?.load_dir(dir)?;
-    let command = hook_command("codex", dir, audit_log)?;
-    let quoted = serde_json::to_string(&command)?;
-    for event in events_for(&plugins, Dialect::Codex.events()) {
-        // No matcher: every tool (Palisade's own matchers decide).
-        println!("[[hooks.{event}]]");
-        // A timeout past the bridge's budget: its fail-closed answer arrives first.
-        println!(
-            "[[hooks.{event}.hooks]]\ntype = \"command\"\ncommand = {quoted}\ntimeout = {}\n",
-            install_timeout_secs()
-        );
-    }
-    eprintln!(
-        "add this to $CODEX_HOME/config.toml; Codex runs only trusted hooks: trust them when it asks"
-    );
-    eprintln!("{}", precompiled(&plugins));
-    Ok(ExitCode::SUCCESS)
 }
 
 /// A proxy's arguments: `acp|mcp --plugins DIR [EXTRA…] [--audit-log FILE] -- CHILD…`, with the

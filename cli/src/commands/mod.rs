@@ -21,3 +21,35 @@ pub mod replay;
 pub mod run;
 pub mod serve;
 pub mod test;
+
+use palisade::bridge::Dialect;
+
+/// A subcommand per agent of [`Dialect::ALL`], named as the agent (`claude-code`, …), each
+/// with the arguments `augment` adds and the help `about` writes for it.
+pub fn per_agent(
+    command: clap::Command,
+    augment: fn(clap::Command) -> clap::Command,
+    about: fn(Dialect) -> String,
+) -> clap::Command {
+    Dialect::ALL.iter().fold(command, |command, &dialect| {
+        let sub = augment(clap::Command::new(dialect.name()));
+        command.subcommand(sub.about(about(dialect)))
+    })
+}
+
+/// The agent a [`per_agent`] subcommand names, and its arguments.
+pub fn agent_of(matches: &clap::ArgMatches) -> Result<(Dialect, &clap::ArgMatches), clap::Error> {
+    let Some((name, args)) = matches.subcommand() else {
+        return Err(clap::Error::raw(
+            clap::error::ErrorKind::MissingSubcommand,
+            "name the agent",
+        ));
+    };
+    match Dialect::from_name(name) {
+        Some(dialect) => Ok((dialect, args)),
+        None => Err(clap::Error::raw(
+            clap::error::ErrorKind::InvalidSubcommand,
+            format!("`{name}` is not an agent Palisade speaks to"),
+        )),
+    }
+}

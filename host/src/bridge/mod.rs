@@ -1,11 +1,15 @@
-//! Bridges: Palisade as the hook command of Claude Code, of Codex and of Gemini CLI.
+//! Bridges: Palisade as the hook command of Claude Code, of Codex and of Gemini CLI — of each
+//! agent of [`Dialect::ALL`].
 //!
 //! The agent runs `palisade claude-code DIR` (or `palisade codex DIR`, `palisade gemini DIR`)
-//! for each hook event,
-//! with the event's JSON on stdin. The bridge maps the event to its canonical point, runs the
-//! plugins of `DIR` with Palisade's semantics (ordered, fail-closed, capability-checked), and
-//! answers in the agent's dialect. [`handle`] is that mapping, for any embedder that receives
-//! Claude Code hook events (the CLI, an HTTP hook server).
+//! for each hook event, with the event's JSON on stdin. The agent's module
+//! ([`crate::agents`]) says what the event means ([`Meaning`]); the bridge runs the points that
+//! meaning calls for, with the plugins of `DIR` and Palisade's semantics (ordered, fail-closed,
+//! capability-checked), and answers in the agent's fields. [`handle`] is that mapping, for any
+//! embedder that receives hook events (the CLI, an HTTP hook server). This module is the one
+//! place each meaning's lifecycle calls are made. May touch: the lifecycle it is given.
+//!
+//! By Claude Code's names (each agent's table is in `docs/bridges.md`):
 //!
 //! | agent event | points run | answer |
 //! |---|---|---|
@@ -27,11 +31,12 @@
 //! A Palisade `allow` means "no objection", not a grant: with no objection the bridge answers
 //! nothing, and the agent's own permission rules still decide. Codex honours only `deny` at
 //! `PreToolUse`, so there an `ask` becomes a deny that says approval was needed. Gemini CLI's
-//! events are Claude Code's under other names ([`crate::gemini`] maps them and its answers).
+//! events are Claude Code's under other names ([`crate::agents::gemini`] renders its answers).
 
+use crate::agents::{AgentApplies, ELICITATION, Meaning};
+pub use crate::agents::{Answer, Dialect};
 use crate::claude_code::{HookAnswer, HookEvent, HookSpecificOutput, Permission};
-use crate::gemini::{self, GeminiAnswer};
-use crate::lifecycle::{AgentApplies, AskPolicy, Lifecycle, ToolDecision};
+use crate::lifecycle::{AskPolicy, Lifecycle, ToolDecision};
 use crate::plugin::Plugins;
 use crate::point::Point;
 use crate::types::{
@@ -41,27 +46,11 @@ use crate::types::{
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-mod dialect;
 mod fields;
 mod recorded;
 
-pub use dialect::{CLAUDE_CODE_EVENTS, CODEX_EVENTS, Dialect};
-use fields::{carries_back, gemini_as_claude, outcome, tool_call};
+use fields::tool_call;
 pub use recorded::{agent_event, session_events};
-
-/// A hook command's answer on stdout, in its agent's dialect.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
-#[serde(untagged)]
-#[non_exhaustive]
-pub enum Answer {
-    /// Claude Code's (and Codex's) fields.
-    ClaudeCode(HookAnswer),
-    /// Gemini CLI's fields.
-    Gemini(GeminiAnswer),
-    /// An answer in any agent's fields, as another Palisade composed it: what `palisade
-    /// forward` relays of `palisade serve`'s.
-    Json(Value),
-}
 
 /// What the hook command answers: a JSON object on stdout (or nothing), a message on stderr,
 /// and the exit status.
@@ -95,18 +84,12 @@ impl Reply {
                     .clone()
                     .unwrap_or_else(|| "palisade: blocked".into());
                 // The event's own refusal: what the agent reads at that event.
-                let answer = match canonical(event) {
-                    claude @ ("PreToolUse" | "PreSkillShellCommand") => {
-                        HookAnswer::permission_at(claude, Permission::Deny, reason)
-                    }
-                    "PermissionRequest" => HookAnswer::permission_request_denied(reason),
+                let answer = match dialect.meaning(event) {
+                    Meaning::ToolCall => HookAnswer::permission_at(event, Permission::Deny, reason),
+                    Meaning::PermissionRequest => HookAnswer::permission_request_denied(reason),
                     _ => HookAnswer::block(reason),
                 };
-                let answer = match dialect {
-                    Dialect::Gemini => Answer::Gemini(GeminiAnswer::from_claude(event, &answer)),
-                    _ => Answer::ClaudeCode(answer),
-                };
-                (200, body(&answer))
+                (200, body(&dialect.spec().render(event, answer)))
             }
             _ => (
                 500,
@@ -132,47 +115,22 @@ impl Reply {
     }
 }
 
-/// The events whose failure to even start (the input unreadable, the plugins not loadable)
-/// must block: an unguarded tool call, prompt, model request (Gemini CLI's `BeforeModel`), MCP
-/// server's question or answer to one is worse than a refused one. Elsewhere a
-/// blocking exit would mean "keep going" (`Stop`), so those get a non-blocking error. Gemini
-/// CLI's names for the same events (`BeforeTool`, `BeforeAgent`) block too.
-pub fn fails_closed(event: &str) -> bool {
-    matches!(
-        canonical(event),
-        "PreToolUse"
-            | "PreSkillShellCommand"
-            | "PermissionRequest"
-            | "UserPromptSubmit"
-            | "Elicitation"
-            | "ElicitationResult"
-            | "BeforeModel"
-            | "PostToolBatch"
-    )
+/// The reply when the bridge cannot do its work at all (`why`) at `dialect`'s `event`: a
+/// blocking error for the events that guard ([`Meaning::guards`]); at a tool's result too,
+/// whose tool has run, so that the model reads that the result's checks could not run (a
+/// post-tool guard is never skipped silently); a non-blocking error elsewhere (a blocked stop
+/// would loop the agent while Palisade is down), which the agent logs with its exit status.
+pub fn failure(dialect: Dialect, event: &str, why: &str) -> Reply {
+    failure_at(dialect.meaning(event), why)
 }
 
-/// Whether the agent waits for the event's answer. Claude Code does not for `StopFailure`
-/// (fire and forget): it ends the hook when it exits, which it does at once. A bridge process
-/// for such an event lets nothing but its own budget end it, so that what the event commits
-/// (the failed turn) is committed.
-pub fn agent_waits(event: &str) -> bool {
-    !matches!(canonical(event), "StopFailure")
-}
-
-/// The Claude Code name of an event: Gemini CLI's names are mapped, every other passes.
-fn canonical(event: &str) -> &str {
-    gemini::claude_event(event).unwrap_or(event)
-}
-
-/// The reply when the bridge cannot do its work at all (`why`): a blocking error for the
-/// events that guard; at `PostToolUse` too, whose tool has run, so that the model reads that
-/// the result's checks could not run (a post-tool guard is never skipped silently); a
-/// non-blocking error elsewhere (a blocked `Stop` would loop the agent while Palisade is
-/// down), which the agent logs with its exit status.
-pub fn failure(event: &str, why: &str) -> Reply {
-    let (exit_code, stderr) = if fails_closed(event) {
+/// [`failure`] at an event that means `meaning`: what a bridge answers when it could not read
+/// which event it has ([`Meaning::ToolCall`]: the most likely caller of a guard is a tool call,
+/// so it refuses).
+pub fn failure_at(meaning: Meaning, why: &str) -> Reply {
+    let (exit_code, stderr) = if meaning.guards() {
         (2, format!("palisade: {why}"))
-    } else if matches!(canonical(event), "PostToolUse" | "PostToolUseFailure") {
+    } else if meaning.reports_a_result() {
         let said = format!(
             "palisade: the checks of this tool's result could not run, so the result is \
              unchecked: {why}"
@@ -187,68 +145,6 @@ pub fn failure(event: &str, why: &str) -> Reply {
         exit_code,
         points: Vec::new(),
     }
-}
-
-/// The canonical points an agent event runs (none for an event with no Palisade point), by
-/// its Claude Code, Codex or Gemini CLI name.
-pub fn points_for(event: &str) -> &'static [Point] {
-    match canonical(event) {
-        "SessionStart" => &[Point::SessionStart],
-        "UserPromptSubmit" => &[
-            Point::PromptSubmit,
-            Point::MessageCommitted,
-            // A rejected prompt closes its turn, blocked.
-            Point::TurnCompleted,
-        ],
-        "PreToolUse" | "PreSkillShellCommand" => {
-            &[Point::ToolCallCommitted, Point::PreTool, Point::ToolGuard]
-        }
-        "PostToolUse" | "PostToolUseFailure" => &[
-            Point::PostTool,
-            Point::ToolResult,
-            Point::ToolResultCommitted,
-        ],
-        "Stop" => &[Point::TurnStopping, Point::TurnCompleted],
-        "SubagentStop" => &[Point::TurnStopping],
-        "StopFailure" | "Interrupt" => &[Point::TurnCompleted],
-        "PermissionRequest" => &[Point::ToolGuard],
-        "Elicitation" => &[Point::ToolCallCommitted, Point::PreTool, Point::ToolGuard],
-        "ElicitationResult" => &[
-            Point::PostTool,
-            Point::ToolResult,
-            Point::ToolResultCommitted,
-        ],
-        // A continuation step's prompt-submit; its reject closes the turn, but an observer of
-        // turn-completed alone needs no process per model request.
-        "BeforeModel" | "PostToolBatch" => &[Point::PromptSubmit],
-        "SessionEnd" => &[Point::SessionEnded],
-        _ => &[],
-    }
-}
-
-/// The tool a hook event is about, named as the hooks' matchers see it: the `tool_name` of a
-/// `PreToolUse` or `PostToolUse` (Gemini CLI's `BeforeTool` and `AfterTool` too); `None` for
-/// the other events, and for one whose `tool_name` is not a string (it fails on its own).
-/// With [`points_for`], what a process that serves one event loads
-/// ([`crate::LoadRequest::tool`]).
-pub fn tool_of(input: &Value) -> Option<&str> {
-    let event = input.get("hook_event_name")?.as_str()?;
-    match canonical(event) {
-        "PreToolUse"
-        | "PreSkillShellCommand"
-        | "PermissionRequest"
-        | "PostToolUse"
-        | "PostToolUseFailure" => input.get("tool_name")?.as_str(),
-        "Elicitation" | "ElicitationResult" => event_tool(event),
-        _ => None,
-    }
-}
-
-/// The tool an agent event is always about, whatever its input says: `elicitation/create` for
-/// Claude Code's `Elicitation` and `ElicitationResult`. A hook whose matcher does not take it
-/// never runs there, so `install` need not register the event for it.
-pub fn event_tool(event: &str) -> Option<&'static str> {
-    matches!(canonical(event), "Elicitation" | "ElicitationResult").then_some(ELICITATION)
 }
 
 /// Handles one hook event of `dialect` with `plugins`, in a session of its own (the agent's
@@ -277,8 +173,12 @@ pub async fn handle_in(lifecycle: &Lifecycle, dialect: Dialect, input: &Value) -
             // What the event is decides whether failing blocks: read its name alone.
             let event = input.get("hook_event_name").and_then(Value::as_str);
             failure(
+                dialect,
                 event.unwrap_or(""),
-                &format!("the input is not a Claude Code, Codex or Gemini CLI hook event: {e}"),
+                &format!(
+                    "the input is not a {} hook event: {e}",
+                    dialect.spec().title()
+                ),
             )
         }
     }
@@ -287,10 +187,7 @@ pub async fn handle_in(lifecycle: &Lifecycle, dialect: Dialect, input: &Value) -
 /// [`handle_in`] for an event already read (a server that reads the request's body straight
 /// into a [`HookEvent`]).
 pub async fn handle_event(lifecycle: &Lifecycle, dialect: Dialect, mut input: HookEvent) -> Reply {
-    let asked = input.hook_event_name.clone();
-    if dialect == Dialect::Gemini {
-        gemini_as_claude(&mut input);
-    }
+    dialect.read(&mut input);
     // A sub-agent's event (Claude Code's and Codex's `agent_id`): its hooks' audit events name it.
     let agent = match &input.other.get("agent_id") {
         Some(Value::String(id)) => Some(crate::events::SubAgent {
@@ -303,80 +200,86 @@ pub async fn handle_event(lifecycle: &Lifecycle, dialect: Dialect, mut input: Ho
         }),
         _ => None,
     };
-    let mut reply = crate::events::in_subagent(agent, dispatch(lifecycle, dialect, &input)).await;
-    if reply.stdout.is_none() && reply.exit_code == 0 && points_for(&asked).is_empty() {
+    let event = input.hook_event_name.as_str();
+    let meaning = dialect.meaning(event);
+    let mut reply =
+        crate::events::in_subagent(agent, dispatch(lifecycle, dialect, meaning, &input)).await;
+    if reply.stdout.is_none() && reply.exit_code == 0 && meaning.points().is_empty() {
         reply.stderr = Some(format!(
-            "palisade: `{asked}` has no Palisade point; nothing ran"
+            "palisade: `{event}` has no Palisade point; nothing ran"
         ));
     }
-    if let Some(Answer::ClaudeCode(answer)) = &reply.stdout
-        && dialect == Dialect::Gemini
-    {
-        reply.stdout = Some(Answer::Gemini(GeminiAnswer::from_claude(&asked, answer)));
+    if let Some(Answer::ClaudeCode(answer)) = reply.stdout.take() {
+        reply.stdout = Some(dialect.spec().render(event, answer));
     }
     reply
 }
 
-/// Runs the points of `input`, a Claude Code event (Gemini's already mapped).
-async fn dispatch(lifecycle: &Lifecycle, dialect: Dialect, input: &HookEvent) -> Reply {
+/// Runs the points `meaning` calls for, over `input` (in Claude Code's fields, answered in
+/// them under the event's own name).
+async fn dispatch(
+    lifecycle: &Lifecycle,
+    dialect: Dialect,
+    meaning: Meaning,
+    input: &HookEvent,
+) -> Reply {
     let event = input.hook_event_name.as_str();
     let turn = input.turn_key();
-    match event {
-        "SessionStart" => session_start(lifecycle, input).await,
-        "UserPromptSubmit" => prompt_submit(lifecycle, turn, input).await,
-        "PreToolUse" | "PreSkillShellCommand" => match tool_call(input) {
+    match meaning {
+        Meaning::SessionStart => session_start(lifecycle, event, input).await,
+        Meaning::PromptSubmit => prompt_submit(lifecycle, event, turn, input).await,
+        Meaning::ToolCall => match tool_call(input) {
             Ok(call) => {
                 lifecycle.in_turn_durably(turn).await;
                 pre_tool(lifecycle, dialect, event, &call).await
             }
-            Err(why) => failure(event, &why),
+            Err(why) => failure(dialect, event, &why),
         },
-        "PermissionRequest" => match tool_call(input) {
+        Meaning::PermissionRequest => match tool_call(input) {
             Ok(call) => permission_request(lifecycle, &call).await,
-            Err(why) => failure(event, &why),
+            Err(why) => failure(dialect, event, &why),
         },
-        "PostToolUse" | "PostToolUseFailure" => match tool_call(input) {
+        Meaning::ToolResult | Meaning::ToolFailure => match tool_call(input) {
             Ok(call) => {
                 lifecycle.in_turn_durably(turn).await;
-                post_tool(lifecycle, dialect, input, &call).await
+                post_tool(lifecycle, dialect, meaning, input, &call).await
             }
-            Err(why) => failure(event, &why),
+            Err(why) => failure(dialect, event, &why),
         },
-        "Stop" | "SubagentStop" => {
+        Meaning::Stop | Meaning::SubagentStop => {
             lifecycle.in_turn_durably(turn).await;
-            stop(lifecycle, event, input).await
+            stop(lifecycle, meaning, input).await
         }
-        "Elicitation" if dialect == Dialect::ClaudeCode => {
+        Meaning::Elicitation => {
             lifecycle.in_turn_durably(turn).await;
             elicitation(lifecycle, input).await
         }
-        "ElicitationResult" if dialect == Dialect::ClaudeCode => {
+        Meaning::ElicitationResult => {
             lifecycle.in_turn_durably(turn).await;
-            elicitation_result(lifecycle, input).await
+            elicitation_result(lifecycle, dialect, input).await
         }
-        "BeforeModel" | "PostToolBatch"
-            if (event == "BeforeModel") == (dialect == Dialect::Gemini) =>
-        {
+        Meaning::ModelRequest | Meaning::AfterToolBatch => {
             lifecycle.in_turn_durably(turn).await;
-            // Gemini CLI reports every model request; Claude Code those after a tool batch.
-            let step = match event {
-                "BeforeModel" => lifecycle.next_step().await,
+            // Every model request of the turn, or those after a tool batch.
+            let step = match meaning {
+                Meaning::ModelRequest => lifecycle.next_step().await,
                 _ => lifecycle.next_continuation().await,
             };
             match step {
-                Ok(step) => model_request(lifecycle, event, step).await,
+                Ok(step) => model_request(lifecycle, dialect, meaning, event, step).await,
                 Err(why) => failure(
+                    dialect,
                     event,
                     &format!("the turn's steps could not be counted: {why}"),
                 ),
             }
         }
-        "StopFailure" | "Interrupt" => {
-            // The turn ended in an API error, or its user interrupted it: no `Stop` comes, and
+        Meaning::TurnFailed | Meaning::TurnInterrupted => {
+            // The turn ended in an error, or its user interrupted it: no stop comes, and
             // nothing can steer it.
             lifecycle.in_turn_durably(turn).await;
-            lifecycle.turn_completed(match event {
-                "Interrupt" => TurnOutcome::Interrupted,
+            lifecycle.turn_completed(match meaning {
+                Meaning::TurnInterrupted => TurnOutcome::Interrupted,
                 _ => TurnOutcome::Failed,
             });
             Reply {
@@ -384,15 +287,16 @@ async fn dispatch(lifecycle: &Lifecycle, dialect: Dialect, input: &HookEvent) ->
                 ..Reply::nothing()
             }
         }
-        "SessionEnd" => {
+        Meaning::SessionEnd => {
             lifecycle.session_ended(input.reason.as_deref().unwrap_or("other"));
             Reply {
                 points: vec!["session-ended"],
                 ..Reply::nothing()
             }
         }
-        // No canonical point: compaction is reserved (docs/semantics.md S1.66), a notification is a UI event,
-        // not an agent fact. Answered with nothing, so the agent goes on.
+        // No canonical point: compaction is reserved (docs/semantics.md S1.66), a
+        // notification is a UI event, not an agent fact. Answered with nothing, so the agent
+        // goes on.
         _ => Reply::nothing(),
     }
 }
@@ -402,7 +306,7 @@ fn joined(contexts: impl IntoIterator<Item = String>) -> Option<String> {
     (!texts.is_empty()).then(|| texts.join("\n\n"))
 }
 
-async fn session_start(lifecycle: &Lifecycle, input: &HookEvent) -> Reply {
+async fn session_start(lifecycle: &Lifecycle, event: &str, input: &HookEvent) -> Reply {
     let source = match input.source.as_deref() {
         Some("resume") => SessionSource::Resume,
         Some("clear") => SessionSource::Clear,
@@ -411,14 +315,19 @@ async fn session_start(lifecycle: &Lifecycle, input: &HookEvent) -> Reply {
     };
     let contexts = lifecycle.session_start(source).await;
     let mut reply = match joined(contexts.into_iter().map(|c| c.text)) {
-        Some(context) => Reply::answer(HookAnswer::context("SessionStart", context)),
+        Some(context) => Reply::answer(HookAnswer::context(event, context)),
         None => Reply::nothing(),
     };
     reply.points = vec!["session-start"];
     reply
 }
 
-async fn prompt_submit(lifecycle: &Lifecycle, turn: Option<&str>, input: &HookEvent) -> Reply {
+async fn prompt_submit(
+    lifecycle: &Lifecycle,
+    event: &str,
+    turn: Option<&str>,
+    input: &HookEvent,
+) -> Reply {
     let prompt = vec![Message::user(input.prompt.clone().unwrap_or_default())];
     lifecycle.open_turn_durably(turn).await;
     let mut reply = match lifecycle.pre_step(1, prompt.clone()).await {
@@ -435,7 +344,7 @@ async fn prompt_submit(lifecycle: &Lifecycle, turn: Option<&str>, input: &HookEv
         PreStepDecision::Enter { messages, contexts } => {
             lifecycle.messages(messages);
             match joined(contexts.into_iter().map(|c| c.text)) {
-                Some(context) => Reply::answer(HookAnswer::context("UserPromptSubmit", context)),
+                Some(context) => Reply::answer(HookAnswer::context(event, context)),
                 None => Reply::nothing(),
             }
         }
@@ -443,10 +352,6 @@ async fn prompt_submit(lifecycle: &Lifecycle, turn: Option<&str>, input: &HookEv
     reply.points = vec!["prompt-submit"];
     reply
 }
-
-/// The tool an MCP server's question to the user is judged as, at every front door: MCP's and
-/// ACP's method for it.
-const ELICITATION: &str = "elicitation/create";
 
 /// Claude Code's `Elicitation`: an MCP server asks the user a question (a form, or a URL to
 /// open) in the middle of a tool call. Judged as a call of the tool `elicitation/create` whose
@@ -506,7 +411,7 @@ fn elicitation_call(input: &HookEvent) -> ToolCall {
 /// has it (`action`, and the `content` of an accept). Through `post-tool`, `tool-result` and
 /// the committed result: a block declines the answer (the server hears `decline`, which is
 /// what is committed); a replacement or contexts cannot be carried (recorded as not applied).
-async fn elicitation_result(lifecycle: &Lifecycle, input: &HookEvent) -> Reply {
+async fn elicitation_result(lifecycle: &Lifecycle, dialect: Dialect, input: &HookEvent) -> Reply {
     let call = elicitation_call(input);
     let mut answer = serde_json::Map::new();
     for field in ["action", "content"] {
@@ -530,7 +435,10 @@ async fn elicitation_result(lifecycle: &Lifecycle, input: &HookEvent) -> Reply {
         Point::PostTool,
         Some(&call.name),
         &result.contexts,
-        "Claude Code takes no context with an answer to an MCP server",
+        &format!(
+            "{} takes no context with an answer to an MCP server",
+            dialect.spec().title()
+        ),
     );
     let mut reply = match &result.blocked {
         Some(denial) => Reply::answer(HookAnswer::block(denial.message.clone())),
@@ -540,16 +448,23 @@ async fn elicitation_result(lifecycle: &Lifecycle, input: &HookEvent) -> Reply {
     reply
 }
 
-/// The model request of step `step` of the turn, which the agent is about to make: Gemini
-/// CLI's `BeforeModel` (every request: the first is the prompt's step, answered at
-/// `BeforeAgent`), Claude Code's `PostToolBatch` (the request after a batch of tool calls: a
-/// tool continuation, step 2 on). A continuation step's pre-step (docs/semantics.md S1.9,
+/// The model request of step `step` of the turn, which the agent is about to make: every
+/// request ([`Meaning::ModelRequest`], Gemini CLI's `BeforeModel`: the first is the prompt's
+/// step, answered at the prompt), or the request after a batch of tool calls
+/// ([`Meaning::AfterToolBatch`], Claude Code's `PostToolBatch`: a tool continuation, step 2
+/// on). A continuation step's pre-step (docs/semantics.md S1.9,
 /// S1.11): `prompt-submit` with no claimed messages. A reject blocks the request (the model is
 /// not called, the turn ends blocked); a hook that adds messages blocks it too, since neither
-/// agent can add them to a request; contexts reach the model where the agent takes them
-/// (Claude Code's `additionalContext`, once for the batch) and are recorded as not applied
-/// where it does not (Gemini CLI).
-async fn model_request(lifecycle: &Lifecycle, event: &str, step: u32) -> Reply {
+/// agent can add them to a request; contexts reach the model after a batch
+/// (`additionalContext`, once for the batch) and are recorded as not applied at a plain
+/// request, which takes none.
+async fn model_request(
+    lifecycle: &Lifecycle,
+    dialect: Dialect,
+    meaning: Meaning,
+    event: &str,
+    step: u32,
+) -> Reply {
     if step <= 1 {
         return Reply::nothing();
     }
@@ -562,7 +477,7 @@ async fn model_request(lifecycle: &Lifecycle, event: &str, step: u32) -> Reply {
                  messages to a model request: it is blocked rather than sent without them",
             ))
         }
-        PreStepDecision::Enter { contexts, .. } if event == "PostToolBatch" => {
+        PreStepDecision::Enter { contexts, .. } if meaning == Meaning::AfterToolBatch => {
             match joined(contexts.into_iter().map(|c| c.text)) {
                 Some(context) => Reply::answer(HookAnswer::context(event, context)),
                 None => Reply::nothing(),
@@ -573,7 +488,10 @@ async fn model_request(lifecycle: &Lifecycle, event: &str, step: u32) -> Reply {
                 Point::PromptSubmit,
                 None,
                 &contexts,
-                "Gemini CLI cannot add context to a model request; the request went without it",
+                &format!(
+                    "{} cannot add context to a model request; the request went without it",
+                    dialect.spec().title()
+                ),
             );
             Reply::nothing()
         }
@@ -585,8 +503,8 @@ async fn model_request(lifecycle: &Lifecycle, event: &str, step: u32) -> Reply {
 /// The tool step ([`Lifecycle::authorize`]) at `event` (`PreToolUse`, or Claude Code's
 /// `PreSkillShellCommand`, answered in the same fields under its own name): the agent asks its
 /// user itself after the hook answers, so an ask goes back to it once tool-guard abstained (a
-/// tool guard's deny wins over the ask); Codex cannot ask from a hook, so there an ask is a
-/// denial.
+/// tool guard's deny wins over the ask); an agent that cannot ask from a hook (Codex) gets a
+/// denial instead.
 async fn pre_tool(lifecycle: &Lifecycle, dialect: Dialect, event: &str, call: &ToolCall) -> Reply {
     let step = lifecycle.authorize(call, AskPolicy::Agent).await;
     let answer =
@@ -595,13 +513,13 @@ async fn pre_tool(lifecycle: &Lifecycle, dialect: Dialect, event: &str, call: &T
     let mut reply = match step.decision {
         ToolDecision::Denied(denial) => deny(denial.message),
         ToolDecision::Allowed { .. } => Reply::nothing(),
-        ToolDecision::Ask(ask) => match dialect {
-            Dialect::ClaudeCode | Dialect::Gemini => answer(Permission::Ask, ask.reason),
-            Dialect::Codex => deny(format!(
-                "{} (`{}` asks for approval, which a Codex hook cannot request, so the call is denied)",
-                ask.reason, ask.hook_id
-            )),
-        },
+        ToolDecision::Ask(ask) if dialect.spec().can_ask() => answer(Permission::Ask, ask.reason),
+        ToolDecision::Ask(ask) => deny(format!(
+            "{} (`{}` asks for approval, which a {} hook cannot request, so the call is denied)",
+            ask.reason,
+            ask.hook_id,
+            dialect.spec().title()
+        )),
     };
     reply.points = step.points.iter().map(|p| p.as_str()).collect();
     reply
@@ -628,35 +546,25 @@ async fn permission_request(lifecycle: &Lifecycle, call: &ToolCall) -> Reply {
 async fn post_tool(
     lifecycle: &Lifecycle,
     dialect: Dialect,
+    meaning: Meaning,
     input: &HookEvent,
     call: &ToolCall,
 ) -> Reply {
-    let event = canonical(&input.hook_event_name);
-    let original = match dialect {
-        Dialect::Gemini => gemini::outcome(input.tool_response.as_ref()),
-        // A failed call: its error is the result (Claude Code sends the message alone).
-        _ if event == "PostToolUseFailure" => ToolOutcome::error(
-            input
-                .other
-                .get("error")
-                .and_then(Value::as_str)
-                .unwrap_or("the tool failed"),
-        ),
-        _ => outcome(input),
-    };
+    let event = input.hook_event_name.as_str();
+    let original = dialect.spec().outcome(meaning, input);
     // What the agent keeps is what is committed.
     let response = input
         .tool_response
         .as_ref()
-        .filter(|_| event == "PostToolUse");
-    let applies = dialect.applies(response);
+        .filter(|_| meaning == Meaning::ToolResult);
+    let applies = dialect.spec().applies(response);
     let result = lifecycle.tool_reported(call, &original, applies).await.post;
     let replaced = result.blocked.is_none() && result.outcome != original;
-    // A replacement Claude Code carries back, in the tool's own output shape.
+    // A replacement the agent carries back, in the tool's own output shape.
     let updated = match (applies, response) {
-        (AgentApplies::Replacements, Some(response)) if replaced => {
-            replaced_output(response, &crate::agent::text_of(&result.outcome))
-        }
+        (AgentApplies::Replacements, Some(response)) if replaced => dialect
+            .spec()
+            .carried_back(response, &crate::agent::text_of(&result.outcome)),
         _ => None,
     };
     let context = joined(result.contexts.iter().map(|c| c.text.clone()));
@@ -690,23 +598,9 @@ async fn post_tool(
     reply
 }
 
-/// `text` as Claude Code's `updatedToolOutput` for a tool whose own output was `response`: a
-/// text for a text, a shell's output with `text` as its `stdout` (and no `stderr`); `None` for
-/// any other shape, which Claude Code would not take.
-fn replaced_output(response: &Value, text: &str) -> Option<Value> {
-    match response {
-        Value::String(_) => Some(Value::String(text.to_string())),
-        Value::Object(fields) if carries_back(response) => {
-            let mut fields = fields.clone();
-            fields.insert("stdout".into(), text.into());
-            fields.insert("stderr".into(), "".into());
-            Some(Value::Object(fields))
-        }
-        _ => None,
-    }
-}
-
-async fn stop(lifecycle: &Lifecycle, event: &str, input: &HookEvent) -> Reply {
+async fn stop(lifecycle: &Lifecycle, meaning: Meaning, input: &HookEvent) -> Reply {
+    // A sub-agent's stop does not complete the turn.
+    let whole = meaning == Meaning::Stop;
     let active = input.stop_hook_active.unwrap_or(false);
     let stop = StopEvent {
         turn: lifecycle.turn(),
@@ -715,12 +609,12 @@ async fn stop(lifecycle: &Lifecycle, event: &str, input: &HookEvent) -> Reply {
         // The agent says only whether a stop hook already made it continue.
         continuations: u32::from(active),
     };
-    let steerings = lifecycle.stopping(&stop, event == "Stop").await;
+    let steerings = lifecycle.stopping(&stop, whole).await;
     let mut reply = match joined(steerings.into_iter().map(|s| s.content)) {
         Some(reason) => Reply::answer(HookAnswer::block(reason)),
         None => Reply::nothing(),
     };
-    reply.points = if event == "Stop" {
+    reply.points = if whole {
         vec!["turn-stopping", "turn-completed"]
     } else {
         vec!["turn-stopping"]
@@ -730,7 +624,7 @@ async fn stop(lifecycle: &Lifecycle, event: &str, input: &HookEvent) -> Reply {
 
 #[cfg(test)]
 mod tests {
-    use super::{Dialect, failure, tool_of};
+    use super::{Dialect, failure};
     use serde_json::json;
 
     /// A refusal over HTTP (`palisade serve`, for `forward`) is the event's own: a permission
@@ -738,11 +632,11 @@ mod tests {
     #[test]
     fn a_refusal_over_http_is_the_events_own() {
         let refused = |dialect, event: &str| {
-            failure(event, "the plugins did not load")
+            failure(dialect, event, "the plugins did not load")
                 .http(dialect, event)
                 .1
         };
-        let http = |event: &str| refused(Dialect::ClaudeCode, event);
+        let http = |event: &str| refused(Dialect::CLAUDE_CODE, event);
         for event in ["PreToolUse", "PreSkillShellCommand"] {
             let answer = http(event).unwrap();
             let specific = &answer["hookSpecificOutput"];
@@ -755,11 +649,11 @@ mod tests {
         assert_eq!(specific["decision"]["behavior"], "deny", "{answer}");
         assert_eq!(http("UserPromptSubmit").unwrap()["decision"], "block");
         // Gemini CLI's, in its fields.
-        let answer = refused(Dialect::Gemini, "BeforeTool").unwrap();
+        let answer = refused(Dialect::GEMINI, "BeforeTool").unwrap();
         assert_eq!(answer["decision"], "deny", "{answer}");
         assert!(answer.get("hookSpecificOutput").is_none(), "{answer}");
         assert_eq!(
-            refused(Dialect::Gemini, "BeforeAgent").unwrap()["decision"],
+            refused(Dialect::GEMINI, "BeforeAgent").unwrap()["decision"],
             "block"
         );
     }
@@ -770,18 +664,32 @@ mod tests {
     #[test]
     fn the_tool_of_an_event_is_what_its_matchers_see() {
         let event = |name: &str, tool: serde_json::Value| json!({"hook_event_name": name, "tool_name": tool, "tool_input": {}});
-        assert_eq!(tool_of(&event("PreToolUse", json!("Bash"))), Some("Bash"));
-        assert_eq!(tool_of(&event("PostToolUse", json!("Read"))), Some("Read"));
+        let claude = |input| Dialect::CLAUDE_CODE.tool_of(&input).map(str::to_owned);
+        let gemini = |input| Dialect::GEMINI.tool_of(&input).map(str::to_owned);
         assert_eq!(
-            tool_of(&event("BeforeTool", json!("run_shell_command"))),
+            claude(event("PreToolUse", json!("Bash"))).as_deref(),
+            Some("Bash")
+        );
+        assert_eq!(
+            claude(event("PostToolUse", json!("Read"))).as_deref(),
+            Some("Read")
+        );
+        assert_eq!(
+            gemini(event("BeforeTool", json!("run_shell_command"))).as_deref(),
             Some("run_shell_command")
         );
         assert_eq!(
-            tool_of(&event("AfterTool", json!("read_file"))),
+            gemini(event("AfterTool", json!("read_file"))).as_deref(),
             Some("read_file")
         );
-        assert_eq!(tool_of(&event("UserPromptSubmit", json!("Bash"))), None);
-        assert_eq!(tool_of(&event("PreToolUse", json!(7))), None);
-        assert_eq!(tool_of(&json!({"hook_event_name": "PreToolUse"})), None);
+        assert_eq!(
+            claude(event("Elicitation", json!(null))).as_deref(),
+            Some("elicitation/create")
+        );
+        // An event's name is its agent's: Claude Code has no `BeforeTool`.
+        assert_eq!(claude(event("BeforeTool", json!("Bash"))), None);
+        assert_eq!(claude(event("UserPromptSubmit", json!("Bash"))), None);
+        assert_eq!(claude(event("PreToolUse", json!(7))), None);
+        assert_eq!(claude(json!({"hook_event_name": "PreToolUse"})), None);
     }
 }

@@ -1,8 +1,8 @@
 //! Recorded agent sessions: the line a bridge's `--record` writes for each hook event, and a
 //! recorded session read back as the session events `palisade replay` runs.
 
-use super::dialect::Dialect;
-use super::fields::{gemini_as_claude, outcome, tool_call};
+use super::fields::tool_call;
+use crate::agents::{Dialect, Meaning};
 use crate::claude_code::HookEvent;
 use crate::types::ToolOutcome;
 use serde::Deserialize;
@@ -24,8 +24,9 @@ pub fn agent_event(dialect: Dialect, input: &Value) -> Value {
 /// The recorded hook events of one agent session (in their order, each in its dialect) as
 /// the session events `palisade replay` reads: `SessionStart` → `session-start`,
 /// `UserPromptSubmit` → `prompt` (turns numbered from 1), a `PreToolUse` and the `PostToolUse`
-/// of the same call → one `tool-call` with the result the tool returned (none when it never
-/// ran: denied, or not recorded), `Stop` → `stop`, `SessionEnd` → `session-end`. Events with
+/// (or `PostToolUseFailure`) of the same call → one `tool-call` with the result the tool
+/// returned (none when it never ran: denied, or not recorded), `Stop` → `stop`, `SessionEnd`
+/// → `session-end`; each agent's events by what they mean. Events with
 /// no point, or that cannot be read, are left out.
 pub fn session_events(events: &[(Dialect, Value)]) -> Vec<Value> {
     let mut out: Vec<Value> = Vec::new();
@@ -36,11 +37,10 @@ pub fn session_events(events: &[(Dialect, Value)]) -> Vec<Value> {
         let Ok(mut input) = HookEvent::deserialize(raw) else {
             continue;
         };
-        if *dialect == Dialect::Gemini {
-            gemini_as_claude(&mut input);
-        }
-        match input.hook_event_name.as_str() {
-            "SessionStart" => out.push(json!({
+        dialect.read(&mut input);
+        let meaning = dialect.meaning(&input.hook_event_name);
+        match meaning {
+            Meaning::SessionStart => out.push(json!({
                 "event": "session-start",
                 "source": input
                     .source
@@ -48,7 +48,7 @@ pub fn session_events(events: &[(Dialect, Value)]) -> Vec<Value> {
                     .filter(|s| matches!(*s, "resume" | "clear" | "compact"))
                     .unwrap_or("startup"),
             })),
-            "UserPromptSubmit" => {
+            Meaning::PromptSubmit => {
                 turn += 1;
                 out.push(json!({
                     "event": "prompt",
@@ -56,7 +56,7 @@ pub fn session_events(events: &[(Dialect, Value)]) -> Vec<Value> {
                     "text": input.prompt.clone().unwrap_or_default(),
                 }));
             }
-            "PreToolUse" | "PreSkillShellCommand" => {
+            Meaning::ToolCall => {
                 let Ok(call) = tool_call(&input) else {
                     continue;
                 };
@@ -68,11 +68,12 @@ pub fn session_events(events: &[(Dialect, Value)]) -> Vec<Value> {
                     "agent": dialect.name(),
                 }));
             }
-            "PostToolUse" => {
+            Meaning::ToolResult | Meaning::ToolFailure => {
                 let Ok(call) = tool_call(&input) else {
                     continue;
                 };
-                let result = serde_json::to_value(outcome(&input)).unwrap_or(Value::Null);
+                let outcome = dialect.spec().outcome(meaning, &input);
+                let result = serde_json::to_value(outcome).unwrap_or(Value::Null);
                 match calls.get(&call.tool_use_id) {
                     Some(&at) if !call.tool_use_id.is_empty() => out[at]["result"] = result,
                     _ => out.push(json!({
@@ -83,12 +84,12 @@ pub fn session_events(events: &[(Dialect, Value)]) -> Vec<Value> {
                     })),
                 }
             }
-            "Stop" => out.push(json!({
+            Meaning::Stop => out.push(json!({
                 "event": "stop",
                 "turn": turn.max(1),
                 "last_assistant_message": input.last_assistant_message,
             })),
-            "SessionEnd" => out.push(json!({
+            Meaning::SessionEnd => out.push(json!({
                 "event": "session-end",
                 "reason": input.reason.clone().unwrap_or_else(|| "other".into()),
             })),
@@ -96,4 +97,42 @@ pub fn session_events(events: &[(Dialect, Value)]) -> Vec<Value> {
         }
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::session_events;
+    use crate::agents::Dialect;
+    use serde_json::json;
+
+    /// Each agent's tool result is read as that agent reports it: Gemini CLI's `AfterTool` is
+    /// its `llmContent` (what the model read), and Claude Code's failed call its `error`.
+    #[test]
+    fn a_recorded_result_is_read_as_its_agent_reports_it() {
+        let call = |event: &str, tool: &str| {
+            json!({"hook_event_name": event, "session_id": "s", "tool_name": tool,
+                   "tool_use_id": "t1", "tool_input": {}})
+        };
+        let mut after = call("AfterTool", "read_file");
+        after["tool_response"] =
+            json!({"llmContent": "the file's text", "returnDisplay": "Read 1 line."});
+        let gemini = [
+            (Dialect::GEMINI, call("BeforeTool", "read_file")),
+            (Dialect::GEMINI, after),
+        ];
+        let events = session_events(&gemini);
+        assert_eq!(events.len(), 1, "{events:?}");
+        let blocks = &events[0]["result"]["content_blocks"];
+        assert_eq!(blocks[0]["text"], "the file's text", "{events:?}");
+
+        let mut failed = call("PostToolUseFailure", "Bash");
+        failed["error"] = json!("exit 1: no such file");
+        let claude = [
+            (Dialect::CLAUDE_CODE, call("PreToolUse", "Bash")),
+            (Dialect::CLAUDE_CODE, failed),
+        ];
+        let events = session_events(&claude);
+        assert_eq!(events.len(), 1, "{events:?}");
+        assert_eq!(events[0]["result"]["is_error"], true, "{events:?}");
+    }
 }

@@ -349,7 +349,7 @@ fn with_kinds(pattern: &str) -> Result<String, Invalid> {
     for alternative in pattern.split('|') {
         match alternative.strip_prefix('@') {
             Some(name) => match ToolKind::named(name) {
-                Some(kind) => alternatives.extend(kind.patterns().iter().copied()),
+                Some(kind) => alternatives.extend(crate::agents::tool_names(kind).iter().copied()),
                 None => {
                     return Err(invalid(
                         format!("`@{name}` is not a tool kind"),

@@ -413,7 +413,7 @@ impl bindings::palisade::hooks::host::Host for State {
 
     fn kind_of(&mut self, tool: String) -> Option<wit::ToolKind> {
         use crate::tool_kinds::ToolKind;
-        Some(match ToolKind::of(&tool)? {
+        Some(match crate::agents::kind_of(&tool)? {
             ToolKind::Shell => wit::ToolKind::Shell,
             ToolKind::FileRead => wit::ToolKind::FileRead,
             ToolKind::FileWrite => wit::ToolKind::FileWrite,

@@ -1,9 +1,11 @@
-//! `palisade claude-code DIR`, `palisade codex DIR` and `palisade gemini DIR`: Palisade as an
-//! agent's hook command.
+//! `palisade claude-code DIR`, `palisade codex DIR`, `palisade gemini DIR` — one subcommand
+//! per agent of [`Dialect::ALL`]: Palisade as an agent's hook command.
 
 mod warm;
 
 use crate::hook_io::{DEFAULT_BUDGET_MS, answer, read_stdin_by, write};
+use clap::{Args, FromArgMatches};
+use palisade::agents::Meaning;
 use palisade::bridge::{self, Dialect, Reply};
 use palisade::events::EventSink;
 use palisade::{JsonlSink, Plugins};
@@ -101,6 +103,61 @@ impl EventSink for Watch {
     }
 }
 
+/// An agent's hook command: `palisade AGENT DIR`, a subcommand for each agent Palisade speaks
+/// to ([`Dialect::ALL`]), all with [`BridgeCommand`]'s arguments.
+#[derive(Debug)]
+pub struct HookCommand {
+    /// Whose hook protocol it speaks.
+    pub dialect: Dialect,
+    /// The event's plugins and options.
+    pub bridge: BridgeCommand,
+}
+
+impl FromArgMatches for HookCommand {
+    fn from_arg_matches(matches: &clap::ArgMatches) -> Result<Self, clap::Error> {
+        let (dialect, args) = super::agent_of(matches)?;
+        let bridge = BridgeCommand::from_arg_matches(args)?;
+        Ok(HookCommand { dialect, bridge })
+    }
+
+    fn update_from_arg_matches(&mut self, matches: &clap::ArgMatches) -> Result<(), clap::Error> {
+        *self = HookCommand::from_arg_matches(matches)?;
+        Ok(())
+    }
+}
+
+impl clap::Subcommand for HookCommand {
+    fn augment_subcommands(command: clap::Command) -> clap::Command {
+        super::per_agent(command, BridgeCommand::augment_args, |dialect| {
+            let (name, title) = (dialect.name(), dialect.spec().title());
+            format!(
+                "{title}'s hook command: reads one hook event (JSON) on stdin, runs the \
+                 plugins, answers in {title}'s JSON. See `palisade install {name}`"
+            )
+        })
+    }
+
+    fn augment_subcommands_for_update(command: clap::Command) -> clap::Command {
+        HookCommand::augment_subcommands(command)
+    }
+
+    fn has_subcommand(name: &str) -> bool {
+        Dialect::from_name(name).is_some()
+    }
+}
+
+impl HookCommand {
+    /// Begins building the event's host on a thread of its own ([`BridgeCommand::begin`]).
+    pub fn begin(&mut self) {
+        self.bridge.begin();
+    }
+
+    /// Answers the event, within the budget.
+    pub async fn execute(self) -> anyhow::Result<ExitCode> {
+        self.bridge.execute(self.dialect).await
+    }
+}
+
 impl BridgeCommand {
     /// Begins building the event's host on a thread of its own, before the process builds
     /// its async runtime.
@@ -111,7 +168,7 @@ impl BridgeCommand {
     }
 
     /// Answers the event in `dialect`, within the budget.
-    pub async fn execute(self, dialect: Dialect) -> anyhow::Result<ExitCode> {
+    async fn execute(self, dialect: Dialect) -> anyhow::Result<ExitCode> {
         bridge_event(dialect, self).await
     }
 }
@@ -260,7 +317,7 @@ async fn bridge_event(dialect: Dialect, mut options: BridgeCommand) -> anyhow::R
                 Ok(()) => reply,
                 Err(e) => {
                     let event = event.lock().unwrap_or_else(|e| e.into_inner()).clone();
-                    bridge::failure(&event, &e.to_string())
+                    bridge::failure(dialect, &event, &e.to_string())
                 }
             };
             write(&reply);
@@ -278,11 +335,6 @@ async fn bridge_event(dialect: Dialect, mut options: BridgeCommand) -> anyhow::R
         Ok(Err(early)) => answer(early, flush_within(deadline)),
         Err(_) => {
             let event = event.lock().unwrap_or_else(|e| e.into_inner()).clone();
-            let event = if event.is_empty() {
-                "PreToolUse".to_string()
-            } else {
-                event
-            };
             let mut message = format!(
                 "the event's budget of {} ms ran out while {}; refused, since what the \
                  plugins decide could not be known in time (raise --budget-ms, or the \
@@ -301,7 +353,12 @@ async fn bridge_event(dialect: Dialect, mut options: BridgeCommand) -> anyhow::R
             if doing.compiling.load(Ordering::Relaxed) > 0 || warming {
                 message.push_str(&compile_in_background(&options.dir));
             }
-            answer(bridge::failure(&event, &message), flush_within(deadline))
+            // An event not read yet refuses, as a tool call.
+            let refusal = match event.is_empty() {
+                true => bridge::failure_at(Meaning::ToolCall, &message),
+                false => bridge::failure(dialect, &event, &message),
+            };
+            answer(refusal, flush_within(deadline))
         }
     }
 }
@@ -339,8 +396,8 @@ async fn decide(
         // Without the event name, nothing says whether blocking is safe: block, since
         // the most likely caller of a guard is a tool call.
         Err(e) => {
-            return Err(bridge::failure(
-                "PreToolUse",
+            return Err(bridge::failure_at(
+                Meaning::ToolCall,
                 &format!("cannot read the hook event on stdin: {e}"),
             ));
         }
@@ -351,16 +408,22 @@ async fn decide(
         .unwrap_or("")
         .to_string();
     *event.lock().unwrap_or_else(|e| e.into_inner()) = name.clone();
-    match bridge::agent_waits(&name) {
+    match dialect.waits(&name) {
         true => crate::hook_io::end_with_the_agent(),
         false => crate::hook_io::outlive_the_agent(),
     }
     let record = options.record.then(|| bridge::agent_event(dialect, &input));
-    let tool = bridge::tool_of(&input).map(str::to_owned);
-    let (plugins, loads) = load(starting, options, &name, tool, doing, record).await?;
+    let tool = dialect.tool_of(&input).map(str::to_owned);
+    let event = EventToLoad {
+        name: name.clone(),
+        points: dialect.points_for(&name),
+        tool,
+        record,
+    };
+    let (plugins, loads) = load(starting, options, dialect, event, doing).await?;
     // Each plugin instantiates once here, at its first call, and the calls run one after the
     // other: the later ones' instances are made on the other core meanwhile.
-    plugins.make_instances_ahead(bridge::points_for(&name));
+    plugins.make_instances_ahead(dialect.points_for(&name));
     let loaded = started.elapsed();
     let session_id = input
         .get("session_id")
@@ -416,9 +479,11 @@ struct Starting {
     loads: tokio::task::JoinHandle<Result<(), NotLoaded>>,
 }
 
-/// What a load needs of its event: its name, its tool, and what the audit log records of it.
+/// What a load needs of its event: its name, the points it runs, its tool, and what the audit
+/// log records of it.
 struct EventToLoad {
     name: String,
+    points: &'static [palisade::Point],
     tool: Option<String>,
     record: Option<Value>,
 }
@@ -457,7 +522,13 @@ fn start_load(options: &BridgeCommand, preparing: Preparing) -> Starting {
             Err(_) => prepare(&doing, &dir, audit_log.as_deref()),
         };
         // No event (it could not be read): nothing to load, and no one waits for this.
-        let Ok(EventToLoad { name, tool, record }) = told.recv() else {
+        let Ok(EventToLoad {
+            name,
+            points,
+            tool,
+            record,
+        }) = told.recv()
+        else {
             return Ok(());
         };
         let Prepared { audit, host } = prepared.map_err(NotLoaded::AuditLog)?;
@@ -465,7 +536,6 @@ fn start_load(options: &BridgeCommand, preparing: Preparing) -> Starting {
             audit.record(&record);
         }
         doing.set(loading(&dir));
-        let points = bridge::points_for(&name);
         let (plugins, loads) = host
             .and_then(|host| manifests.load_overlapped(&host, points, tool.as_deref()))
             .map_err(|e| NotLoaded::Plugins(e.into()))?;
@@ -485,18 +555,17 @@ fn start_load(options: &BridgeCommand, preparing: Preparing) -> Starting {
     }
 }
 
-/// Goes on with the load `starting` for event `name` (for the tool `tool`, when it is about
+/// Goes on with the load `starting` for `event` of `dialect` (for its tool, when it is about
 /// one: a hook whose matcher does not take it does not run), recording the agent's event in
-/// the audit log (`record`, when asked to). Returns the plugins once their manifests are
+/// the audit log (its `record`, when asked to). Returns the plugins once their manifests are
 /// checked, with the components still loading ([`palisade::Manifests::load_overlapped`]),
 /// and the end of their loads: `Err`, the event's refusal, when one did not load.
 async fn load(
     starting: Starting,
     options: &BridgeCommand,
-    name: &str,
-    tool: Option<String>,
+    dialect: Dialect,
+    event: EventToLoad,
     doing: &Arc<Doing>,
-    record: Option<Value>,
 ) -> Result<(Plugins, impl Future<Output = Result<(), Reply>> + use<>), Reply> {
     // Said before the loading thread is told the event: it says `loading` once it has it.
     doing.set(match &options.audit_log {
@@ -504,21 +573,23 @@ async fn load(
         None => loading(&options.dir),
     });
     let Starting {
-        event,
+        event: told,
         ahead,
         checked,
         loads,
     } = starting;
-    let _ = ahead.send(crate::ahead::key(&options.dir, name, tool.as_deref()));
-    let _ = event.send(EventToLoad {
-        name: name.to_string(),
-        tool,
-        record,
-    });
-    let (event, shown) = (name.to_string(), options.dir.clone());
+    let name = event.name.clone();
+    let _ = ahead.send(crate::ahead::key(
+        &options.dir,
+        &name,
+        event.tool.as_deref(),
+    ));
+    let _ = told.send(event);
+    let (event, shown) = (name.clone(), options.dir.clone());
     let refusal = move |e: NotLoaded| match e {
-        NotLoaded::AuditLog(problem) => bridge::failure(&event, &problem),
+        NotLoaded::AuditLog(problem) => bridge::failure(dialect, &event, &problem),
         NotLoaded::Plugins(e) => bridge::failure(
+            dialect,
             &event,
             &format!("cannot load the plugins of {}: {e:#}", shown.display()),
         ),
@@ -534,7 +605,11 @@ async fn load(
         // The load ended before the plugins were checked: why is its outcome.
         Err(_) => Err(match loads.await {
             Err(refused) => refused,
-            Ok(()) => bridge::failure(name, "the plugins' load ended without handing them over"),
+            Ok(()) => bridge::failure(
+                dialect,
+                &name,
+                "the plugins' load ended without handing them over",
+            ),
         }),
     }
 }

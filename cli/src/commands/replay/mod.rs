@@ -374,7 +374,7 @@ impl Replayer<'_> {
             (Ok(_), Some(agent)) => {
                 let reported = self
                     .lifecycle
-                    .tool_reported(&call, &result, agent.applies(result.value.as_ref()))
+                    .tool_reported(&call, &result, agent.spec().applies(result.value.as_ref()))
                     .await;
                 let not_applied = reported.not_applied.map(|not| {
                     format!(

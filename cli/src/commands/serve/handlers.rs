@@ -1,5 +1,5 @@
 //! `palisade serve`'s HTTP handlers: admission (the Host, the bearer token), the hook events
-//! (`POST /claude-code`, `POST /codex`), `/health` and `/metrics`. May touch: nothing but the
+//! (`POST /AGENT`, one route per agent), `/health` and `/metrics`. May touch: nothing but the
 //! server's state.
 
 use super::{Busy, QUEUE_WAIT, Server};
@@ -70,42 +70,18 @@ pub(super) fn authorized(server: &Server, headers: &HeaderMap) -> bool {
     bearer_matches(&server.options.token, headers)
 }
 
-pub(super) async fn claude_code(
+/// One hook event of `dialect` (`POST /AGENT`): who is asking, before reading what they send.
+pub(super) async fn hook_event(
     State(server): State<Arc<Server>>,
     headers: HeaderMap,
-    body: Body,
-) -> Response {
-    hook_event(&server, &headers, body, Dialect::ClaudeCode).await
-}
-
-pub(super) async fn codex(
-    State(server): State<Arc<Server>>,
-    headers: HeaderMap,
-    body: Body,
-) -> Response {
-    hook_event(&server, &headers, body, Dialect::Codex).await
-}
-
-pub(super) async fn gemini(
-    State(server): State<Arc<Server>>,
-    headers: HeaderMap,
-    body: Body,
-) -> Response {
-    hook_event(&server, &headers, body, Dialect::Gemini).await
-}
-
-/// One hook event of `dialect`: who is asking, before reading what they send.
-async fn hook_event(
-    server: &Arc<Server>,
-    headers: &HeaderMap,
     body: Body,
     dialect: Dialect,
 ) -> Response {
-    if let Err(refused) = admitted(server, headers, true) {
+    if let Err(refused) = admitted(&server, &headers, true) {
         return *refused;
     }
-    match read_body(server, body).await {
-        Ok(body) => answer(server, dialect, &body).await,
+    match read_body(&server, body).await {
+        Ok(body) => answer(&server, dialect, &body).await,
         Err(refused) => *refused,
     }
 }
@@ -147,8 +123,8 @@ pub(super) async fn answer(server: &Arc<Server>, dialect: Dialect, body: &[u8]) 
     };
     let event = input.name().to_string();
     // The events `install --serve` registers for this agent.
-    let known = dialect.events();
-    if !known.contains(&event.as_str()) {
+    if dialect.meaning(&event) == palisade::agents::Meaning::Unmapped {
+        let known: Vec<&str> = dialect.hooked_events().map(|e| e.name).collect();
         return problem(
             StatusCode::BAD_REQUEST,
             format!(

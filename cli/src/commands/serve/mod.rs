@@ -3,9 +3,9 @@
 //! plugin instances, and keeps one Palisade session per agent session, so per-session plugin
 //! state (budgets, "already warned" flags) lasts across the events of a session.
 //!
-//! - `POST /claude-code`, `POST /codex` and `POST /gemini`: one hook event each, answered
-//!   exactly as `palisade claude-code` / `codex` / `gemini` would (see
-//!   [`palisade::bridge::Reply::http`]).
+//! - `POST /claude-code`, `POST /codex`, `POST /gemini` — `POST /AGENT` for each agent of
+//!   [`palisade::bridge::Dialect::ALL`]: one hook event each, answered exactly as `palisade
+//!   AGENT` would (see [`palisade::bridge::Reply::http`]).
 //! - `GET /health`: the generation of plugins, their count, the live sessions.
 //!
 //! Bounded: request bodies (`--payload-max-bytes`), concurrent requests
@@ -25,7 +25,7 @@ use anyhow::Context;
 use axum::Router;
 use axum::extract::DefaultBodyLimit;
 use axum::routing::{get, post};
-use handlers::{claude_code, codex, gemini, health, metrics_text, not_found};
+use handlers::{health, hook_event, metrics_text, not_found};
 use palisade::events::EventSink;
 use palisade::{JsonlSink, Lifecycle, Plugins};
 use reload::{fingerprint, reload_on_sighup, watch};
@@ -281,15 +281,27 @@ async fn serve(options: Options) -> anyhow::Result<std::process::ExitCode> {
             "readable by you only"
         }
     ));
+    let routes: Vec<String> = palisade::bridge::Dialect::ALL
+        .iter()
+        .map(|dialect| format!("POST /{}", dialect.name()))
+        .collect();
     say(format!(
-        "palisade serve: {count} plugin(s) from {}, listening on http://{address} (POST /claude-code, POST /codex, POST /gemini; GET /health, /metrics)",
-        server.options.plugins.display()
+        "palisade serve: {count} plugin(s) from {}, listening on http://{address} ({}; GET /health, /metrics)",
+        server.options.plugins.display(),
+        routes.join(", ")
     ));
 
-    let app = Router::new()
-        .route("/claude-code", post(claude_code))
-        .route("/codex", post(codex))
-        .route("/gemini", post(gemini))
+    // One route per agent, each answering its events.
+    let app = palisade::bridge::Dialect::ALL
+        .into_iter()
+        .fold(Router::new(), |app, dialect| {
+            let answer = move |state: axum::extract::State<Arc<Server>>,
+                               headers: http::HeaderMap,
+                               body: axum::body::Body| {
+                hook_event(state, headers, body, dialect)
+            };
+            app.route(&format!("/{}", dialect.name()), post(answer))
+        })
         .route("/health", get(health))
         .route("/metrics", get(metrics_text))
         .fallback(not_found)

@@ -1,9 +1,10 @@
-//! Gemini CLI's hook protocol (`@google/gemini-cli`, 0.6x): its event names, the tool result
-//! it reports, the answer it reads, and the settings entry that registers a hook command.
+//! Gemini CLI's hook protocol (`@google/gemini-cli`, 0.6x): its 11 event names, its tools by
+//! kind, the tool result it reports, the answer it reads, and the settings entry that registers
+//! a hook command. May touch: nothing.
 //!
-//! Gemini CLI's hooks copy Claude Code's under other names, so the bridge maps each Gemini
-//! event onto the Claude Code event of the same meaning, runs the same points, and renders
-//! the answer in Gemini's fields:
+//! Gemini CLI's hooks copy Claude Code's under other names, so each Gemini event means what the
+//! Claude Code event of the same meaning does, runs the same points, and the answer is
+//! rendered in Gemini's fields:
 //!
 //! | Gemini event | runs as | a decision is answered as |
 //! |---|---|---|
@@ -21,33 +22,146 @@
 //! JSON answer, and the bridge's own failure at a guarding event exits 2 with its reason on
 //! stderr, which Gemini reads as a denial.
 
-use crate::claude_code::{Decision, HookAnswer, Permission};
+use super::claude_code::every_tool;
+use super::dialect::{AgentApplies, Answer, Event, HookDialect, HookTarget, Meaning, Settings};
+use crate::claude_code::{Decision, HookAnswer, HookEvent, Permission};
+use crate::tool_kinds::ToolKind;
 use crate::types::{ContentBlock, ToolOutcome};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-/// The Gemini events that run Palisade points, in lifecycle order.
-pub const EVENTS: [&str; 7] = [
-    "SessionStart",
-    "BeforeAgent",
-    "BeforeModel",
-    "BeforeTool",
-    "AfterTool",
-    "AfterAgent",
-    "SessionEnd",
+/// Gemini CLI's dialect.
+#[derive(Debug)]
+pub struct Gemini;
+
+use Meaning as M;
+
+/// Every event, those that run points first, in lifecycle order.
+const EVENTS: &[Event] = &[
+    Event::new("SessionStart", M::SessionStart),
+    Event::new("BeforeAgent", M::PromptSubmit),
+    Event::new("BeforeModel", M::ModelRequest),
+    Event::new("BeforeTool", M::ToolCall),
+    Event::new("AfterTool", M::ToolResult),
+    Event::new("AfterAgent", M::Stop),
+    Event::new("SessionEnd", M::SessionEnd),
+    // No point, by design (docs/bridges.md says why).
+    Event::new("AfterModel", M::Unmapped),
+    Event::new("BeforeToolSelection", M::Unmapped),
+    Event::new("PreCompress", M::Unmapped),
+    Event::new("Notification", M::Unmapped),
 ];
 
-/// The Claude Code event that a Gemini event means (`None`: not a Gemini event Palisade maps).
-pub fn claude_event(event: &str) -> Option<&'static str> {
-    Some(match event {
-        "SessionStart" => "SessionStart",
-        "BeforeAgent" => "UserPromptSubmit",
-        "BeforeTool" => "PreToolUse",
-        "AfterTool" => "PostToolUse",
-        "AfterAgent" => "Stop",
-        "SessionEnd" => "SessionEnd",
-        _ => return None,
-    })
+const TOOLS: &[(ToolKind, &[&str])] = &[
+    (ToolKind::Shell, &["run_shell_command"]),
+    (ToolKind::FileRead, &["read_file", "read_many_files"]),
+    (ToolKind::FileWrite, &["write_file", "replace"]),
+    (
+        ToolKind::Search,
+        &["glob", "grep_search", "list_directory", "list_dir"],
+    ),
+    (ToolKind::Web, &["web_fetch", "google_web_search"]),
+    (ToolKind::Mcp, &["mcp_.+"]),
+    (ToolKind::Subagent, &["invoke_agent"]),
+];
+
+impl HookDialect for Gemini {
+    fn name(&self) -> &'static str {
+        "gemini"
+    }
+
+    fn title(&self) -> &'static str {
+        "Gemini CLI"
+    }
+
+    fn events(&self) -> &'static [Event] {
+        EVENTS
+    }
+
+    fn tools(&self) -> &'static [(ToolKind, &'static [&'static str])] {
+        TOOLS
+    }
+
+    /// `AfterAgent`'s answer text (`prompt_response`) is the last assistant message.
+    fn read(&self, input: &mut HookEvent) {
+        if input.last_assistant_message.is_none()
+            && let Some(Value::String(said)) = input.other.get("prompt_response")
+        {
+            input.last_assistant_message = Some(said.clone());
+        }
+    }
+
+    fn outcome(&self, _meaning: Meaning, input: &HookEvent) -> ToolOutcome {
+        outcome(input.tool_response.as_ref())
+    }
+
+    /// Its model reads a block's feedback instead of the result; a replacement is not taken.
+    fn applies(&self, _response: Option<&Value>) -> AgentApplies {
+        AgentApplies::Blocks
+    }
+
+    fn render(&self, event: &str, answer: HookAnswer) -> Answer {
+        let answer = GeminiAnswer::from_claude(event, &answer);
+        Answer::Json(serde_json::to_value(answer).unwrap_or_default())
+    }
+
+    fn settings(&self) -> Settings {
+        Settings {
+            file: "~/.gemini/settings.json (or a project's .gemini/settings.json)",
+            mergeable: true,
+            http_hooks: None,
+            note: Some(
+                "Gemini CLI runs hooks only in a trusted folder: trust the project when it asks \
+                 (or pass --skip-trust)",
+            ),
+        }
+    }
+
+    /// A named command hook, with Gemini's timeout in milliseconds; Gemini runs no other kind.
+    fn hook_entry(
+        &self,
+        event: &Event,
+        target: HookTarget<'_>,
+        timeout_secs: u64,
+    ) -> Option<Value> {
+        let HookTarget::Command(command) = target else {
+            return None;
+        };
+        let entry = GeminiSettingsEntry {
+            matcher: every_tool(event.meaning),
+            hooks: vec![GeminiCommandHook {
+                kind: "command".into(),
+                name: "palisade".into(),
+                command: command.into(),
+                timeout: timeout_secs * 1000,
+            }],
+        };
+        serde_json::to_value(entry).ok()
+    }
+}
+
+/// One entry of Gemini's `hooks.<Event>` list in its settings.json.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct GeminiSettingsEntry {
+    /// Which tools (a regex, unanchored; `*` for all); only on the tool events.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub matcher: Option<String>,
+    /// The hooks.
+    pub hooks: Vec<GeminiCommandHook>,
+}
+
+/// A hook command in Gemini's settings.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct GeminiCommandHook {
+    /// Always `command`.
+    #[serde(rename = "type")]
+    pub kind: String,
+    /// Its name, shown by Gemini and used to disable it.
+    pub name: String,
+    /// The shell command.
+    pub command: String,
+    /// Gemini's timeout for it, in milliseconds.
+    pub timeout: u64,
 }
 
 /// Gemini's answer to a hook event. Only these fields: anything else is refused when read.
@@ -138,7 +252,7 @@ impl GeminiAnswer {
 
 /// The outcome `AfterTool` reports: `tool_response` is `{llmContent, returnDisplay, error?}`,
 /// where `llmContent` — what the model is given — is a text or a list of content parts.
-pub(crate) fn outcome(response: Option<&Value>) -> ToolOutcome {
+fn outcome(response: Option<&Value>) -> ToolOutcome {
     let response = response.cloned().unwrap_or(Value::Null);
     let content_blocks = match response.get("llmContent") {
         Some(Value::String(text)) => vec![ContentBlock::Text { text: text.clone() }],
