@@ -623,3 +623,98 @@ async fn asked_over_http(upstream: &str, plugins: &PluginDir) -> String {
     assert!(answered.is_ok(), "the call was never answered: {seen}");
     seen
 }
+
+/// Over `--listen`, a 2026-07-28 client's `prompts/get` takes rounds as over stdio (the
+/// suite's `input-required-result-non-tool-request` prompt of `modern-server.mjs`, which asks
+/// for context first): with no plugins the round reaches the client and the retry finishes
+/// it; a guard on questions answers the request with why in the round's place; a guard on
+/// answers refuses the retry before the server hears the user's answer.
+#[tokio::test(flavor = "multi_thread")]
+async fn over_listen_a_prompts_rounds_are_judged_as_a_tools_are() {
+    use serde_json::{Value, json};
+    let (node, dir) = tools_2026();
+    let (_server, upstream) = our_server(&node, &dir, "modern-server.mjs");
+    let prompt = "test_input_required_result_prompt";
+    let envelope = json!({
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientInfo": { "name": "palisade-test", "version": "1" },
+        "io.modelcontextprotocol/clientCapabilities": { "elicitation": { "form": {} } },
+    });
+    let first = json!({ "jsonrpc": "2.0", "id": 1, "method": "prompts/get",
+        "params": { "name": prompt, "_meta": envelope } });
+    let mut retry = first.clone();
+    retry["id"] = json!(2);
+    retry["params"]["inputResponses"] = json!({ "user_context": {
+        "action": "accept", "content": { "context": "the launch plan" } } });
+    let get = |url: String, token: String, body: Value| async move {
+        let answer = reqwest::Client::new()
+            .post(url)
+            .bearer_auth(token)
+            .header("content-type", "application/json")
+            .header("accept", "application/json, text/event-stream")
+            .header("mcp-protocol-version", "2026-07-28")
+            .header("mcp-method", "prompts/get")
+            .header("mcp-name", prompt)
+            .body(body.to_string())
+            .send()
+            .await
+            .unwrap();
+        let text = answer.text().await.unwrap();
+        serde_json::from_str::<Value>(&text).unwrap_or_else(|e| panic!("{e}: {text}"))
+    };
+    let guarded = |body: &str| {
+        let plugins = PluginDir::new();
+        let manifest = format!(
+            "[[hooks]]\ncapability = \"guard\"\nmatcher = \"elicitation/create\"\n{body}\n"
+        );
+        plugins.scripted("questions", &manifest);
+        plugins
+    };
+    let cases = [
+        (PluginDir::new(), "no plugins"),
+        (
+            guarded("point = \"pre-tool\"\n[config]\npre_tool = \"deny\""),
+            "a guard on questions",
+        ),
+        (
+            guarded("point = \"post-tool\"\n[config]\npost_tool = \"block\""),
+            "a guard on answers",
+        ),
+    ];
+    for (plugins, case) in &cases {
+        let state = tempfile::tempdir().unwrap();
+        let (_proxy, url, token) = listen(plugins.path(), state.path(), &upstream);
+        let asked = get(url.clone(), token.clone(), first.clone()).await;
+        let answered = get(url, token, retry.clone()).await;
+        match *case {
+            "no plugins" => {
+                let result = &asked["result"];
+                assert_eq!(result["resultType"], "input_required", "{asked}");
+                assert!(
+                    result["inputRequests"]["user_context"].is_object(),
+                    "{asked}"
+                );
+                let said = &answered["result"]["messages"][0]["content"]["text"];
+                assert_eq!(
+                    said, "Use the following context: the launch plan",
+                    "{answered}"
+                );
+            }
+            "a guard on questions" => {
+                let why = asked["error"]["message"].as_str().unwrap_or_default();
+                assert!(
+                    why.contains("declined the server's question `user_context`"),
+                    "{case}: {asked}"
+                );
+            }
+            _ => {
+                assert_eq!(asked["result"]["resultType"], "input_required", "{asked}");
+                let why = answered["error"]["message"].as_str().unwrap_or_default();
+                assert!(
+                    why.contains("refused the answer to the server's question `user_context`"),
+                    "{case}: {answered}"
+                );
+            }
+        }
+    }
+}

@@ -1072,9 +1072,16 @@ pub(crate) fn modern_server() -> Vec<String> {
 /// The parameters of every `tools/call` that reached the modern server (it appends each
 /// message to `MODERN_SERVER_LOG`).
 fn modern_calls(project: &Project) -> Vec<Value> {
+    modern_requests(project, "tools/call")
+}
+
+/// The parameters of every request of `method` that reached the modern server.
+fn modern_requests(project: &Project, method: &str) -> Vec<Value> {
     let log = std::fs::read_to_string(project.dir.path().join("server.jsonl")).unwrap_or_default();
     log.lines()
-        .map(|l| serde_json::from_str::<Value>(l).unwrap()["params"].clone())
+        .map(|l| serde_json::from_str::<Value>(l).unwrap())
+        .filter(|message| message["method"] == method)
+        .map(|message| message["params"].clone())
         .collect()
 }
 
@@ -1232,6 +1239,58 @@ async fn a_guard_declines_a_servers_question_in_an_mcp_round() {
     // A tool that asks nothing is not touched by the guard.
     let echoed = modern_call(&client, "echo", json!({ "text": "plain" })).await;
     assert_eq!(text(&echoed), "plain", "{echoed:?}");
+    client.cancel().await.unwrap();
+}
+
+/// `prompts/get` takes rounds too (MCP 2026-07-28): a server may ask the user for input before
+/// it hands over a prompt, and the retry carries the user's answer. Both are judged as a
+/// `tools/call`'s are: a guard on questions keeps the question from the user (the client reads
+/// an error, nobody is asked); a guard on answers keeps the answer from the server, which
+/// hears the first round only. Without a guard the prompt comes back after two rounds.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_prompts_rounds_are_judged_as_a_tools_are() {
+    use rmcp::model::GetPromptRequestParams;
+    async fn get(
+        client: &RunningService<RoleClient, Answering>,
+    ) -> Result<rmcp::model::GetPromptResult, rmcp::service::ServiceError> {
+        let request = client.get_prompt(GetPromptRequestParams::new("welcome"));
+        tokio::time::timeout(Duration::from_secs(60), request)
+            .await
+            .expect("answered in time")
+    }
+    let project = Project::new(&[]);
+    let plugins = PluginDir::new();
+    let client = modern_client(&project, &plugins, "octocat").await;
+    let prompt = get(&client).await.expect("the prompt");
+    let said = serde_json::to_value(&prompt.messages).unwrap();
+    assert_eq!(said[0]["content"]["text"], "welcome octocat", "{said}");
+    assert_eq!(modern_requests(&project, "prompts/get").len(), 2);
+    client.cancel().await.unwrap();
+
+    question_guard(&plugins);
+    let client = modern_client(&project, &plugins, "octocat").await;
+    let refused = get(&client).await;
+    let why = format!("{refused:?}");
+    assert!(
+        why.contains("declined the server's question `name`"),
+        "{why}"
+    );
+    assert!(client.service().asked.lock().unwrap().is_empty());
+    client.cancel().await.unwrap();
+
+    let plugins = PluginDir::new();
+    answer_guard(&plugins);
+    std::fs::remove_file(project.dir.path().join("server.jsonl")).unwrap();
+    let client = modern_client(&project, &plugins, "mallory").await;
+    let refused = get(&client).await;
+    let why = format!("{refused:?}");
+    assert!(
+        why.contains("refused the answer to the server's question `name`"),
+        "{why}"
+    );
+    let rounds = modern_requests(&project, "prompts/get");
+    assert_eq!(rounds.len(), 1, "only the first round: {rounds:?}");
+    assert!(rounds[0].get("inputResponses").is_none(), "{rounds:?}");
     client.cancel().await.unwrap();
 }
 

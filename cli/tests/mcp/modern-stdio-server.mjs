@@ -6,9 +6,10 @@
 // Its tools: `echo`, which answers its `text`, and `greet`, which asks the client for the
 // user's name first: a call without the answer is answered `input_required` (the elicitation
 // `name` and a signed `requestState`), and the call again with the answer (`inputResponses`,
-// the state echoed) is answered `hello NAME`. With `MODERN_SERVER_LOG`, each `tools/call`
-// that reaches the server is appended to that file as one JSON line, the JSON-RPC request
-// as it came, so that a test sees what the proxy passed on.
+// the state echoed) is answered `hello NAME`. Its prompt `welcome` asks the same, in the same
+// rounds, and is the message `welcome NAME`. With `MODERN_SERVER_LOG`, each `tools/call` and
+// `prompts/get` that reaches the server is appended to that file as one JSON line, the
+// JSON-RPC request as it came, so that a test sees what the proxy passed on.
 import { appendFileSync } from 'node:fs';
 import {
   McpServer,
@@ -29,8 +30,33 @@ const requestState = createRequestStateCodec({ key: crypto.getRandomValues(new U
 function server() {
   const mcp = new McpServer(
     { name: 'modern', version: '1.0.0' },
-    { capabilities: { tools: {} }, requestState: { verify: requestState.verify } }
+    { capabilities: { tools: {}, prompts: {} }, requestState: { verify: requestState.verify } }
   );
+  // The user's name from a retry's answer, or the round that asks for it (`kind` names what
+  // asks, so that one's state is not taken for another's).
+  const nameOr = async (ctx, kind) => {
+    const answer = inputResponse(ctx.mcpReq.inputResponses, 'name');
+    const name = answer.kind === 'elicit' ? answer.content?.name : undefined;
+    if (answer.kind === 'elicit' && answer.action !== 'accept') return { declined: answer.action };
+    if (typeof name === 'string' && ctx.mcpReq.requestState()?.tool === kind) return { name };
+    return {
+      round: inputRequired({
+        inputRequests: {
+          name: inputRequired.elicit({
+            message: 'What is your name?',
+            requestedSchema: { type: 'object', properties: { name: { type: 'string' } }, required: ['name'] },
+          }),
+        },
+        requestState: await requestState.mint({ tool: kind }),
+      }),
+    };
+  };
+  mcp.registerPrompt('welcome', { description: "Asks for the user's name, then welcomes them" }, async (ctx) => {
+    const { name, round, declined } = await nameOr(ctx, 'welcome');
+    if (round) return round;
+    if (declined) throw new Error(`no name given (${declined})`);
+    return { messages: [{ role: 'user', content: text(`welcome ${name}`) }] };
+  });
   mcp.registerTool(
     'echo',
     {
@@ -77,7 +103,9 @@ const log = process.env.MODERN_SERVER_LOG;
 if (log) {
   const deliver = stdio.onmessage;
   stdio.onmessage = (message, extra) => {
-    if (message.method === 'tools/call') appendFileSync(log, `${JSON.stringify(message)}\n`);
+    if (['tools/call', 'prompts/get'].includes(message.method)) {
+      appendFileSync(log, `${JSON.stringify(message)}\n`);
+    }
     deliver(message, extra);
   };
 }

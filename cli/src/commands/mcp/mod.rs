@@ -182,6 +182,9 @@ struct Proxy {
     /// The server's questions passed to the client and not yet answered: the method of each,
     /// by the id the client has it under.
     questions_out: Mutex<HashMap<String, String>>,
+    /// The client's requests that take rounds (`prompts/get`, `resources/read`) passed to the
+    /// server, by the proxy's id: their method and parameters, for the round an answer opens.
+    rounds_out: Mutex<HashMap<String, (String, Value)>>,
 }
 
 fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -220,6 +223,7 @@ impl Proxy {
                 in_flight: Mutex::default(),
                 seen: call::Seen::default(),
                 questions_out: Mutex::default(),
+                rounds_out: Mutex::default(),
             }
         })
     }
@@ -270,6 +274,11 @@ impl Proxy {
                             .error(&id, METHOD_NOT_FOUND, NO_TASKS.into(), None);
                         continue;
                     }
+                    let params = message.value.get("params").cloned().unwrap_or(Value::Null);
+                    if let Some(why) = rounds::unjudged_answers(&method, &params) {
+                        self.client.error(&id, INVALID_PARAMS, why, None);
+                        continue;
+                    }
                     let own = self.to_server.relay(&id).expect("checked above");
                     if method == "initialize" {
                         let capabilities = &message.value["params"]["capabilities"];
@@ -283,7 +292,18 @@ impl Proxy {
                     if let Some(params) = message.value.get_mut("params") {
                         call::without_tasks(params);
                     }
-                    message.value["id"] = own;
+                    message.value["id"] = own.clone();
+                    if rounds::MULTI_ROUND.contains(&method.as_str()) {
+                        let round = (method.clone(), params.clone());
+                        lock(&self.rounds_out).insert(id_key(&own), round);
+                        if params.get("inputResponses").is_some() {
+                            // A retry: its answers judged before the server hears them, in a
+                            // task of its own.
+                            let proxy = self.clone();
+                            tokio::spawn(async move { proxy.retried(own, message.value).await });
+                            continue;
+                        }
+                    }
                     self.server.send(&message.value);
                 }
                 Kind::Response => {
@@ -372,6 +392,18 @@ impl Proxy {
                     };
                     if lock(&self.initialize).as_deref() == Some(key.as_str()) {
                         self.named(&message.value);
+                    }
+                    let round = lock(&self.rounds_out).remove(&key);
+                    if let (Some((method, params)), Some(result)) =
+                        (round, message.value.get("result"))
+                        && rounds::result_type(result) == "input_required"
+                    {
+                        // The server's questions, judged before the client sees them.
+                        message.value["id"] = request.peer_id;
+                        let proxy = self.clone();
+                        let message = message.value;
+                        tokio::spawn(async move { proxy.round(method, params, message).await });
+                        continue;
                     }
                     // A `subscriptions/listen` ended by the server names its subscription by
                     // the request's id: the client's.
@@ -467,6 +499,51 @@ impl Proxy {
                 self.server.send(&message);
             }
             Err(why) => self.server.send(&refused(&message["id"], &method, &why)),
+        }
+    }
+
+    /// The judge of the rounds of the client's `method` request with `params`.
+    fn rounds_of(&self, method: &str, params: &Value) -> rounds::Rounds {
+        let server = self.server_name();
+        rounds::Rounds::of_request(
+            &self.lifecycle,
+            server,
+            &self.seen.questions,
+            method,
+            params,
+        )
+    }
+
+    /// The client's retry `message` of a round (under the proxy's id `own`): on to the server
+    /// with its answers as `post-tool` left them, or, a hook blocking one, refused.
+    async fn retried(self: Arc<Self>, own: Value, mut message: Value) {
+        let method = message["method"].as_str().unwrap_or_default().to_string();
+        let rounds = self.rounds_of(&method, &message["params"]);
+        match rounds.answers(&message["params"]).await {
+            Ok(params) => {
+                message["params"] = params;
+                self.server.send(&message);
+            }
+            Err(why) => {
+                lock(&self.rounds_out).remove(&id_key(&own));
+                if let Some(request) = self.to_server.answered(&own) {
+                    self.client
+                        .error(&request.peer_id, INVALID_PARAMS, why, None);
+                }
+            }
+        }
+    }
+
+    /// The server's `input_required` answer `message` (already under the client's id) to
+    /// the client's `method` request with `params`: on to the client, or, a hook denying one
+    /// of its questions, an error in its place.
+    async fn round(self: Arc<Self>, method: String, params: Value, message: Value) {
+        let rounds = self.rounds_of(&method, &params);
+        match rounds.questions(&message["result"]).await {
+            Ok(()) => self.client.send(&message),
+            Err(why) => self
+                .client
+                .error(&message["id"], INVALID_REQUEST, why, None),
         }
     }
 

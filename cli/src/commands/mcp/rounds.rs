@@ -15,6 +15,11 @@
 //!   committed result, before the retry is sent: a block refuses the retry with an error
 //!   result, and the server never hears the answer; a replaced answer is sent as replaced.
 //!
+//! `prompts/get` and `resources/read` take rounds too (MCP's parameters of the three extend
+//! one shape): theirs are judged the same way, outside any tool call, as a 2025-11-25
+//! server's own questions are ([`Rounds::of_request`]). A retry of any other method that
+//! carries answers is refused: nothing would judge them.
+//!
 //! The call an answer is the result of is the question this proxy saw asked (found by the
 //! tool, the echoed `requestState` and the key); when it saw none (another proxy asked it, or
 //! it was forgotten), a call of the method the answer's shape tells, with no arguments. An
@@ -80,7 +85,34 @@ pub(super) struct Rounds {
     pub(super) questions: Arc<Questions>,
 }
 
+/// The methods besides `tools/call` whose result may be an `input_required` round.
+pub(super) const MULTI_ROUND: [&str; 2] = ["prompts/get", "resources/read"];
+
 impl Rounds {
+    /// The judge of the rounds of a client's `method` request (one of [`MULTI_ROUND`]) with
+    /// `params`, in the session of `lifecycle`: its questions are calls from the server, known
+    /// by the prompt's name or the resource's URI, so that a retry's answers find them.
+    pub(super) fn of_request(
+        lifecycle: &Arc<Lifecycle>,
+        server: String,
+        questions: &Arc<Questions>,
+        method: &str,
+        params: &Value,
+    ) -> Rounds {
+        let of = params
+            .get("name")
+            .or_else(|| params.get("uri"))
+            .and_then(Value::as_str)
+            .unwrap_or_default();
+        Rounds {
+            lifecycle: lifecycle.clone(),
+            server,
+            tool: format!("{method} {of}"),
+            tool_use_id: format!("mcp-{}", method.replace('/', "-")),
+            questions: questions.clone(),
+        }
+    }
+
     /// The judge of a server's own questions to its client (MCP 2025-11-25's requests), each
     /// known by the id the client has it under, in the session of `lifecycle`.
     pub(super) fn of_server_requests(
@@ -243,6 +275,20 @@ fn method_answered(answer: &Value) -> Option<&'static str> {
     }
 }
 
+/// Why a client's `method` request with `params` is refused before it is sent: it carries
+/// answers to a server's questions (`inputResponses`) on a method that takes no rounds, which
+/// nothing would judge.
+pub(super) fn unjudged_answers(method: &str, params: &Value) -> Option<String> {
+    let takes_rounds = method == "tools/call" || MULTI_ROUND.contains(&method);
+    (!takes_rounds && params.get("inputResponses").is_some()).then(|| {
+        format!(
+            "`{}` carries answers to a server's questions (inputResponses), which only \
+             tools/call, prompts/get and resources/read take: they are not passed on unjudged",
+            crate::output::printable(method)
+        )
+    })
+}
+
 /// Whether a result is an interim one: the server needs input first (`input_required`) or
 /// runs the call as a task (`task`). A result without `resultType` is complete.
 pub(super) fn result_type(result: &Value) -> &str {
@@ -265,6 +311,17 @@ mod tests {
         assert_eq!(method_answered(&sampled), Some(SAMPLE));
         assert_eq!(method_answered(&json!({ "roots": [] })), Some(ROOTS));
         assert_eq!(method_answered(&json!({ "name": "octocat" })), None);
+    }
+
+    /// A retry's answers go only where rounds are judged.
+    #[test]
+    fn answers_on_a_method_that_takes_no_rounds_are_refused() {
+        let answers = json!({ "inputResponses": { "name": { "action": "accept" } } });
+        assert!(unjudged_answers("completion/complete", &answers).is_some());
+        for method in ["tools/call", "prompts/get", "resources/read"] {
+            assert_eq!(unjudged_answers(method, &answers), None, "{method}");
+        }
+        assert_eq!(unjudged_answers("resources/list", &json!({})), None);
     }
 
     #[test]

@@ -36,7 +36,7 @@ mod replay;
 mod upstream;
 
 use super::call::{Answer, Seen, Upstream, approval, call_tool, elicitation, tool_use_id};
-use super::{id_key, lock};
+use super::{id_key, lock, rounds};
 use crate::http_front::{AllowedHost, bearer_matches, problem, serve_connections};
 use crate::jsonrpc::relay::own_id;
 use crate::jsonrpc::strict::{self, Kind};
@@ -294,6 +294,23 @@ async fn handle(
                 .tools_call(&headers, &session_id, message.value)
                 .await;
         }
+        (Kind::Request, "initialize") => {
+            let elicits = !message.value["params"]["capabilities"]["elicitation"].is_null();
+            let body = Bytes::from(strict::encode(&message.value));
+            return gateway.initialize(&headers, body, elicits).await;
+        }
+        (Kind::Request, method) => {
+            let params = &message.value["params"];
+            if let Some(why) = rounds::unjudged_answers(method, params) {
+                return jsonrpc_error(message.id(), super::INVALID_PARAMS, &why);
+            }
+            // A 2026-07-28 client's request that takes rounds: they are judged.
+            if rounds::MULTI_ROUND.contains(&method) && super::call::envelope(params).is_some() {
+                return gateway
+                    .multi_round(&headers, &session_id, message.value)
+                    .await;
+            }
+        }
         (Kind::Notification, "tools/call") => {
             // A call without an id would run at the server unjudged.
             return problem(
@@ -303,11 +320,6 @@ async fn handle(
         }
         (Kind::Notification, "notifications/cancelled") => {
             gateway.cancelled(&session_id, &message.value["params"]["requestId"]);
-        }
-        (Kind::Request, "initialize") => {
-            let elicits = !message.value["params"]["capabilities"]["elicitation"].is_null();
-            let body = Bytes::from(strict::encode(&message.value));
-            return gateway.initialize(&headers, body, elicits).await;
         }
         (Kind::Response, _) => {
             // An answer: to one of Palisade's questions in this session, or to the server's
@@ -524,6 +536,64 @@ impl Gateway {
             // Cancelled: the client expects no answer.
             None => StatusCode::ACCEPTED.into_response(),
         }
+    }
+
+    /// A 2026-07-28 client's request that takes rounds (`prompts/get`, `resources/read`):
+    /// a retry's answers judged before the server hears them, and an `input_required`
+    /// answer's questions before the client sees them; a refusal answered in their place.
+    async fn multi_round(
+        self: &Arc<Self>,
+        headers: &HeaderMap,
+        session_id: &str,
+        mut message: Value,
+    ) -> Response {
+        let Some(session) = self.session(session_id) else {
+            return too_many_sessions(self.max_sessions);
+        };
+        let id = message["id"].clone();
+        let method = message["method"].as_str().unwrap_or_default().to_string();
+        let params = message["params"].clone();
+        let rounds = rounds::Rounds::of_request(
+            &session.lifecycle,
+            self.name.clone(),
+            &session.seen.questions,
+            &method,
+            &params,
+        );
+        match rounds.answers(&params).await {
+            Ok(judged) => message["params"] = judged,
+            Err(why) => return jsonrpc_error(&id, super::INVALID_PARAMS, &why),
+        }
+        let upstream = Http {
+            gateway: self.clone(),
+            headers: passed(headers),
+            id: id.clone(),
+            events: None,
+            lost: Signal::new(),
+            questions: None,
+        };
+        let reply = match upstream.post(&method, message["params"].clone()).await {
+            Ok(reply) => reply,
+            Err(why) => return problem(StatusCode::BAD_GATEWAY, why),
+        };
+        if let Some(result) = reply.message.get("result")
+            && rounds::result_type(result) == "input_required"
+            && let Err(why) = rounds.questions(result).await
+        {
+            return jsonrpc_error(&id, strict::INVALID_REQUEST, &why);
+        }
+        let status = reply
+            .status
+            .and_then(|s| StatusCode::from_u16(s).ok())
+            .unwrap_or(StatusCode::OK);
+        // As Palisade read it, re-encoded.
+        let body = Body::from(strict::encode(&reply.message));
+        let mut response = (status, body).into_response();
+        response.headers_mut().insert(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("application/json"),
+        );
+        response
     }
 
     /// The pipeline over the client's `tools/call` in `session`, its tool the same POST to the

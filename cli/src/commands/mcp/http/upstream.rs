@@ -66,7 +66,7 @@ impl Http {
     /// POSTs the request `method` with `params` under [`Http::id`]: the server's answer, with
     /// its status. A status other than 2xx is an answer only when it carries a JSON-RPC error
     /// (MCP 2026-07-28 answers a request it refuses with 400 and the error).
-    async fn post(&self, method: &str, params: Value) -> Result<Reply, String> {
+    pub(super) async fn post(&self, method: &str, params: Value) -> Result<Reply, String> {
         {
             let mut cancel_on_drop = CancelOnDrop {
                 upstream: Some(self),
