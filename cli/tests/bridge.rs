@@ -468,6 +468,70 @@ fn install_zed_merges_an_agent_server_and_keeps_other_settings() {
     assert_eq!(std::fs::read_to_string(&commented).unwrap(), text);
 }
 
+/// An event with no point that the agent reports is recorded as having happened: an audit log
+/// gets an `agent_event` line naming it (not what it says: that takes `--record`), and
+/// `install --observe` registers every such event but the one whose hook would act in the
+/// agent's place (`WorktreeCreate`), and only with an audit log to record into.
+#[test]
+fn an_event_with_no_point_is_recorded_and_install_observe_registers_it() {
+    let dir = plugins(EVERY_POINT);
+    let logs = tempfile::tempdir().unwrap();
+    let log = logs.path().join("audit.jsonl");
+    let input = json!({"session_id": "observed", "hook_event_name": "Notification",
+        "message": "Claude needs your permission to use Bash"});
+    let plain = [
+        "claude-code",
+        dir.path().to_str().unwrap(),
+        "--audit-log",
+        log.to_str().unwrap(),
+    ];
+    let out = palisade(&plain, &input.to_string());
+    assert!(out.status.success() && out.stdout.is_empty(), "{out:?}");
+    let audit = server::log_having(&log, |log| log.contains("agent_event"));
+    let line: Value = serde_json::from_str(audit.lines().next().unwrap()).unwrap();
+    assert_eq!(line["event"], "agent_event", "{line}");
+    assert_eq!(line["dialect"], "claude-code", "{line}");
+    assert_eq!(line["input"]["hook_event_name"], "Notification", "{line}");
+    assert_eq!(line["session_id"], "observed", "{line}");
+    assert!(line["input"].get("message").is_none(), "{line}");
+    // With --record, the event as the agent wrote it.
+    std::fs::remove_file(&log).unwrap();
+    let recorded = [&plain[..], &["--record"]].concat();
+    palisade(&recorded, &input.to_string());
+    let audit = server::log_having(&log, |log| log.contains("agent_event"));
+    assert!(audit.contains("needs your permission"), "{audit}");
+
+    let install = |extra: &[&str]| {
+        let args = [
+            &["install", "claude-code", dir.path().to_str().unwrap()],
+            extra,
+        ]
+        .concat();
+        palisade(&args, "")
+    };
+    let refused = install(&["--observe"]);
+    assert!(!refused.status.success(), "{refused:?}");
+    assert!(
+        String::from_utf8_lossy(&refused.stderr).contains("--audit-log"),
+        "{refused:?}"
+    );
+    let out = install(&["--observe", "--audit-log", log.to_str().unwrap()]);
+    assert!(out.status.success(), "{out:?}");
+    let hooks: Value = serde_json::from_slice(&out.stdout).unwrap();
+    for event in [
+        "Notification",
+        "PreCompact",
+        "ConfigChange",
+        "SubagentStart",
+    ] {
+        assert!(hooks["hooks"].get(event).is_some(), "{event}: {hooks}");
+    }
+    assert!(hooks["hooks"].get("WorktreeCreate").is_none(), "{hooks}");
+    let without = install(&[]);
+    let hooks: Value = serde_json::from_slice(&without.stdout).unwrap();
+    assert!(hooks["hooks"].get("Notification").is_none(), "{hooks}");
+}
+
 #[test]
 fn install_merges_into_claude_code_settings_and_reinstalls_in_place() {
     let dir = plugins(EVERY_POINT);

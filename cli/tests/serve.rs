@@ -721,6 +721,28 @@ fn install_serve_writes_http_hooks_with_the_token_from_the_environment() {
 /// a permission dialog's `PermissionRequest` re-checks the call's invariants, and a failed
 /// call (`PostToolUseFailure`) and an API error (`StopFailure`) are taken; Codex, which has no
 /// such events, is told which it can send.
+/// An event with no point is served and recorded as having happened (an `agent_event` line
+/// naming it in the audit log), as the bridge records it; one that is never registered is
+/// refused, saying which events the route answers.
+#[test]
+fn an_event_with_no_point_is_recorded_and_an_unregistered_one_refused() {
+    let dir = plugins();
+    let logs = tempfile::tempdir().unwrap();
+    let log = logs.path().join("audit.jsonl");
+    let server = Server::start(dir.path(), &["--audit-log", log.to_str().unwrap()], &[]);
+    let config = json!({ "session_id": "s1", "hook_event_name": "ConfigChange",
+        "source": "project_settings", "file_path": "/p/.claude/settings.json" });
+    let answer = server.post("/claude-code", config.to_string().as_bytes());
+    assert_eq!(answer.status, 200, "{answer:?}");
+    let audit = log_having(&log, |log| log.contains("agent_event"));
+    assert!(audit.contains("\"hook_event_name\":\"ConfigChange\""), "{audit}");
+    assert!(!audit.contains("settings.json"), "what it said needs --record: {audit}");
+    let worktree = json!({ "session_id": "s1", "hook_event_name": "WorktreeCreate" });
+    let refused = server.post("/claude-code", worktree.to_string().as_bytes());
+    assert_eq!(refused.status, 400, "{refused:?}");
+    assert!(refused.body.contains("ConfigChange"), "{refused:?}");
+}
+
 #[test]
 fn claude_codes_own_events_are_served() {
     let dir = plugins();

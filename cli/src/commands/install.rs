@@ -53,6 +53,11 @@ pub struct HookInstall {
     /// the file. `auto`: `http` when the agent on PATH takes http hooks, else `command`.
     #[arg(long, value_enum, default_value_t = HookType::Auto, requires = "serve")]
     hook_type: HookType,
+    /// Also register the agent's events that run no point, so that the audit log records
+    /// that each happened (an `agent_event` line naming it; its content only with
+    /// `--record`). Needs --audit-log (with --serve, the server's).
+    #[arg(long)]
+    observe: bool,
 }
 
 /// `palisade install AGENT`: a subcommand for each agent of [`Dialect::ALL`], with
@@ -241,7 +246,17 @@ fn install(dialect: Dialect, args: HookInstall) -> anyhow::Result<ExitCode> {
             spec.settings().file
         );
     }
+    if args.observe && args.serve.is_none() && args.audit_log.is_none() {
+        anyhow::bail!(
+            "--observe records the events in the audit log: give --audit-log FILE (or --serve \
+             URL, a server with --audit-log)"
+        );
+    }
     let settings = args.settings.as_deref();
+    let observed: Vec<&'static Event> = match args.observe {
+        true => dialect.observed_events().collect(),
+        false => Vec::new(),
+    };
     match (args.dir, args.serve) {
         (_, Some(base)) => install_serve(
             dialect,
@@ -249,8 +264,15 @@ fn install(dialect: Dialect, args: HookInstall) -> anyhow::Result<ExitCode> {
             settings,
             args.token_file.as_deref(),
             args.hook_type,
+            &observed,
         ),
-        (Some(dir), None) => install_dir(dialect, &dir, settings, args.audit_log.as_deref()),
+        (Some(dir), None) => install_dir(
+            dialect,
+            &dir,
+            settings,
+            args.audit_log.as_deref(),
+            &observed,
+        ),
         (None, None) => Err(anyhow::anyhow!("name the plugin directory, or --serve URL")),
     }
 }
@@ -263,11 +285,15 @@ fn install_dir(
     dir: &Path,
     settings: Option<&Path>,
     audit_log: Option<&Path>,
+    observed: &[&'static Event],
 ) -> anyhow::Result<ExitCode> {
     let plugins = crate::cache::host_builder().build()?.load_dir(dir)?;
     let command = hook_command(dialect.name(), dir, audit_log)?;
     let mut hooks = serde_json::Map::new();
-    for event in events_for(&plugins, dialect) {
+    for event in events_for(&plugins, dialect)
+        .into_iter()
+        .chain(observed.iter().copied())
+    {
         let target = HookTarget::Command(&command);
         if let Some(entry) = dialect
             .spec()
@@ -538,6 +564,7 @@ fn install_serve(
     settings: Option<&Path>,
     token_file: Option<&Path>,
     hook_type: HookType,
+    observed: &[&'static Event],
 ) -> anyhow::Result<ExitCode> {
     let spec = dialect.spec();
     let (url, command, token_file, created) = forward_to(base, dialect.name(), token_file)?;
@@ -571,7 +598,7 @@ fn install_serve(
     };
     let mut hooks = serde_json::Map::new();
     let timeout = install_timeout_secs();
-    for event in dialect.hooked_events() {
+    for event in dialect.hooked_events().chain(observed.iter().copied()) {
         let posted = HookTarget::Http {
             url: &url,
             token_var: TOKEN_VAR,

@@ -27,10 +27,10 @@ const EVENTS: &[Event] = &[
     Event::new("SubagentStop", M::SubagentStop),
     Event::new("Interrupt", M::TurnInterrupted),
     Event::new("SessionEnd", M::SessionEnd),
-    // No point (docs/bridges.md says why).
-    Event::new("SubagentStart", M::Unmapped),
-    Event::new("PreCompact", M::Unmapped),
-    Event::new("PostCompact", M::Unmapped),
+    // No point (docs/bridges.md says why): recorded.
+    Event::new("SubagentStart", M::Observed),
+    Event::new("PreCompact", M::Observed),
+    Event::new("PostCompact", M::Observed),
 ];
 
 /// Its hooks see a shell call as `Bash`, as Claude Code's do.

@@ -10,7 +10,7 @@ use serde_json::Value;
 
 /// What a hook event means to Palisade: the lifecycle call a bridge makes for it
 /// (`docs/bridges.md`, "What each event runs"). Each agent's table gives every event of its
-/// surface one of these; [`Meaning::Unmapped`] runs nothing.
+/// surface one of these; [`Meaning::Observed`] and [`Meaning::Unmapped`] run nothing.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum Meaning {
@@ -46,7 +46,13 @@ pub enum Meaning {
     TurnInterrupted,
     /// The session ends: session-ended.
     SessionEnd,
-    /// No Palisade point; the bridge answers nothing and `install` does not register it.
+    /// No Palisade point: the agent reports it, and the bridge records it in the audit log
+    /// (an `agent_event` line) and answers nothing. `install --observe` registers it.
+    Observed,
+    /// No Palisade point, and never registered: a hook there would change what the agent does
+    /// (Claude Code's `WorktreeCreate` takes the hook's output for the worktree), or costs a
+    /// process per streamed chunk; or an event the agent's table does not know. Answered
+    /// with nothing.
     Unmapped,
 }
 
@@ -81,7 +87,7 @@ impl Meaning {
             Meaning::SubagentStop => &[Point::TurnStopping],
             Meaning::TurnFailed | Meaning::TurnInterrupted => &[Point::TurnCompleted],
             Meaning::SessionEnd => &[Point::SessionEnded],
-            Meaning::Unmapped => &[],
+            Meaning::Observed | Meaning::Unmapped => &[],
         }
     }
 

@@ -45,11 +45,13 @@ const EVENTS: &[Event] = &[
     Event::new("AfterTool", M::ToolResult),
     Event::new("AfterAgent", M::Stop),
     Event::new("SessionEnd", M::SessionEnd),
-    // No point, by design (docs/bridges.md says why).
+    // No point, by design (docs/bridges.md says why): `AfterModel` comes once per streamed
+    // chunk, and any answer to `BeforeToolSelection` changes the tools offered; the others
+    // are recorded.
     Event::new("AfterModel", M::Unmapped),
     Event::new("BeforeToolSelection", M::Unmapped),
-    Event::new("PreCompress", M::Unmapped),
-    Event::new("Notification", M::Unmapped),
+    Event::new("PreCompress", M::Observed),
+    Event::new("Notification", M::Observed),
 ];
 
 const TOOLS: &[(ToolKind, &[&str])] = &[

@@ -56,11 +56,19 @@ impl Dialect {
     }
 
     /// Its events that run points, in lifecycle order: what `install` registers (of them,
-    /// those whose points the plugins have hooks on) and what `serve` answers.
+    /// those whose points the plugins have hooks on).
     pub fn hooked_events(self) -> impl Iterator<Item = &'static Event> {
         self.events()
             .iter()
-            .filter(|e| e.meaning != Meaning::Unmapped)
+            .filter(|e| !e.meaning.points().is_empty())
+    }
+
+    /// Its events that run no point but are recorded ([`Meaning::Observed`]): what
+    /// `install --observe` registers besides.
+    pub fn observed_events(self) -> impl Iterator<Item = &'static Event> {
+        self.events()
+            .iter()
+            .filter(|e| e.meaning == Meaning::Observed)
     }
 
     /// Its event named `name`, if it has one.

@@ -50,7 +50,7 @@ mod fields;
 mod recorded;
 
 use fields::tool_call;
-pub use recorded::{agent_event, session_events};
+pub use recorded::{agent_event, observed_event, session_events};
 
 /// What the hook command answers: a JSON object on stdout (or nothing), a message on stderr,
 /// and the exit status.
@@ -205,9 +205,12 @@ pub async fn handle_event(lifecycle: &Lifecycle, dialect: Dialect, mut input: Ho
     let mut reply =
         crate::events::in_subagent(agent, dispatch(lifecycle, dialect, meaning, &input)).await;
     if reply.stdout.is_none() && reply.exit_code == 0 && meaning.points().is_empty() {
-        reply.stderr = Some(format!(
-            "palisade: `{event}` has no Palisade point; nothing ran"
-        ));
+        reply.stderr = Some(match meaning {
+            Meaning::Observed => format!(
+                "palisade: `{event}` has no Palisade point; nothing ran (an audit log records it)"
+            ),
+            _ => format!("palisade: `{event}` has no Palisade point; nothing ran"),
+        });
     }
     if let Some(Answer::ClaudeCode(answer)) = reply.stdout.take() {
         reply.stdout = Some(dialect.spec().render(event, answer));
@@ -296,8 +299,8 @@ async fn dispatch(
         }
         // No canonical point: compaction is reserved (docs/semantics.md S1.66), a
         // notification is a UI event, not an agent fact. Answered with nothing, so the agent
-        // goes on.
-        _ => Reply::nothing(),
+        // goes on; the front door records an observed one (`agent_event`).
+        Meaning::Observed | Meaning::Unmapped => Reply::nothing(),
     }
 }
 

@@ -21,6 +21,21 @@ pub fn agent_event(dialect: Dialect, input: &Value) -> Value {
     })
 }
 
+/// The line that records that `input`, an event of `dialect` with no Palisade point
+/// ([`crate::agents::Meaning::Observed`]), happened, for an audit log that does not record
+/// every event's content (no `--record`): [`agent_event`]'s line, its `input` only the fields
+/// that name the event and whose it is (`hook_event_name`, `session_id`, `agent_id`,
+/// `agent_type`), none of what the agent said.
+pub fn observed_event(dialect: Dialect, input: &Value) -> Value {
+    let mut named = serde_json::Map::new();
+    for field in ["hook_event_name", "session_id", "agent_id", "agent_type"] {
+        if let Some(value) = input.get(field).filter(|v| !v.is_null()) {
+            named.insert(field.to_string(), value.clone());
+        }
+    }
+    agent_event(dialect, &Value::Object(named))
+}
+
 /// The recorded hook events of one agent session (in their order, each in its dialect) as
 /// the session events `palisade replay` reads: `SessionStart` → `session-start`,
 /// `UserPromptSubmit` → `prompt` (turns numbered from 1), a `PreToolUse` and the `PostToolUse`

@@ -412,7 +412,12 @@ async fn decide(
         true => crate::hook_io::end_with_the_agent(),
         false => crate::hook_io::outlive_the_agent(),
     }
-    let record = options.record.then(|| bridge::agent_event(dialect, &input));
+    // The event itself with --record; that an event with no point happened, in any audit log.
+    let record = match (options.record, dialect.meaning(&name)) {
+        (true, _) => Some(bridge::agent_event(dialect, &input)),
+        (false, Meaning::Observed) => Some(bridge::observed_event(dialect, &input)),
+        (false, _) => None,
+    };
     let tool = dialect.tool_of(&input).map(str::to_owned);
     let event = EventToLoad {
         name: name.clone(),

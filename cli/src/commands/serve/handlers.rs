@@ -122,9 +122,14 @@ pub(super) async fn answer(server: &Arc<Server>, dialect: Dialect, body: &[u8]) 
         },
     };
     let event = input.name().to_string();
-    // The events `install --serve` registers for this agent.
-    if dialect.meaning(&event) == palisade::agents::Meaning::Unmapped {
-        let known: Vec<&str> = dialect.hooked_events().map(|e| e.name).collect();
+    // The events `install --serve` registers for this agent (`--observe`: with those recorded).
+    let meaning = dialect.meaning(&event);
+    if meaning == palisade::agents::Meaning::Unmapped {
+        let known: Vec<&str> = dialect
+            .hooked_events()
+            .chain(dialect.observed_events())
+            .map(|e| e.name)
+            .collect();
         return problem(
             StatusCode::BAD_REQUEST,
             format!(
@@ -139,8 +144,12 @@ pub(super) async fn answer(server: &Arc<Server>, dialect: Dialect, body: &[u8]) 
             "the event has no `session_id`: every event names its agent session",
         );
     };
-    if let (Some(log), Read::Json(input)) = (&server.recorder, &input) {
-        log.record(&bridge::agent_event(dialect, input));
+    match (&server.recorder, &server.observer, &input) {
+        (Some(log), _, Read::Json(input)) => log.record(&bridge::agent_event(dialect, input)),
+        (None, Some(log), input) if meaning == palisade::agents::Meaning::Observed => {
+            log.record(&bridge::observed_event(dialect, &input.named()))
+        }
+        _ => {}
     }
     // A permit at once when one is free (no timeout made: a clock read, the runtime's timer
     // handle), else a wait in line.
@@ -212,6 +221,20 @@ impl Read {
                 .get("hook_event_name")
                 .and_then(Value::as_str)
                 .unwrap_or_default(),
+        }
+    }
+
+    /// The fields that name the event and whose it is, as JSON
+    /// ([`palisade::bridge::observed_event`] keeps them).
+    fn named(&self) -> Value {
+        match self {
+            Read::Event(event) => json!({
+                "hook_event_name": event.hook_event_name,
+                "session_id": event.session_id,
+                "agent_id": event.other.get("agent_id"),
+                "agent_type": event.other.get("agent_type"),
+            }),
+            Read::Json(input) => input.clone(),
         }
     }
 

@@ -191,6 +191,8 @@ struct Server {
     metrics: Arc<crate::metrics::Metrics>,
     /// The audit log, when agent events are recorded in it (`--record`).
     recorder: Option<Arc<JsonlSink>>,
+    /// The audit log, where an event with no point is recorded as having happened.
+    observer: Option<Arc<JsonlSink>>,
     /// The `Host` values requests may carry.
     hosts: Vec<AllowedHost>,
 }
@@ -233,6 +235,7 @@ async fn serve(options: Options) -> anyhow::Result<std::process::ExitCode> {
         None => None,
     };
     let recorder = audit_log.clone().filter(|_| options.record);
+    let observer = audit_log.clone();
     let audit = audit_log.map(|log| log as Arc<dyn EventSink>);
     let metrics = Arc::new(crate::metrics::Metrics::default());
     let sink: Option<Arc<dyn EventSink>> = Some(Arc::new(crate::metrics::Tee(
@@ -269,6 +272,7 @@ async fn serve(options: Options) -> anyhow::Result<std::process::ExitCode> {
         sink,
         metrics,
         recorder,
+        observer,
         hosts: AllowedHost::of(address),
         options,
     });
