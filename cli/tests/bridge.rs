@@ -518,18 +518,61 @@ fn an_event_with_no_point_is_recorded_and_install_observe_registers_it() {
     let out = install(&["--observe", "--audit-log", log.to_str().unwrap()]);
     assert!(out.status.success(), "{out:?}");
     let hooks: Value = serde_json::from_slice(&out.stdout).unwrap();
-    for event in [
-        "Notification",
-        "PreCompact",
-        "ConfigChange",
-        "SubagentStart",
-    ] {
+    for event in ["Notification", "PreCompact", "CwdChanged", "SubagentStart"] {
         assert!(hooks["hooks"].get(event).is_some(), "{event}: {hooks}");
     }
     assert!(hooks["hooks"].get("WorktreeCreate").is_none(), "{hooks}");
     let without = install(&[]);
     let hooks: Value = serde_json::from_slice(&without.stdout).unwrap();
     assert!(hooks["hooks"].get("Notification").is_none(), "{hooks}");
+}
+
+/// Claude Code's `ConfigChange` (a settings file changed on disk, about to load into the
+/// session) is judged as a call of `config/change`: a guard on it keeps the change from
+/// loading, a hook on other tools does not see it, and `install` registers the event for a
+/// hook whose matcher takes it.
+#[test]
+fn a_guard_keeps_a_settings_change_from_loading() {
+    let dir = tempfile::tempdir().unwrap();
+    server::scripted(
+        dir.path(),
+        "settings-guard",
+        "[[hooks]]\npoint = \"pre-tool\"\ncapability = \"guard\"\nmatcher = \"config/change\"\n\
+         [config]\npre_tool = \"deny\"\n",
+    );
+    let change = json!({ "session_id": "s", "hook_event_name": "ConfigChange",
+        "source": "project_settings", "file_path": "/p/.claude/settings.json" });
+    let out = palisade(
+        &["claude-code", dir.path().to_str().unwrap()],
+        &change.to_string(),
+    );
+    let answer: Value = serde_json::from_slice(&out.stdout).unwrap_or_default();
+    assert_eq!(answer["decision"], "block", "{out:?}");
+    let install = palisade(
+        &["install", "claude-code", dir.path().to_str().unwrap()],
+        "",
+    );
+    let hooks: Value = serde_json::from_slice(&install.stdout).unwrap();
+    assert!(hooks["hooks"].get("ConfigChange").is_some(), "{hooks}");
+    // A guard of the shell sees no settings change, and install does not register it.
+    let shell = tempfile::tempdir().unwrap();
+    server::scripted(
+        shell.path(),
+        "shell-guard",
+        "[[hooks]]\npoint = \"pre-tool\"\ncapability = \"guard\"\nmatcher = \"@shell\"\n\
+         [config]\npre_tool = \"deny\"\n",
+    );
+    let out = palisade(
+        &["claude-code", shell.path().to_str().unwrap()],
+        &change.to_string(),
+    );
+    assert!(out.status.success() && out.stdout.is_empty(), "{out:?}");
+    let install = palisade(
+        &["install", "claude-code", shell.path().to_str().unwrap()],
+        "",
+    );
+    let hooks: Value = serde_json::from_slice(&install.stdout).unwrap();
+    assert!(hooks["hooks"].get("ConfigChange").is_none(), "{hooks}");
 }
 
 #[test]

@@ -730,17 +730,23 @@ fn an_event_with_no_point_is_recorded_and_an_unregistered_one_refused() {
     let logs = tempfile::tempdir().unwrap();
     let log = logs.path().join("audit.jsonl");
     let server = Server::start(dir.path(), &["--audit-log", log.to_str().unwrap()], &[]);
-    let config = json!({ "session_id": "s1", "hook_event_name": "ConfigChange",
-        "source": "project_settings", "file_path": "/p/.claude/settings.json" });
-    let answer = server.post("/claude-code", config.to_string().as_bytes());
+    let notice = json!({ "session_id": "s1", "hook_event_name": "Notification",
+        "message": "Claude needs your permission to use Bash" });
+    let answer = server.post("/claude-code", notice.to_string().as_bytes());
     assert_eq!(answer.status, 200, "{answer:?}");
     let audit = log_having(&log, |log| log.contains("agent_event"));
-    assert!(audit.contains("\"hook_event_name\":\"ConfigChange\""), "{audit}");
-    assert!(!audit.contains("settings.json"), "what it said needs --record: {audit}");
+    assert!(
+        audit.contains("\"hook_event_name\":\"Notification\""),
+        "{audit}"
+    );
+    assert!(
+        !audit.contains("permission"),
+        "what it said needs --record: {audit}"
+    );
     let worktree = json!({ "session_id": "s1", "hook_event_name": "WorktreeCreate" });
     let refused = server.post("/claude-code", worktree.to_string().as_bytes());
     assert_eq!(refused.status, 400, "{refused:?}");
-    assert!(refused.body.contains("ConfigChange"), "{refused:?}");
+    assert!(refused.body.contains("Notification"), "{refused:?}");
 }
 
 #[test]

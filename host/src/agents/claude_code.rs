@@ -22,7 +22,8 @@ use Meaning as M;
 /// which runs without a `PreToolUse` and is judged as the shell call it is; a turn that ended
 /// in an API error (`StopFailure`), which closes the turn as failed and is not waited for; an
 /// MCP server's question to the user (`Elicitation`) and the user's answer
-/// (`ElicitationResult`); the model request after a batch of tool calls (`PostToolBatch`).
+/// (`ElicitationResult`); the model request after a batch of tool calls (`PostToolBatch`); a
+/// settings file that changed on disk, about to load (`ConfigChange`).
 const EVENTS: &[Event] = &[
     Event::new("SessionStart", M::SessionStart),
     Event::new("UserPromptSubmit", M::PromptSubmit),
@@ -34,6 +35,7 @@ const EVENTS: &[Event] = &[
     Event::new("PostToolUseFailure", M::ToolFailure),
     Event::new("ElicitationResult", M::ElicitationResult),
     Event::new("PostToolBatch", M::AfterToolBatch),
+    Event::new("ConfigChange", M::ConfigChange),
     Event::new("Stop", M::Stop),
     Event::new("SubagentStop", M::SubagentStop),
     Event::new("StopFailure", M::TurnFailed).unwaited(),
@@ -41,7 +43,6 @@ const EVENTS: &[Event] = &[
     // No point (docs/bridges.md says why, event by event): recorded, but `WorktreeCreate`,
     // whose hook would create the worktree in Claude Code's place.
     Event::new("UserPromptExpansion", M::Observed),
-    Event::new("ConfigChange", M::Observed),
     Event::new("PreModelSwitch", M::Observed),
     Event::new("SubagentStart", M::Observed),
     Event::new("PermissionDenied", M::Observed),

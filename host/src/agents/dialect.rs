@@ -32,6 +32,9 @@ pub enum Meaning {
     Elicitation,
     /// The user's answer to that question: that call's result.
     ElicitationResult,
+    /// A settings file changed on disk and is about to load into the session: the tool step
+    /// over a call of `config/change` (its `source` and `file_path`).
+    ConfigChange,
     /// Every model request of a turn: from the second on, a continuation step's prompt-submit.
     ModelRequest,
     /// The model request after a batch of tool calls: a continuation step's prompt-submit.
@@ -60,6 +63,9 @@ pub enum Meaning {
 /// ACP's method for it.
 pub const ELICITATION: &str = "elicitation/create";
 
+/// The tool a settings change about to load is judged as ([`Meaning::ConfigChange`]).
+pub const CONFIG_CHANGE: &str = "config/change";
+
 impl Meaning {
     /// The canonical points the event runs, in order (none for [`Meaning::Unmapped`]).
     pub fn points(self) -> &'static [Point] {
@@ -77,7 +83,7 @@ impl Meaning {
                 Point::MessageCommitted,
                 Point::TurnCompleted,
             ],
-            Meaning::ToolCall | Meaning::Elicitation => TOOL_STEP,
+            Meaning::ToolCall | Meaning::Elicitation | Meaning::ConfigChange => TOOL_STEP,
             Meaning::ToolResult | Meaning::ToolFailure | Meaning::ElicitationResult => RESULT,
             Meaning::PermissionRequest => &[Point::ToolGuard],
             // A continuation step's prompt-submit; its reject closes the turn, but an observer
@@ -103,6 +109,7 @@ impl Meaning {
                 | Meaning::PromptSubmit
                 | Meaning::Elicitation
                 | Meaning::ElicitationResult
+                | Meaning::ConfigChange
                 | Meaning::ModelRequest
                 | Meaning::AfterToolBatch
         )
@@ -114,9 +121,14 @@ impl Meaning {
         matches!(self, Meaning::ToolResult | Meaning::ToolFailure)
     }
 
-    /// The tool the event is always about, whatever its input says: `elicitation/create`.
+    /// The tool the event is always about, whatever its input says: `elicitation/create`,
+    /// `config/change`.
     pub fn tool(self) -> Option<&'static str> {
-        matches!(self, Meaning::Elicitation | Meaning::ElicitationResult).then_some(ELICITATION)
+        match self {
+            Meaning::Elicitation | Meaning::ElicitationResult => Some(ELICITATION),
+            Meaning::ConfigChange => Some(CONFIG_CHANGE),
+            _ => None,
+        }
     }
 
     /// Whether the event's input names the tool it is about (`tool_name`).

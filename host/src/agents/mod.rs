@@ -11,7 +11,8 @@ mod dialect;
 pub mod gemini;
 
 pub use dialect::{
-    AgentApplies, Answer, ELICITATION, Event, HookDialect, HookTarget, Meaning, Settings,
+    AgentApplies, Answer, CONFIG_CHANGE, ELICITATION, Event, HookDialect, HookTarget, Meaning,
+    Settings,
 };
 
 use crate::claude_code::HookEvent;

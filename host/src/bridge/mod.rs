@@ -19,6 +19,7 @@
 //! | `PreSkillShellCommand` (a skill's or slash command's inline shell command, which no `PreToolUse` sees) | the same, over the shell call | the same: `deny` or `ask` keeps the command from running |
 //! | `Elicitation` (an MCP server asks the user a question) | tool-call-committed, pre-tool, then tool-guard, over a call of `elicitation/create` | `hookSpecificOutput.action: "decline"` + a message for the user; nothing otherwise (the user answers) |
 //! | `ElicitationResult` (the user's answer, about to go to the server) | post-tool, tool-result, tool-result-committed, over that call's result (`action`, `content`) | `decision: "block"` + reason: the server hears `decline` |
+//! | `ConfigChange` (a settings file changed on disk, about to load) | tool-call-committed, pre-tool, then tool-guard, over a call of `config/change` (`source`, `file_path`) | `decision: "block"` + reason: the change does not load |
 //! | `PermissionRequest` (the agent is about to ask its user to approve a call) | tool-guard, over the call | `decision.behavior: "deny"` + message; nothing otherwise (never `allow`: the user decides) |
 //! | `PostToolUse` | post-tool, tool-result, tool-result-committed | `decision: "block"` + `reason`, `additionalContext` |
 //! | `Stop`, `SubagentStop` | turn-stopping (then turn-completed) | `decision: "block"` + `reason` (the steering) |
@@ -33,7 +34,7 @@
 //! `PreToolUse`, so there an `ask` becomes a deny that says approval was needed. Gemini CLI's
 //! events are Claude Code's under other names ([`crate::agents::gemini`] renders its answers).
 
-use crate::agents::{AgentApplies, ELICITATION, Meaning};
+use crate::agents::{AgentApplies, CONFIG_CHANGE, ELICITATION, Meaning};
 pub use crate::agents::{Answer, Dialect};
 use crate::claude_code::{HookAnswer, HookEvent, HookSpecificOutput, Permission};
 use crate::lifecycle::{AskPolicy, Lifecycle, ToolDecision};
@@ -261,6 +262,7 @@ async fn dispatch(
             lifecycle.in_turn_durably(turn).await;
             elicitation_result(lifecycle, dialect, input).await
         }
+        Meaning::ConfigChange => config_change(lifecycle, dialect, input).await,
         Meaning::ModelRequest | Meaning::AfterToolBatch => {
             lifecycle.in_turn_durably(turn).await;
             // Every model request of the turn, or those after a tool batch.
@@ -371,6 +373,37 @@ async fn elicitation(lifecycle: &Lifecycle, input: &HookEvent) -> Reply {
             denial.message
         ))),
         ToolDecision::Allowed { .. } | ToolDecision::Ask(_) => Reply::nothing(),
+    };
+    reply.points = step.points.iter().map(|p| p.as_str()).collect();
+    reply
+}
+
+/// Claude Code's `ConfigChange`: a settings file changed on disk (the user's, the project's,
+/// its local one, or a skill) and is about to load into the session. Judged as a call of the
+/// tool `config/change` whose arguments are the event's `source` and `file_path`, by the tool
+/// step: a refusal keeps the change from loading (`decision: "block"`: the session keeps its
+/// settings; Claude Code loads a managed policy's change whatever a hook says). The agent
+/// cannot ask its user here, so an ask keeps it from loading too, saying approval was needed.
+async fn config_change(lifecycle: &Lifecycle, dialect: Dialect, input: &HookEvent) -> Reply {
+    let mut arguments = serde_json::Map::new();
+    for field in ["source", "file_path"] {
+        if let Some(value) = input.other.get(field) {
+            arguments.insert(field.to_string(), value.clone());
+        }
+    }
+    let id = format!("config-change-{}", crate::lifecycle::random_key());
+    let call = ToolCall::new(id, CONFIG_CHANGE, Value::Object(arguments));
+    let step = lifecycle.authorize(&call, AskPolicy::Agent).await;
+    let mut reply = match step.decision {
+        ToolDecision::Denied(denial) => Reply::answer(HookAnswer::block(denial.message)),
+        ToolDecision::Ask(ask) => Reply::answer(HookAnswer::block(format!(
+            "{} (`{}` asks for approval, which {} cannot request for a settings change, so \
+             the change does not load)",
+            ask.reason,
+            ask.hook_id,
+            dialect.spec().title()
+        ))),
+        ToolDecision::Allowed { .. } => Reply::nothing(),
     };
     reply.points = step.points.iter().map(|p| p.as_str()).collect();
     reply
