@@ -236,24 +236,23 @@ fn run_claude(world: &World) -> (Output, MockModel) {
 
 /// `palisade install claude-code` of the world's plugins into its project's settings.
 fn install_claude(world: &World) {
-    install_claude_by(world, Path::new(env!("CARGO_BIN_EXE_palisade")));
+    install_claude_by(world, Path::new(env!("CARGO_BIN_EXE_palisade")), &[]);
 }
 
-/// [`install_claude`], by the `palisade` binary at `bin` (which the settings then name).
-fn install_claude_by(world: &World, bin: &Path) {
+/// [`install_claude`], by the `palisade` binary at `bin` (which the settings then name), with
+/// `extra` arguments.
+fn install_claude_by(world: &World, bin: &Path, extra: &[&str]) {
     let settings = world.project.join(".claude/settings.json");
-    palisade_at(
-        bin,
-        &[
-            "install",
-            "claude-code",
-            world.plugins.to_str().unwrap(),
-            "--settings",
-            settings.to_str().unwrap(),
-            "--audit-log",
-            world.audit.to_str().unwrap(),
-        ],
-    );
+    let args = [
+        "install",
+        "claude-code",
+        world.plugins.to_str().unwrap(),
+        "--settings",
+        settings.to_str().unwrap(),
+        "--audit-log",
+        world.audit.to_str().unwrap(),
+    ];
+    palisade_at(bin, &[&args[..], extra].concat());
 }
 
 /// Claude Code with hooks that forward to `palisade serve` (installed by `install --serve`).
@@ -360,7 +359,7 @@ fn claude_code_blocks_a_call_whose_bridge_process_died() {
     std::fs::copy(env!("CARGO_BIN_EXE_palisade"), &real).unwrap();
     let installed = bin.join("palisade");
     std::fs::copy(&real, &installed).unwrap();
-    install_claude_by(&world, &installed);
+    install_claude_by(&world, &installed, &[]);
     std::fs::remove_file(&installed).unwrap();
     std::fs::write(
         &installed,
@@ -407,7 +406,12 @@ fn claude_code_runs_a_subagents_shell_command_through_the_guard() {
             "subagent_type": "general-purpose",
             "run_in_background": false}},
     ]);
-    install_claude(&world);
+    // With the events that run no point registered too: the sub-agent's start is recorded.
+    install_claude_by(
+        &world,
+        Path::new(env!("CARGO_BIN_EXE_palisade")),
+        &["--observe"],
+    );
     let (out, mock) = claude_running(&world, &script.to_string());
     let report = describe(&out, &world);
     let requests = mock.model_requests();
@@ -417,6 +421,11 @@ fn claude_code_runs_a_subagents_shell_command_through_the_guard() {
             .any(|r| r.body["messages"].to_string().contains("SUBAGENT TASK")),
         "no sub-agent ran:\n{report}"
     );
+    let started = world
+        .audit()
+        .into_iter()
+        .any(|e| e["event"] == "agent_event" && e["input"]["hook_event_name"] == "SubagentStart");
+    assert!(started, "the sub-agent's start is not recorded:\n{report}");
     assert!(
         victim.join("keep.txt").exists(),
         "the sub-agent's command ran:\n{report}"
