@@ -213,9 +213,10 @@ pub async fn handle_event(lifecycle: &Lifecycle, dialect: Dialect, mut input: Ho
             _ => format!("palisade: `{event}` has no Palisade point; nothing ran"),
         });
     }
-    if let Some(Answer::ClaudeCode(answer)) = reply.stdout.take() {
-        reply.stdout = Some(dialect.spec().render(event, answer));
-    }
+    reply.stdout = match reply.stdout.take() {
+        Some(Answer::ClaudeCode(answer)) => Some(dialect.spec().render(event, answer)),
+        other => other,
+    };
     reply
 }
 
