@@ -758,14 +758,25 @@ fn run_codex_patching(world: &World, file: &Path) -> (Output, MockModel) {
 /// Codex with the world's plugins installed, its model `model` (served by the mock) asking for
 /// `command` (a shell command, or a patch: see the mock).
 fn run_codex_doing(world: &World, model: &str, command: &str) -> (Output, MockModel) {
-    let codex = agent("PALISADE_CODEX", "codex");
-    let hooks = palisade(&[
+    let install = [
         "install",
         "codex",
         world.plugins.to_str().unwrap(),
         "--audit-log",
         world.audit.to_str().unwrap(),
-    ]);
+    ];
+    run_codex_installed(world, model, command, &install)
+}
+
+/// [`run_codex_doing`], with the hooks `palisade install` (its arguments `install`) prints.
+fn run_codex_installed(
+    world: &World,
+    model: &str,
+    command: &str,
+    install: &[&str],
+) -> (Output, MockModel) {
+    let codex = agent("PALISADE_CODEX", "codex");
+    let hooks = palisade(install);
     // Past the bridge's budget, so the bridge's fail-closed answer comes before Codex gives up.
     let snippet = String::from_utf8_lossy(&hooks.stdout);
     assert!(snippet.contains("timeout = 15"), "{snippet}");
@@ -835,6 +846,39 @@ fn codex_obeys_a_wasm_deny_and_the_model_sees_the_reason() {
     let (out, mock) = run_codex(&world);
     // Codex skips untrusted hooks silently: the audit log proves the hook ran.
     let report = assert_denied(&world, &out);
+    let outputs = codex_call_outputs(&mock);
+    assert!(
+        outputs.iter().any(|o| o.contains(DENY_REASON)),
+        "the deny reason did not reach the model; call outputs: {outputs:#?}\n{report}"
+    );
+}
+
+/// Codex in front of a warm `palisade serve` (`install codex --serve`: a `palisade forward`
+/// command per event, since Codex runs only command hooks): the same deny, its reason read by
+/// the model.
+#[test]
+fn codex_through_palisade_serve_obeys_a_deny() {
+    let world = World::new(true);
+    let server = server::Server::start(
+        &world.plugins,
+        &["--audit-log", world.audit.to_str().unwrap()],
+        &[("PALISADE_CACHE_DIR", cache_dir().to_str().unwrap())],
+    );
+    let url = server.url();
+    let install = [
+        "install",
+        "codex",
+        "--serve",
+        &url,
+        "--token-file",
+        server.token_file.to_str().unwrap(),
+    ];
+    let (out, mock) = run_codex_installed(&world, "mock-model", &world.command(), &install);
+    let report = format!(
+        "{}\nserver:\n{}",
+        assert_denied(&world, &out),
+        server.said()
+    );
     let outputs = codex_call_outputs(&mock);
     assert!(
         outputs.iter().any(|o| o.contains(DENY_REASON)),
