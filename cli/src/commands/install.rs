@@ -4,7 +4,6 @@
 //! (`zed`), or as the MCP server a client starts in front of the real one (`mcp`).
 
 use crate::hook_io::DEFAULT_BUDGET_MS;
-use clap::{Args, FromArgMatches};
 use palisade::agents::{Event, HookTarget};
 use palisade::bridge::Dialect;
 use serde_json::Value;
@@ -62,45 +61,18 @@ pub struct HookInstall {
 
 /// `palisade install AGENT`: a subcommand for each agent of [`Dialect::ALL`], with
 /// [`HookInstall`]'s arguments.
-#[derive(Debug)]
-pub struct AgentInstall {
-    dialect: Dialect,
-    args: HookInstall,
-}
+pub type AgentInstall = super::PerAgent<HookInstall>;
 
-impl FromArgMatches for AgentInstall {
-    fn from_arg_matches(matches: &clap::ArgMatches) -> Result<Self, clap::Error> {
-        let (dialect, args) = super::agent_of(matches)?;
-        let args = HookInstall::from_arg_matches(args)?;
-        Ok(AgentInstall { dialect, args })
-    }
-
-    fn update_from_arg_matches(&mut self, matches: &clap::ArgMatches) -> Result<(), clap::Error> {
-        *self = AgentInstall::from_arg_matches(matches)?;
-        Ok(())
-    }
-}
-
-impl clap::Subcommand for AgentInstall {
-    fn augment_subcommands(command: clap::Command) -> clap::Command {
-        super::per_agent(command, HookInstall::augment_args, |dialect| {
-            let (title, settings) = (dialect.spec().title(), dialect.spec().settings());
-            match settings.mergeable {
-                true => format!(
-                    "Print the hooks snippet of {title}'s {}, or merge it into --settings FILE",
-                    settings.file
-                ),
-                false => format!("Print the hooks snippet of {title}'s {}", settings.file),
-            }
-        })
-    }
-
-    fn augment_subcommands_for_update(command: clap::Command) -> clap::Command {
-        AgentInstall::augment_subcommands(command)
-    }
-
-    fn has_subcommand(name: &str) -> bool {
-        Dialect::from_name(name).is_some()
+impl super::AgentArgs for HookInstall {
+    fn about(dialect: Dialect) -> String {
+        let (title, settings) = (dialect.spec().title(), dialect.spec().settings());
+        match settings.mergeable {
+            true => format!(
+                "Print the hooks snippet of {title}'s {}, or merge it into --settings FILE",
+                settings.file
+            ),
+            false => format!("Print the hooks snippet of {title}'s {}", settings.file),
+        }
     }
 }
 
@@ -158,7 +130,7 @@ impl InstallCommand {
     /// Prints or merges the hook configuration.
     pub fn execute(self) -> anyhow::Result<ExitCode> {
         match self {
-            InstallCommand::Agent(AgentInstall { dialect, args }) => install(dialect, args),
+            InstallCommand::Agent(agent) => install(agent.dialect, agent.args),
             InstallCommand::Zed {
                 plugins,
                 name,

@@ -22,34 +22,63 @@ pub mod run;
 pub mod serve;
 pub mod test;
 
+use clap::{Args, FromArgMatches};
 use palisade::bridge::Dialect;
 
-/// A subcommand per agent of [`Dialect::ALL`], named as the agent (`claude-code`, …), each
-/// with the arguments `augment` adds and the help `about` writes for it.
-pub fn per_agent(
-    command: clap::Command,
-    augment: fn(clap::Command) -> clap::Command,
-    about: fn(Dialect) -> String,
-) -> clap::Command {
-    Dialect::ALL.iter().fold(command, |command, &dialect| {
-        let sub = augment(clap::Command::new(dialect.name()));
-        command.subcommand(sub.about(about(dialect)))
-    })
+/// The arguments of a command that has a subcommand per agent ([`PerAgent`]), and its help
+/// for each.
+pub trait AgentArgs: Args + FromArgMatches {
+    /// The help of the subcommand for `dialect`.
+    fn about(dialect: Dialect) -> String;
 }
 
-/// The agent a [`per_agent`] subcommand names, and its arguments.
-pub fn agent_of(matches: &clap::ArgMatches) -> Result<(Dialect, &clap::ArgMatches), clap::Error> {
-    let Some((name, args)) = matches.subcommand() else {
-        return Err(clap::Error::raw(
-            clap::error::ErrorKind::MissingSubcommand,
-            "name the agent",
-        ));
-    };
-    match Dialect::from_name(name) {
-        Some(dialect) => Ok((dialect, args)),
-        None => Err(clap::Error::raw(
-            clap::error::ErrorKind::InvalidSubcommand,
-            format!("`{name}` is not an agent Palisade speaks to"),
-        )),
+/// A subcommand per agent of [`Dialect::ALL`], named as the agent (`claude-code`, …), each
+/// with `T`'s arguments: which one was given, and its arguments.
+#[derive(Debug)]
+pub struct PerAgent<T> {
+    /// The agent the subcommand names.
+    pub dialect: Dialect,
+    /// Its arguments.
+    pub args: T,
+}
+
+impl<T: AgentArgs> FromArgMatches for PerAgent<T> {
+    fn from_arg_matches(matches: &clap::ArgMatches) -> Result<Self, clap::Error> {
+        let Some((name, args)) = matches.subcommand() else {
+            return Err(clap::Error::raw(
+                clap::error::ErrorKind::MissingSubcommand,
+                "name the agent",
+            ));
+        };
+        let Some(dialect) = Dialect::from_name(name) else {
+            return Err(clap::Error::raw(
+                clap::error::ErrorKind::InvalidSubcommand,
+                format!("`{name}` is not an agent Palisade speaks to"),
+            ));
+        };
+        let args = T::from_arg_matches(args)?;
+        Ok(PerAgent { dialect, args })
+    }
+
+    fn update_from_arg_matches(&mut self, matches: &clap::ArgMatches) -> Result<(), clap::Error> {
+        *self = PerAgent::from_arg_matches(matches)?;
+        Ok(())
+    }
+}
+
+impl<T: AgentArgs> clap::Subcommand for PerAgent<T> {
+    fn augment_subcommands(command: clap::Command) -> clap::Command {
+        Dialect::ALL.iter().fold(command, |command, &dialect| {
+            let sub = T::augment_args(clap::Command::new(dialect.name()));
+            command.subcommand(sub.about(T::about(dialect)))
+        })
+    }
+
+    fn augment_subcommands_for_update(command: clap::Command) -> clap::Command {
+        PerAgent::<T>::augment_subcommands(command)
+    }
+
+    fn has_subcommand(name: &str) -> bool {
+        Dialect::from_name(name).is_some()
     }
 }

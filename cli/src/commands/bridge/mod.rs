@@ -4,7 +4,6 @@
 mod warm;
 
 use crate::hook_io::{DEFAULT_BUDGET_MS, answer, read_stdin_by, write};
-use clap::{Args, FromArgMatches};
 use palisade::agents::Meaning;
 use palisade::bridge::{self, Dialect, Reply};
 use palisade::events::EventSink;
@@ -105,56 +104,27 @@ impl EventSink for Watch {
 
 /// An agent's hook command: `palisade AGENT DIR`, a subcommand for each agent Palisade speaks
 /// to ([`Dialect::ALL`]), all with [`BridgeCommand`]'s arguments.
-#[derive(Debug)]
-pub struct HookCommand {
-    /// Whose hook protocol it speaks.
-    pub dialect: Dialect,
-    /// The event's plugins and options.
-    pub bridge: BridgeCommand,
-}
+pub type HookCommand = super::PerAgent<BridgeCommand>;
 
-impl FromArgMatches for HookCommand {
-    fn from_arg_matches(matches: &clap::ArgMatches) -> Result<Self, clap::Error> {
-        let (dialect, args) = super::agent_of(matches)?;
-        let bridge = BridgeCommand::from_arg_matches(args)?;
-        Ok(HookCommand { dialect, bridge })
-    }
-
-    fn update_from_arg_matches(&mut self, matches: &clap::ArgMatches) -> Result<(), clap::Error> {
-        *self = HookCommand::from_arg_matches(matches)?;
-        Ok(())
-    }
-}
-
-impl clap::Subcommand for HookCommand {
-    fn augment_subcommands(command: clap::Command) -> clap::Command {
-        super::per_agent(command, BridgeCommand::augment_args, |dialect| {
-            let (name, title) = (dialect.name(), dialect.spec().title());
-            format!(
-                "{title}'s hook command: reads one hook event (JSON) on stdin, runs the \
-                 plugins, answers in {title}'s JSON. See `palisade install {name}`"
-            )
-        })
-    }
-
-    fn augment_subcommands_for_update(command: clap::Command) -> clap::Command {
-        HookCommand::augment_subcommands(command)
-    }
-
-    fn has_subcommand(name: &str) -> bool {
-        Dialect::from_name(name).is_some()
+impl super::AgentArgs for BridgeCommand {
+    fn about(dialect: Dialect) -> String {
+        let (name, title) = (dialect.name(), dialect.spec().title());
+        format!(
+            "{title}'s hook command: reads one hook event (JSON) on stdin, runs the plugins, \
+             answers in {title}'s JSON. See `palisade install {name}`"
+        )
     }
 }
 
 impl HookCommand {
     /// Begins building the event's host on a thread of its own ([`BridgeCommand::begin`]).
     pub fn begin(&mut self) {
-        self.bridge.begin();
+        self.args.begin();
     }
 
     /// Answers the event, within the budget.
     pub async fn execute(self) -> anyhow::Result<ExitCode> {
-        self.bridge.execute(self.dialect).await
+        self.args.execute(self.dialect).await
     }
 }
 
