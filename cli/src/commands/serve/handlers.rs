@@ -110,9 +110,10 @@ pub(super) async fn answer(server: &Arc<Server>, dialect: Dialect, body: &[u8]) 
     // Straight into the event, in one pass, when it reads as one and no recording wants the
     // agent's JSON as it came; otherwise as JSON, which says what is wrong with the body (or
     // is what the recording keeps).
-    let read = match &server.recorder {
-        None => crate::commands::bridge::read_hook_event(body).ok(),
-        Some(_) => None,
+    let recording = server.options.record && server.audit_log.is_some();
+    let read = match recording {
+        false => crate::commands::bridge::read_hook_event(body).ok(),
+        true => None,
     };
     let input = match read {
         Some(event) => Read::Event(event),
@@ -144,9 +145,11 @@ pub(super) async fn answer(server: &Arc<Server>, dialect: Dialect, body: &[u8]) 
             "the event has no `session_id`: every event names its agent session",
         );
     };
-    match (&server.recorder, &server.observer, &input) {
-        (Some(log), _, Read::Json(input)) => log.record(&bridge::agent_event(dialect, input)),
-        (None, Some(log), input) if meaning == palisade::agents::Meaning::Observed => {
+    match (&server.audit_log, &input) {
+        (Some(log), Read::Json(input)) if recording => {
+            log.record(&bridge::agent_event(dialect, input))
+        }
+        (Some(log), input) if meaning == palisade::agents::Meaning::Observed => {
             log.record(&bridge::observed_event(dialect, &input.named()))
         }
         _ => {}

@@ -189,10 +189,9 @@ struct Server {
     sink: Option<Arc<dyn EventSink>>,
     /// The counts `GET /metrics` answers (fed by `sink`).
     metrics: Arc<crate::metrics::Metrics>,
-    /// The audit log, when agent events are recorded in it (`--record`).
-    recorder: Option<Arc<JsonlSink>>,
-    /// The audit log, where an event with no point is recorded as having happened.
-    observer: Option<Arc<JsonlSink>>,
+    /// The audit log: every agent event whole with `--record`, else that each event with no
+    /// point happened.
+    audit_log: Option<Arc<JsonlSink>>,
     /// The `Host` values requests may carry.
     hosts: Vec<AllowedHost>,
 }
@@ -234,8 +233,7 @@ async fn serve(options: Options) -> anyhow::Result<std::process::ExitCode> {
         }
         None => None,
     };
-    let recorder = audit_log.clone().filter(|_| options.record);
-    let observer = audit_log.clone();
+    let agent_events = audit_log.clone();
     let audit = audit_log.map(|log| log as Arc<dyn EventSink>);
     let metrics = Arc::new(crate::metrics::Metrics::default());
     let sink: Option<Arc<dyn EventSink>> = Some(Arc::new(crate::metrics::Tee(
@@ -271,8 +269,7 @@ async fn serve(options: Options) -> anyhow::Result<std::process::ExitCode> {
         reloading: tokio::sync::Mutex::new(()),
         sink,
         metrics,
-        recorder,
-        observer,
+        audit_log: agent_events,
         hosts: AllowedHost::of(address),
         options,
     });
