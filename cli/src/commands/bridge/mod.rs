@@ -383,7 +383,8 @@ async fn decide(
         false => crate::hook_io::outlive_the_agent(),
     }
     // The event itself with --record; that an event with no point happened, in any audit log.
-    let record = match (options.record, dialect.meaning(&name)) {
+    let meaning = dialect.meaning(&name);
+    let record = match (options.record, meaning) {
         (true, _) => Some(bridge::agent_event(dialect, &input)),
         (false, Meaning::Observed) => Some(bridge::observed_event(dialect, &input)),
         (false, _) => None,
@@ -391,14 +392,14 @@ async fn decide(
     let tool = dialect.tool_of(&input).map(str::to_owned);
     let event = EventToLoad {
         name: name.clone(),
-        points: dialect.points_for(&name),
+        points: meaning.points(),
         tool,
         record,
     };
     let (plugins, loads) = load(starting, options, dialect, event, doing).await?;
     // Each plugin instantiates once here, at its first call, and the calls run one after the
     // other: the later ones' instances are made on the other core meanwhile.
-    plugins.make_instances_ahead(dialect.points_for(&name));
+    plugins.make_instances_ahead(meaning.points());
     let loaded = started.elapsed();
     let session_id = input
         .get("session_id")
