@@ -5,8 +5,11 @@
 // (`@modelcontextprotocol/server`, the first to speak 2026-07-28). Like
 // `conformance-server.mjs` (the same suite at 2025-11-25, on the v1 library), it is written
 // from what the suite checks: the tools, resources and prompts it calls by name, and how it
-// expects the server to answer. Not done: the tasks extension, which the suite runs but does
-// not score.
+// expects the server to answer. It serves the tasks extension too
+// (`io.modelcontextprotocol/tasks`), whose scenarios the suite at 2026-07-28 runs only when
+// named (`--scenario NAME --force`): a call that declares the extension may be answered with
+// a task, which goes on after the call and which `tasks/get`, `tasks/update` and
+// `tasks/cancel` reach by its id.
 // 2026-07-28 requests are served by the library's `createMcpHandler`, a fresh server per
 // request; 2025-era requests (`initialize`, then `Mcp-Session-Id`) by sessions of its own,
 // from the same definition of the server, so that the 2025-11-25 scenarios pass too.
@@ -15,9 +18,11 @@
 // Listens on 127.0.0.1 at a free port, printing {"port": PORT} once it does.
 import http from 'node:http';
 import { randomUUID } from 'node:crypto';
+import { setTimeout as sleep } from 'node:timers/promises';
 import {
   CLIENT_CAPABILITIES_META_KEY,
   McpServer,
+  MissingRequiredClientCapabilityError,
   ProtocolError,
   ProtocolErrorCode,
   ResourceTemplate,
@@ -39,7 +44,6 @@ const PNG =
   'iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAIAAACQd1PeAAAADElEQVR4nGP4z8AAAAMBAQDJ/pLvAAAAAElFTkSuQmCC';
 const WAV = 'UklGRiwAAABXQVZFZm10IBAAAAABAAEAQB8AAEAfAAABAAgAZGF0YQgAAACAgICAgICAgA==';
 
-const sleep = (ms) => new Promise((done) => setTimeout(done, ms));
 const text = (text) => ({ type: 'text', text });
 const noArguments = fromJsonSchema({ type: 'object', properties: {} });
 const stringArguments = (properties) =>
@@ -63,6 +67,120 @@ const askFor = (message, field) =>
 // state's payload through `ctx.mcpReq.requestState()`.
 const requestState = createRequestStateCodec({ key: crypto.getRandomValues(new Uint8Array(32)) });
 
+// The tasks extension (SEP-2663). A tool called with the extension in the request's client
+// capabilities may answer a CreateTaskResult and go on working after the call. Each
+// 2026-07-28 request has a server of its own, so the tasks live here, in the process, where
+// the tasks methods of later requests find them by id. A task is forgotten, and stopped,
+// when its `ttlMs` (ten minutes from its start) is up.
+const TASKS = 'io.modelcontextprotocol/tasks';
+const TASK_TTL_MS = 10 * 60 * 1000;
+const tasks = new Map();
+const declaresTasks = (ctx) =>
+  ctx.mcpReq.envelope?.[CLIENT_CAPABILITIES_META_KEY]?.extensions?.[TASKS] !== undefined;
+// tasks-required-task-error, tasks-capability-negotiation: -32021, naming the extension
+const missingTasks = () =>
+  new MissingRequiredClientCapabilityError({ requiredCapabilities: { extensions: { [TASKS]: {} } } });
+const isTerminal = (status) => ['completed', 'failed', 'cancelled'].includes(status);
+
+// What every status of a task shows (tasks-wire-fields: `ttlMs` and `pollIntervalMs`, in
+// integer milliseconds), and what tasks/get adds for the status it is in: the questions still
+// open, the result, or the JSON-RPC error (tasks-lifecycle, tasks-mrtr-input).
+function taskInfo({ taskId, status, createdAt, lastUpdatedAt }) {
+  return { taskId, status, createdAt, lastUpdatedAt, ttlMs: TASK_TTL_MS, pollIntervalMs: 200 };
+}
+function detailedTask(task) {
+  const details = taskInfo(task);
+  if (task.status === 'input_required') {
+    details.inputRequests = Object.fromEntries([...task.questions].map(([key, { request }]) => [key, request]));
+  }
+  if (task.status === 'completed') details.result = task.result;
+  if (task.status === 'failed') details.error = task.error;
+  return details;
+}
+function moveTask(task, status, fields = {}) {
+  Object.assign(task, fields, { status, lastUpdatedAt: new Date().toISOString() });
+}
+
+// Starts `work` as a task, and answers the CreateTaskResult, the task already stored so that
+// a tasks/get right after it finds it (tasks-dispatch-and-envelope). `work` is given the
+// task's abort signal and `ask`. What it returns completes the task; a ProtocolError it
+// throws fails the task, the error inlined; any other exception completes it as a tool
+// error, as the library answers one in a call.
+function startTask(work) {
+  const now = new Date().toISOString();
+  const task = {
+    taskId: randomUUID(),
+    status: 'working',
+    createdAt: now,
+    lastUpdatedAt: now,
+    questions: new Map(),
+    abort: new AbortController(),
+  };
+  tasks.set(task.taskId, task);
+  setTimeout(() => {
+    task.abort.abort();
+    tasks.delete(task.taskId);
+  }, TASK_TTL_MS).unref();
+  // A task cancelled meanwhile stays cancelled.
+  const settle = (status, fields) => {
+    if (!isTerminal(task.status)) moveTask(task, status, fields);
+  };
+  const created = { resultType: 'task', ...taskInfo(task) };
+  Promise.resolve()
+    .then(() => work({ signal: task.abort.signal, ask: (inputRequests) => askTask(task, inputRequests) }))
+    .then(
+      (result) => settle('completed', { result }),
+      (error) => {
+        if (error instanceof ProtocolError) {
+          const { code, message, data } = error;
+          settle('failed', { error: { code, message, ...(data !== undefined && { data }) } });
+        } else {
+          const message = error instanceof Error ? error.message : String(error);
+          settle('completed', { result: { content: [text(message)], isError: true } });
+        }
+      }
+    );
+  return created;
+}
+
+// `ask` of a task: parks it in input_required with `inputRequests` (keyed and shaped as in
+// MRTR) until tasks/update has answered them all, and gives the answers, keyed alike.
+function askTask(task, inputRequests) {
+  return new Promise((answered, cancelled) => {
+    const answers = {};
+    for (const [key, request] of Object.entries(inputRequests)) {
+      const answer = (response) => {
+        answers[key] = response;
+        if (task.questions.size === 0) answered(answers);
+      };
+      task.questions.set(key, { request, answer });
+    }
+    task.abort.signal.addEventListener('abort', () => cancelled(task.abort.signal.reason), { once: true });
+    moveTask(task, 'input_required');
+  });
+}
+
+// tasks/update: answers the questions open under those keys (any other key is ignored); the
+// task stays in input_required until the last one is answered (tasks-mrtr-input).
+function answerTask(task, responses) {
+  for (const [key, response] of Object.entries(responses)) {
+    const question = task.questions.get(key);
+    if (question === undefined) continue;
+    task.questions.delete(key);
+    if (task.questions.size === 0) moveTask(task, 'working');
+    question.answer(response);
+  }
+}
+
+// tasks/cancel: a task still going is cancelled at once and its work stopped; one that has
+// ended is left as it is, and the cancel acknowledged all the same (tasks-lifecycle).
+function cancelTask(task) {
+  if (isTerminal(task.status)) return;
+  task.questions.clear();
+  moveTask(task, 'cancelled');
+  task.abort.abort();
+}
+
 // The 2026-07-28 handler; the triggers of server-stateless publish list changes on it.
 let modern;
 
@@ -76,6 +194,8 @@ function server() {
         prompts: { listChanged: true },
         completions: {},
         logging: {},
+        // tasks-capability-negotiation
+        extensions: { [TASKS]: {} },
       },
       requestState: { verify: requestState.verify },
     }
@@ -478,6 +598,113 @@ function server() {
   tool('test_trigger_prompt_change', 'Says the prompts changed', noArguments, async () => {
     modern.notify.promptsChanged();
     return { content: [text('prompts_list_changed published')] };
+  });
+
+  // The tasks extension's tools (the tasks-* scenarios). A task tool called with the
+  // extension declared answers a task; without it, one whose task support is 'optional'
+  // runs in the call, and one whose support is 'required' is refused (by tools/call below).
+  const taskSupport = new Map();
+  const taskTool = (name, description, inputSchema, support, work) => {
+    taskSupport.set(name, support);
+    tool(name, description, inputSchema, async (args, ctx) =>
+      declaresTasks(ctx) ? startTask((task) => work(args, task)) : work(args, { signal: ctx.mcpReq.signal })
+    );
+  };
+  const confirmation = (message) =>
+    inputRequired.elicit({
+      message,
+      requestedSchema: { type: 'object', properties: { confirm: { type: 'boolean' } }, required: ['confirm'] },
+    });
+  // A tool that never makes a task (tasks-lifecycle, tasks-request-headers).
+  tool('greet', 'Greets someone', stringArguments({ name: 'Whom to greet' }), async ({ name }) => ({
+    content: [text(`Hello, ${name}!`)],
+  }));
+  // Works `seconds` seconds, or until its task is cancelled.
+  taskTool(
+    'slow_compute',
+    'Computes for a while',
+    fromJsonSchema({
+      type: 'object',
+      properties: { seconds: { type: 'number', minimum: 0 }, label: { type: 'string' } },
+      required: ['seconds'],
+    }),
+    'optional',
+    async ({ seconds, label }, { signal }) => {
+      await sleep(seconds * 1000, undefined, { signal });
+      return { content: [text(`${label ?? 'slow_compute'}: done after ${seconds} s`)] };
+    }
+  );
+  // A tool error, which completes the task (`isError`) rather than fail it.
+  taskTool('failing_job', 'Fails after a second', noArguments, 'required', async (args, { signal }) => {
+    await sleep(1000, undefined, { signal });
+    return { content: [text('failing_job failed, as it always does')], isError: true };
+  });
+  // A JSON-RPC error, which fails the task.
+  taskTool('protocol_error_job', 'Breaks down', noArguments, 'optional', async () => {
+    throw new ProtocolError(ProtocolErrorCode.InternalError, 'protocol_error_job broke down');
+  });
+  // One question, asked through the task (tasks-mrtr-input, tasks-dispatch-and-envelope).
+  taskTool(
+    'confirm_delete',
+    'Deletes a file once you confirm it',
+    stringArguments({ filename: 'The file to delete' }),
+    'required',
+    async ({ filename }, { ask }) => {
+      const answers = await ask({ confirm: confirmation(`Delete ${filename}?`) });
+      const deleted = acceptedContent(answers, 'confirm')?.confirm === true;
+      return { content: [text(deleted ? `Deleted ${filename}` : `Kept ${filename}`)] };
+    }
+  );
+  // Two questions at once, which may be answered one at a time (tasks-mrtr-input).
+  taskTool('multi_input', 'Asks your name and a confirmation', noArguments, 'required', async (args, { ask }) => {
+    const answers = await ask({ name: askFor('What is your name?', 'name'), confirm: confirmation('Go on?') });
+    const name = acceptedContent(answers, 'name')?.name ?? 'unknown';
+    const confirmed = acceptedContent(answers, 'confirm')?.confirm === true;
+    return { content: [text(`${name} ${confirmed ? 'confirmed' : 'did not confirm'}`)] };
+  });
+  // tasks-mrtr-composition: asks for a name in the call (MRTR), then greets it in a task.
+  taskSupport.set('test_tool_with_task', 'required');
+  tool('test_tool_with_task', 'Asks your name, then greets you in a task', noArguments, async (args, ctx) => {
+    const name = acceptedContent(ctx.mcpReq.inputResponses, 'user_name')?.name;
+    if (typeof name !== 'string') {
+      return inputRequired({ inputRequests: { user_name: askFor('What is your name?', 'name') } });
+    }
+    return startTask(async () => ({ content: [text(`Hello, ${name}!`)] }));
+  });
+  // tools/call in front of the library's handler, which knows no tasks (2.4.0; it keeps its
+  // handlers in `_requestHandlers`): a tool that requires a task is refused to a call without
+  // the extension (tasks-required-task-error: -32021, where the library would answer an
+  // exception of the tool as an `isError` result), and a CreateTaskResult leaves without the
+  // empty `content` that the library's CallToolResult check gives a result without one.
+  const callTool = mcp.server._requestHandlers.get('tools/call');
+  mcp.server._requestHandlers.set('tools/call', async (request, ctx) => {
+    if (taskSupport.get(request.params?.name) === 'required' && !declaresTasks(ctx)) throw missingTasks();
+    const result = await callTool(request, ctx);
+    if (result.resultType !== 'task') return result;
+    const { content, ...created } = result;
+    return created;
+  });
+  // tasks/get, tasks/update and tasks/cancel, for a call that declares the extension
+  // (-32021 otherwise) and a task of this process (-32602 otherwise). tasks/result and
+  // tasks/list, which the extension dropped, the library answers -32601
+  // (tasks-dispatch-and-envelope).
+  const taskIdParams = fromJsonSchema({ type: 'object', properties: { taskId: { type: 'string' } }, required: ['taskId'] });
+  const taskMethod = (method, answer) =>
+    mcp.server.setRequestHandler(method, { params: taskIdParams }, async ({ taskId }, ctx) => {
+      if (!declaresTasks(ctx)) throw missingTasks();
+      const task = tasks.get(taskId);
+      if (task === undefined) throw new ProtocolError(ProtocolErrorCode.InvalidParams, `Unknown task: ${taskId}`);
+      return answer(task, ctx);
+    });
+  taskMethod('tasks/get', (task) => detailedTask(task));
+  // The answers come as `inputResponses`, which the library hands over as on a retried call.
+  taskMethod('tasks/update', (task, ctx) => {
+    answerTask(task, ctx.mcpReq.inputResponses ?? {});
+    return {};
+  });
+  taskMethod('tasks/cancel', (task) => {
+    cancelTask(task);
+    return {};
   });
 
   // resources-list, resources-read-text, resources-read-binary; `test://watched-resource`
