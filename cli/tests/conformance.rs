@@ -80,7 +80,7 @@ fn tools_2026() -> (PathBuf, PathBuf) {
     static COPIED: std::sync::Once = std::sync::Once::new();
     COPIED.call_once(|| {
         let scripts = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/conformance");
-        for script in ["bearer.mjs", "modern-server.mjs"] {
+        for script in ["bearer.mjs", "modern-server.mjs", "modern-bridge.mjs"] {
             std::fs::copy(scripts.join(script), dir.join(script)).expect("copy the scripts");
         }
     });
@@ -201,6 +201,10 @@ fn run_suite(
         Some(scenario) => command.args(["--scenario", scenario]),
         None => command.args(["--suite", "all"]),
     };
+    // The tasks extension's scenarios, which no suite holds, run when named.
+    if dir == tools_2026().1 && scenario.is_some_and(|s| s.starts_with("tasks-")) {
+        command.arg("--force");
+    }
     let output = command
         .stdin(Stdio::null())
         .output()
@@ -331,8 +335,7 @@ fn every_conformance_scenario_passes_through_palisade_mcp() {
 /// `modern-server.mjs`, a server of ours on the official TypeScript library's v2 that
 /// implements them all, directly and through `palisade mcp --listen` with no plugins and with
 /// the example plugins: every one that passes directly passes through the proxy. (The tasks
-/// extension's scenarios fail directly, where the server has no tasks, and through the proxy,
-/// which passes no call on as a task.)
+/// extension's scenarios are in no suite: see the next test.)
 #[test]
 fn the_2026_07_28_conformance_suite_passes_through_palisade_mcp_as_it_does_directly() {
     let _one = ONE_AT_A_TIME.blocking_lock();
@@ -353,6 +356,55 @@ fn the_2026_07_28_conformance_suite_passes_through_palisade_mcp_as_it_does_direc
         failures.extend(lost(label, &direct, &through));
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+/// The suite's ten scenarios of MCP's tasks extension (`io.modelcontextprotocol/tasks`), which
+/// it runs only when named, against `modern-server.mjs`, which serves the extension: all pass
+/// through `palisade mcp --listen` with the example plugins, which judges every task's
+/// questions, answers and end, as they do directly.
+#[test]
+fn the_tasks_scenarios_pass_through_palisade_mcp_as_they_do_directly() {
+    const TASKS: [&str; 10] = [
+        "tasks-lifecycle",
+        "tasks-capability-negotiation",
+        "tasks-wire-fields",
+        "tasks-request-state-removal",
+        "tasks-mrtr-input",
+        "tasks-request-headers",
+        "tasks-dispatch-and-envelope",
+        "tasks-status-notifications",
+        "tasks-required-task-error",
+        "tasks-mrtr-composition",
+    ];
+    let _one = ONE_AT_A_TIME.blocking_lock();
+    let (node, dir) = tools_2026();
+    let (_server, upstream) = our_server(&node, &dir, "modern-server.mjs");
+    let out = tempfile::tempdir().unwrap();
+    let passing = |url: &str, token: Option<&str>, scenarios: &[&str]| -> BTreeSet<String> {
+        scenarios
+            .iter()
+            .flat_map(|scenario| run_suite(&node, &dir, url, token, out.path(), Some(scenario)).0)
+            .collect()
+    };
+    let examples = PluginDir::new();
+    palisade_examples::install(examples.path()).unwrap();
+    let state = tempfile::tempdir().unwrap();
+    let (_proxy, url, token) = listen(examples.path(), state.path(), &upstream);
+    let through = passing(&url, Some(&token), &TASKS);
+    // All pass directly (checked when the server was written): a run of them costs seconds,
+    // so only those that did not pass through are run directly, to tell the proxy's loss
+    // from the server's.
+    let missed: Vec<&str> = TASKS
+        .into_iter()
+        .filter(|s| !through.contains(*s))
+        .collect();
+    if !missed.is_empty() {
+        let direct = passing(&upstream, None, &missed);
+        panic!(
+            "tasks, --listen, the examples: {missed:?} did not pass through the proxy; of \
+             them, {direct:?} pass directly (the others fail directly too)"
+        );
+    }
 }
 
 /// Which runs through the proxy [`through_the_proxy_as_directly`] makes. Each is with the
@@ -714,6 +766,256 @@ async fn over_listen_a_prompts_rounds_are_judged_as_a_tools_are() {
                     "{case}: {answered}"
                 );
             }
+        }
+    }
+}
+
+/// Where a test's client reaches `palisade mcp`: over `--listen`, or on stdio in front of
+/// `modern-bridge.mjs`, which passes each request to the 2026-07-28 server over HTTP.
+enum Door {
+    Listen {
+        _proxy: Running,
+        url: String,
+        token: String,
+    },
+    Stdio(tokio::sync::Mutex<StdioClient>),
+}
+
+struct StdioClient {
+    _proxy: tokio::process::Child,
+    input: tokio::process::ChildStdin,
+    output: tokio::io::Lines<tokio::io::BufReader<tokio::process::ChildStdout>>,
+}
+
+impl Door {
+    fn listen(plugins: &Path, state: &Path, upstream: &str) -> Door {
+        let (proxy, url, token) = listen(plugins, state, upstream);
+        Door::Listen {
+            _proxy: proxy,
+            url,
+            token,
+        }
+    }
+
+    fn stdio(plugins: &Path, state: &Path, upstream: &str) -> Door {
+        use tokio::io::AsyncBufReadExt;
+        let (node, dir) = tools_2026();
+        let mut command = tokio::process::Command::from(palisade_mcp(
+            plugins,
+            state,
+            &["--name", "everything", "--"],
+        ));
+        let mut proxy = command
+            .arg(node)
+            .arg(dir.join("modern-bridge.mjs"))
+            .arg(upstream)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()
+            .unwrap();
+        let input = proxy.stdin.take().unwrap();
+        let output = tokio::io::BufReader::new(proxy.stdout.take().unwrap()).lines();
+        Door::Stdio(tokio::sync::Mutex::new(StdioClient {
+            _proxy: proxy,
+            input,
+            output,
+        }))
+    }
+
+    /// The answer to a 2026-07-28 request `method` about `name` (its `Mcp-Name`) with `params`.
+    async fn send(&self, method: &str, name: &str, params: serde_json::Value) -> serde_json::Value {
+        use tokio::io::AsyncWriteExt;
+        let request =
+            serde_json::json!({ "jsonrpc": "2.0", "id": 1, "method": method, "params": params });
+        match self {
+            Door::Listen { url, token, .. } => {
+                let answer = reqwest::Client::new()
+                    .post(url)
+                    .bearer_auth(token)
+                    .header("content-type", "application/json")
+                    .header("accept", "application/json")
+                    .header("mcp-protocol-version", "2026-07-28")
+                    .header("mcp-method", method)
+                    .header("mcp-name", name)
+                    .body(request.to_string())
+                    .send()
+                    .await
+                    .unwrap();
+                let text = answer.text().await.unwrap();
+                serde_json::from_str(&text).unwrap_or_else(|e| panic!("{e}: {text}"))
+            }
+            Door::Stdio(client) => {
+                let mut client = client.lock().await;
+                let line = format!("{request}\n");
+                client.input.write_all(line.as_bytes()).await.unwrap();
+                let line = tokio::time::timeout(Duration::from_secs(30), client.output.next_line())
+                    .await
+                    .expect("an answer within 30 s")
+                    .unwrap()
+                    .expect("the proxy is still there");
+                serde_json::from_str(&line).unwrap_or_else(|e| panic!("{e}: {line}"))
+            }
+        }
+    }
+}
+
+/// A 2026-07-28 request of a client that takes tasks, through `door`: its answer.
+async fn tasks_send(
+    door: &Door,
+    method: &str,
+    name: &str,
+    mut params: serde_json::Value,
+) -> serde_json::Value {
+    params["_meta"] = serde_json::json!({
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientInfo": { "name": "palisade-test", "version": "1" },
+        "io.modelcontextprotocol/clientCapabilities": {
+            "elicitation": { "form": {} },
+            "extensions": { "io.modelcontextprotocol/tasks": {} },
+        },
+    });
+    door.send(method, name, params).await
+}
+
+/// The `tasks/get` answer of `task` once it is `status` or has ended.
+async fn task_poll(door: &Door, task: &str, status: &str) -> serde_json::Value {
+    for _ in 0..100 {
+        let params = serde_json::json!({ "taskId": task });
+        let got = tasks_send(door, "tasks/get", task, params).await;
+        let now = got["result"]["status"].as_str().unwrap_or_default();
+        if now == status || ["completed", "failed", "cancelled"].contains(&now) {
+            return got;
+        }
+        assert!(got.get("error").is_none(), "{got}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    panic!("task {task} never came to {status}");
+}
+
+/// A 2026-07-28 client that takes tasks (MCP's tasks extension), on stdio and over
+/// `--listen`, and the tasks of `modern-server.mjs`: `confirm_delete` asks for a confirmation
+/// through its task, `slow_compute` ends with a text. With no plugins the task asks, takes the
+/// answer and ends; a guard on questions fails the task with why, for every later poll too; a
+/// guard on answers refuses the `tasks/update` before the server hears it; a redacting
+/// `post-tool` judges the task's end; a task the proxy did not see made is refused.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_tasks_questions_answers_and_end_are_judged() {
+    use serde_json::json;
+    let (node, dir) = tools_2026();
+    let (_server, upstream) = our_server(&node, &dir, "modern-server.mjs");
+    let guarded = |point: &str, config: &str, matcher: &str| {
+        let plugins = PluginDir::new();
+        let capability = if config.contains("redact") {
+            "transform"
+        } else {
+            "guard"
+        };
+        let manifest = format!(
+            "[[hooks]]\ncapability = \"{capability}\"\npoint = \"{point}\"\n\
+             matcher = \"{matcher}\"\n[config]\n{config}\n"
+        );
+        plugins.scripted("tasks", &manifest);
+        plugins
+    };
+    let cases = [
+        (PluginDir::new(), "no plugins"),
+        (
+            guarded("pre-tool", "pre_tool = \"deny\"", "elicitation/create"),
+            "a guard on questions",
+        ),
+        (
+            guarded("post-tool", "post_tool = \"block\"", "elicitation/create"),
+            "a guard on answers",
+        ),
+        (
+            guarded(
+                "post-tool",
+                "post_tool = \"redact\"\nsecret = \"launch\"",
+                "mcp__everything__slow_compute",
+            ),
+            "a redaction of the end",
+        ),
+    ];
+    for (plugins, case) in &cases {
+        let state = tempfile::tempdir().unwrap();
+        let doors = [
+            (
+                "--listen",
+                Door::listen(plugins.path(), state.path(), &upstream),
+            ),
+            (
+                "stdio",
+                Door::stdio(plugins.path(), state.path(), &upstream),
+            ),
+        ];
+        for (over, door) in &doors {
+            let case = format!("{case}, {over}");
+            let door = &door;
+            if case.starts_with("a redaction of the end") {
+                let arguments = json!({ "seconds": 1, "label": "launch plan" });
+                let params = json!({ "name": "slow_compute", "arguments": arguments });
+                let made = tasks_send(door, "tools/call", "slow_compute", params).await;
+                assert_eq!(made["result"]["resultType"], "task", "{case}: {made}");
+                let task = made["result"]["taskId"].as_str().unwrap();
+                let ended = task_poll(door, task, "completed").await;
+                let said = ended["result"]["result"]["content"][0]["text"]
+                    .as_str()
+                    .unwrap_or_default();
+                assert!(
+                    said.contains("[REDACTED] plan") && !said.contains("launch"),
+                    "{case}: {ended}"
+                );
+                continue;
+            }
+            let arguments = json!({ "filename": "notes.txt" });
+            let params = json!({ "name": "confirm_delete", "arguments": arguments });
+            let made = tasks_send(door, "tools/call", "confirm_delete", params).await;
+            assert_eq!(made["result"]["resultType"], "task", "{case}: {made}");
+            let task = made["result"]["taskId"].as_str().unwrap().to_string();
+            let asked = task_poll(door, &task, "input_required").await;
+            let answer = json!({ "taskId": task, "inputResponses": { "confirm": {
+                "action": "accept", "content": { "confirm": true } } } });
+            if case.starts_with("no plugins") {
+                let question = &asked["result"]["inputRequests"]["confirm"];
+                assert_eq!(question["method"], "elicitation/create", "{case}: {asked}");
+                let updated = tasks_send(door, "tasks/update", &task, answer).await;
+                assert!(updated.get("error").is_none(), "{case}: {updated}");
+                let ended = task_poll(door, &task, "completed").await;
+                let said = &ended["result"]["result"]["content"][0]["text"];
+                assert_eq!(said, "Deleted notes.txt", "{case}: {ended}");
+            } else if case.starts_with("a guard on questions") {
+                for got in [asked, task_poll(door, &task, "failed").await] {
+                    assert_eq!(got["result"]["status"], "failed", "{case}: {got}");
+                    assert!(got["result"].get("inputRequests").is_none(), "{got}");
+                    let why = got["result"]["error"]["message"]
+                        .as_str()
+                        .unwrap_or_default();
+                    assert!(
+                        why.contains("declined the server's question `confirm`"),
+                        "{case}: {got}"
+                    );
+                }
+            } else {
+                assert_eq!(
+                    asked["result"]["status"], "input_required",
+                    "{case}: {asked}"
+                );
+                let updated = tasks_send(door, "tasks/update", &task, answer).await;
+                let why = updated["error"]["message"].as_str().unwrap_or_default();
+                assert!(
+                    why.contains("refused the answer to the server's question `confirm`"),
+                    "{case}: {updated}"
+                );
+                // The server never heard it: the task still waits.
+                let still = task_poll(door, &task, "input_required").await;
+                assert_eq!(
+                    still["result"]["status"], "input_required",
+                    "{case}: {still}"
+                );
+            }
+            let unknown = tasks_send(door, "tasks/get", "nope", json!({ "taskId": "nope" })).await;
+            assert_eq!(unknown["error"]["code"], -32602, "{case}: {unknown}");
         }
     }
 }

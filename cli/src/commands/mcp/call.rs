@@ -14,9 +14,12 @@
 //!   as text blocks. A result no hook changed reaches the client as the server sent it.
 //! - a client's `notifications/cancelled` stops the pipeline where it is, and the call is not
 //!   answered (the protocol's rule for a cancelled request).
+//! - a server's task handle (MCP's tasks extension, to a client that declared it) is the
+//!   call's outcome; the task's end is judged when the client reads it ([`super::tasks`]).
 
 use super::rounds::{Questions, Rounds, result_type};
 use super::schema::ToolSchemas;
+use super::tasks::Tasks;
 use super::{HEADER_MISMATCH, INTERNAL_ERROR, INVALID_PARAMS, Proxy, id_key, lock, request};
 use crate::jsonrpc::relay::own_id;
 use base64::Engine as _;
@@ -91,8 +94,9 @@ pub(super) async fn call_tool(
             format!("tools/call: the parameters are not MCP's: {e}"),
         )
     })?;
-    let mut params = params;
-    without_tasks(&mut params);
+    // A client that takes tasks may have the call run as one: its result is judged when the
+    // client reads it (see [`super::tasks`]).
+    let takes_tasks = super::tasks::declared(&params);
     let tool = parsed.name.to_string();
     let arguments = Value::Object(parsed.arguments.unwrap_or_default());
     let envelope = envelope(&params);
@@ -129,11 +133,12 @@ pub(super) async fn call_tool(
     // of this call's hooks join its trace.
     let trace = trace_parent(&params).map(str::to_string);
     let last: Last = Arc::default();
+    let tasks = seen.tasks.clone();
     let body = {
         let last = last.clone();
-        Tool::new(name.clone(), move |_| {
+        Tool::new(name.clone(), move |invocation| {
             let (upstream, params, last) = (upstream.clone(), params.clone(), last.clone());
-            let rounds = rounds.clone();
+            let (rounds, tasks) = (rounds.clone(), tasks.clone());
             async move {
                 // A retry's answers reach the server only as judged (see [`rounds`]).
                 let params = match rounds.answers(&params).await {
@@ -141,12 +146,17 @@ pub(super) async fn call_tool(
                     Err(why) => return Ok(ToolOutcome::error(why)),
                 };
                 let reply = upstream.call(params).await?;
-                let (outcome, sent) = answered(reply)?;
-                if let Answer::Result(result) = &sent
-                    && result_type(result) == "input_required"
-                    && let Err(why) = rounds.questions(result).await
-                {
-                    return Ok(ToolOutcome::error(why));
+                let (outcome, sent) = answered(reply, takes_tasks)?;
+                if let Answer::Result(result) = &sent {
+                    match result_type(result) {
+                        "input_required" => {
+                            if let Err(why) = rounds.questions(result).await {
+                                return Ok(ToolOutcome::error(why));
+                            }
+                        }
+                        "task" => tasks.created(&rounds, &invocation.call, result)?,
+                        _ => {}
+                    }
                 }
                 *lock(&last) = Some((outcome.clone(), sent));
                 Ok(outcome)
@@ -177,8 +187,9 @@ pub(super) async fn call_tool(
 }
 
 /// The server's answer to `tools/call`: its outcome, and the answer as sent. A refusal (a
-/// JSON-RPC error) is the error outcome hooks see.
-fn answered(reply: Reply) -> Result<(ToolOutcome, Answer), String> {
+/// JSON-RPC error) is the error outcome hooks see. A task is an answer only to a client that
+/// `takes_tasks`.
+fn answered(reply: Reply, takes_tasks: bool) -> Result<(ToolOutcome, Answer), String> {
     if let Some(error) = reply.message.get("error") {
         let refused = ToolOutcome::error(format!(
             "the MCP server refused the call: {}",
@@ -198,9 +209,9 @@ fn answered(reply: Reply) -> Result<(ToolOutcome, Answer), String> {
                 "inputRequests": sent.get("inputRequests").cloned().unwrap_or(Value::Null) });
             return Ok((interim_outcome(interim), Answer::Result(sent)));
         }
-        // A task's result would reach the client by `tasks/get`, past the pipeline: the
-        // proxy takes the tasks extension out of the calls it passes on (`envelope`), so a
-        // server that makes one anyway is not followed.
+        // The call runs as a task, whose handle hooks see as the call's outcome; its end is
+        // judged when the client reads it.
+        "task" if takes_tasks => return Ok((interim_outcome(sent.clone()), Answer::Result(sent))),
         other => {
             return Err(format!(
                 "the MCP server answered with a result of type `{}`, which Palisade does not \
@@ -225,11 +236,13 @@ fn interim_outcome(interim: Value) -> ToolOutcome {
     }
 }
 
-/// What a session's calls share: the server's tool schemas, and the questions it asked.
+/// What a session's calls share: the server's tool schemas, the questions it asked, and the
+/// tasks it made of calls.
 #[derive(Default)]
 pub(super) struct Seen {
     pub(super) schemas: ToolSchemas,
     pub(super) questions: Arc<Questions>,
+    pub(super) tasks: Arc<Tasks>,
 }
 
 /// The per-request envelope of MCP 2026-07-28 (`params._meta`'s protocol version, client
@@ -255,18 +268,16 @@ fn trace_parent(params: &Value) -> Option<&str> {
 pub(super) const PROTOCOL_VERSION: &str = "io.modelcontextprotocol/protocolVersion";
 const CLIENT_CAPABILITIES: &str = "io.modelcontextprotocol/clientCapabilities";
 const CLIENT_INFO: &str = "io.modelcontextprotocol/clientInfo";
-/// The extension under which a 2026-07-28 server may run a call as a task.
-pub(super) const TASKS_EXTENSION: &str = "io.modelcontextprotocol/tasks";
-
-/// A client's request as Palisade passes it on: without the tasks extension among the
-/// client's capabilities, so that the server answers every call itself rather than as a task
-/// whose result (`tasks/get`) and input (`tasks/update`) would pass the pipeline by.
+/// A client's request of a method whose result Palisade judges but never as a task's
+/// (`prompts/get`, `resources/read`), as Palisade passes it on: without the tasks extension
+/// among the client's capabilities, so that a server of a later revision that could answer
+/// it with a task answers it itself.
 pub(super) fn without_tasks(params: &mut Value) {
     if let Some(extensions) = params
         .pointer_mut("/_meta/io.modelcontextprotocol~1clientCapabilities/extensions")
         .and_then(Value::as_object_mut)
     {
-        extensions.remove(TASKS_EXTENSION);
+        extensions.remove(super::tasks::EXTENSION);
     }
 }
 
@@ -326,7 +337,7 @@ impl Proxy {
 }
 
 /// The stdio server, as the pipeline's upstream.
-struct Stdio(Weak<Proxy>);
+pub(super) struct Stdio(pub(super) Weak<Proxy>);
 
 impl Upstream for Stdio {
     fn call(&self, params: Value) -> palisade::BoxFuture<'_, Result<Reply, String>> {
@@ -378,7 +389,7 @@ impl Drop for Pending<'_> {
 
 /// A tool result as Palisade's outcome: text and images as themselves, every other block
 /// (audio, resources, links) as its JSON; the structured content is the canonical value.
-fn outcome_of(result: &CallToolResult) -> ToolOutcome {
+pub(super) fn outcome_of(result: &CallToolResult) -> ToolOutcome {
     let content_blocks = result
         .content
         .iter()
@@ -412,7 +423,10 @@ fn json_block(block: &mcp::ContentBlock) -> ContentBlock {
 }
 
 /// The tool result an outcome is, with `contexts` as text blocks after its content.
-fn result_of<'a>(outcome: &ToolOutcome, contexts: impl Iterator<Item = &'a String>) -> Value {
+pub(super) fn result_of<'a>(
+    outcome: &ToolOutcome,
+    contexts: impl Iterator<Item = &'a String>,
+) -> Value {
     let mut content: Vec<Value> = outcome
         .content_blocks
         .iter()

@@ -4,7 +4,9 @@
 //! Palisade's whole tool pipeline (see [`call`]):
 //!
 //! `pre-tool → approval → tool-guard → tool-execute wrappers → the server's tools/call →
-//! post-tool → tool-result`, and the committed facts.
+//! post-tool → tool-result`, and the committed facts. What reaches either side past a call's
+//! answer is judged where it passes: a 2026-07-28 server's questions and the client's answers
+//! ([`rounds`]), and a call run as a task, to its end ([`tasks`]).
 //!
 //! Tool names reach hooks as `mcp__SERVER__TOOL` (Claude Code's convention, so one matcher
 //! serves both), SERVER being `--name` or the name the server gives in its `initialize`
@@ -25,6 +27,7 @@ mod call;
 mod http;
 mod rounds;
 mod schema;
+mod tasks;
 
 use crate::jsonrpc::relay::{self, Relay};
 use crate::jsonrpc::strict::{INVALID_REQUEST, Kind};
@@ -82,9 +85,6 @@ pub struct McpCommand {
 pub(super) const HEADER_MISMATCH: i64 = -32020;
 /// JSON-RPC's code for a method the callee does not serve.
 const METHOD_NOT_FOUND: i64 = -32601;
-/// Why a `tasks/*` request is refused: through the proxy no call runs as a task.
-const NO_TASKS: &str = "Palisade judges every call's result before the client reads it, so it \
-     passes no call on as a task (MCP's tasks extension): there is no task to ask about";
 /// `_meta`'s key of the server's name and version in a 2026-07-28 result.
 const SERVER_INFO: &str = "io.modelcontextprotocol/serverInfo";
 /// `_meta`'s key of the `subscriptions/listen` request a notification is sent for.
@@ -185,6 +185,9 @@ struct Proxy {
     /// The client's requests that take rounds (`prompts/get`, `resources/read`) passed to the
     /// server, by the proxy's id: their method and parameters, for the round an answer opens.
     rounds_out: Mutex<HashMap<String, (String, Value)>>,
+    /// The client's `tasks/get`s passed to the server, by the proxy's id: their parameters,
+    /// for the task state an answer carries.
+    tasks_out: Mutex<HashMap<String, Value>>,
 }
 
 fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -224,6 +227,7 @@ impl Proxy {
                 seen: call::Seen::default(),
                 questions_out: Mutex::default(),
                 rounds_out: Mutex::default(),
+                tasks_out: Mutex::default(),
             }
         })
     }
@@ -269,12 +273,14 @@ impl Proxy {
                         tokio::spawn(async move { proxy.call_tool(id, message, cancel).await });
                         continue;
                     }
-                    if method.starts_with("tasks/") {
+                    let params = message.value.get("params").cloned().unwrap_or(Value::Null);
+                    if method.starts_with("tasks/")
+                        && let Some(error) = self.seen.tasks.refusal(&method, &params)
+                    {
                         self.client
-                            .error(&id, METHOD_NOT_FOUND, NO_TASKS.into(), None);
+                            .send(&json!({ "jsonrpc": "2.0", "id": id, "error": error }));
                         continue;
                     }
-                    let params = message.value.get("params").cloned().unwrap_or(Value::Null);
                     if let Some(why) = rounds::unjudged_answers(&method, &params) {
                         self.client.error(&id, INVALID_PARAMS, why, None);
                         continue;
@@ -289,11 +295,20 @@ impl Proxy {
                     if method == "server/discover" {
                         *lock(&self.initialize) = Some(id_key(&own));
                     }
-                    if let Some(params) = message.value.get_mut("params") {
-                        call::without_tasks(params);
-                    }
                     message.value["id"] = own.clone();
+                    if method == "tasks/get" {
+                        lock(&self.tasks_out).insert(id_key(&own), params.clone());
+                    }
+                    if method == "tasks/update" {
+                        // Its answers judged before the server hears them, in a task of its own.
+                        let proxy = self.clone();
+                        tokio::spawn(async move { proxy.task_updated(own, message.value).await });
+                        continue;
+                    }
                     if rounds::MULTI_ROUND.contains(&method.as_str()) {
+                        if let Some(params) = message.value.get_mut("params") {
+                            call::without_tasks(params);
+                        }
                         let round = (method.clone(), params.clone());
                         lock(&self.rounds_out).insert(id_key(&own), round);
                         if params.get("inputResponses").is_some() {
@@ -393,6 +408,15 @@ impl Proxy {
                     if lock(&self.initialize).as_deref() == Some(key.as_str()) {
                         self.named(&message.value);
                     }
+                    let asked = lock(&self.tasks_out).remove(&key);
+                    if let (Some(params), Some(_)) = (asked, message.value.get("result")) {
+                        // A task's state, judged before the client reads it.
+                        message.value["id"] = request.peer_id;
+                        let proxy = self.clone();
+                        let message = message.value;
+                        tokio::spawn(async move { proxy.task_got(params, message).await });
+                        continue;
+                    }
                     let round = lock(&self.rounds_out).remove(&key);
                     if let (Some((method, params)), Some(result)) =
                         (round, message.value.get("result"))
@@ -434,6 +458,11 @@ impl Proxy {
                 Kind::Notification => {
                     if message.method() == "notifications/tools/list_changed" {
                         self.seen.schemas.changed();
+                    }
+                    if message.method() == "notifications/tasks"
+                        && !self.seen.tasks.notified(&mut message.value["params"])
+                    {
+                        continue;
                     }
                     // On a `subscriptions/listen` (MCP 2026-07-28), tagged with the id the
                     // server knows the request by: the proxy's, which the client never saw.
@@ -541,6 +570,39 @@ impl Proxy {
         let rounds = self.rounds_of(&method, &params);
         match rounds.questions(&message["result"]).await {
             Ok(()) => self.client.send(&message),
+            Err(why) => self
+                .client
+                .error(&message["id"], INVALID_REQUEST, why, None),
+        }
+    }
+
+    /// The client's `tasks/update` `message` (under the proxy's id `own`): on to the server
+    /// with its answers as `post-tool` left them, or, a hook blocking one, refused.
+    async fn task_updated(self: Arc<Self>, own: Value, mut message: Value) {
+        match self.seen.tasks.update(&message["params"]).await {
+            Ok(params) => {
+                message["params"] = params;
+                self.server.send(&message);
+            }
+            Err(why) => {
+                if let Some(request) = self.to_server.answered(&own) {
+                    self.client
+                        .error(&request.peer_id, INVALID_PARAMS, why, None);
+                }
+            }
+        }
+    }
+
+    /// The server's answer `message` (already under the client's id) to the client's
+    /// `tasks/get` with `params`: the task's state as judged, or an error in its place.
+    async fn task_got(self: Arc<Self>, params: Value, mut message: Value) {
+        let upstream = Arc::new(call::Stdio(Arc::downgrade(&self)));
+        let result = message["result"].take();
+        match self.seen.tasks.got(upstream, &params, result).await {
+            Ok(task) => {
+                message["result"] = task;
+                self.client.send(&message);
+            }
             Err(why) => self
                 .client
                 .error(&message["id"], INVALID_REQUEST, why, None),

@@ -17,8 +17,9 @@
 //!
 //! `prompts/get` and `resources/read` take rounds too (MCP's parameters of the three extend
 //! one shape): theirs are judged the same way, outside any tool call, as a 2025-11-25
-//! server's own questions are ([`Rounds::of_request`]). A retry of any other method that
-//! carries answers is refused: nothing would judge them.
+//! server's own questions are ([`Rounds::of_request`]). A task's questions and the answers
+//! of its `tasks/update` are judged the same way too (see [`super::tasks`]). A retry of any
+//! other method that carries answers is refused: nothing would judge them.
 //!
 //! The call an answer is the result of is the question this proxy saw asked (found by the
 //! tool, the echoed `requestState` and the key); when it saw none (another proxy asked it, or
@@ -279,11 +280,13 @@ fn method_answered(answer: &Value) -> Option<&'static str> {
 /// answers to a server's questions (`inputResponses`) on a method that takes no rounds, which
 /// nothing would judge.
 pub(super) fn unjudged_answers(method: &str, params: &Value) -> Option<String> {
-    let takes_rounds = method == "tools/call" || MULTI_ROUND.contains(&method);
+    let takes_rounds =
+        ["tools/call", "tasks/update"].contains(&method) || MULTI_ROUND.contains(&method);
     (!takes_rounds && params.get("inputResponses").is_some()).then(|| {
         format!(
             "`{}` carries answers to a server's questions (inputResponses), which only \
-             tools/call, prompts/get and resources/read take: they are not passed on unjudged",
+             tools/call, prompts/get, resources/read and tasks/update take: they are not \
+             passed on unjudged",
             crate::output::printable(method)
         )
     })
@@ -318,7 +321,12 @@ mod tests {
     fn answers_on_a_method_that_takes_no_rounds_are_refused() {
         let answers = json!({ "inputResponses": { "name": { "action": "accept" } } });
         assert!(unjudged_answers("completion/complete", &answers).is_some());
-        for method in ["tools/call", "prompts/get", "resources/read"] {
+        for method in [
+            "tools/call",
+            "prompts/get",
+            "resources/read",
+            "tasks/update",
+        ] {
             assert_eq!(unjudged_answers(method, &answers), None, "{method}");
         }
         assert_eq!(unjudged_answers("resources/list", &json!({})), None);

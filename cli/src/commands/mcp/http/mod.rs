@@ -287,7 +287,9 @@ async fn handle(
     }
     match (message.kind, message.method()) {
         (Kind::Request, method) if method.starts_with("tasks/") => {
-            return jsonrpc_error(message.id(), super::METHOD_NOT_FOUND, super::NO_TASKS);
+            return gateway
+                .tasks_request(&headers, &session_id, message.value)
+                .await;
         }
         (Kind::Request, "tools/call") => {
             return gateway
@@ -348,6 +350,22 @@ async fn handle(
     }
     let body = Bytes::from(strict::encode(&message.value));
     gateway.forward(Method::POST, &headers, body).await
+}
+
+/// The server's answer to a request the proxy sent in the client's name, as Palisade read it
+/// (re-encoded), with the server's status.
+fn relayed(reply: super::call::Reply) -> Response {
+    let status = reply
+        .status
+        .and_then(|s| StatusCode::from_u16(s).ok())
+        .unwrap_or(StatusCode::OK);
+    let body = Body::from(strict::encode(&reply.message));
+    let mut response = (status, body).into_response();
+    response.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    response
 }
 
 /// An event stream response of `body`.
@@ -564,14 +582,7 @@ impl Gateway {
             Ok(judged) => message["params"] = judged,
             Err(why) => return jsonrpc_error(&id, super::INVALID_PARAMS, &why),
         }
-        let upstream = Http {
-            gateway: self.clone(),
-            headers: passed(headers),
-            id: id.clone(),
-            events: None,
-            lost: Signal::new(),
-            questions: None,
-        };
+        let upstream = self.answered_whole(headers, &id);
         let reply = match upstream.post(&method, message["params"].clone()).await {
             Ok(reply) => reply,
             Err(why) => return problem(StatusCode::BAD_GATEWAY, why),
@@ -582,18 +593,62 @@ impl Gateway {
         {
             return jsonrpc_error(&id, strict::INVALID_REQUEST, &why);
         }
-        let status = reply
-            .status
-            .and_then(|s| StatusCode::from_u16(s).ok())
-            .unwrap_or(StatusCode::OK);
-        // As Palisade read it, re-encoded.
-        let body = Body::from(strict::encode(&reply.message));
-        let mut response = (status, body).into_response();
-        response.headers_mut().insert(
-            header::CONTENT_TYPE,
-            HeaderValue::from_static("application/json"),
-        );
-        response
+        relayed(reply)
+    }
+
+    /// The server, for the client's request `id` (with `headers`) whose answer the proxy
+    /// judges and sends as one JSON message: nothing else of the request's stream goes on.
+    fn answered_whole(self: &Arc<Self>, headers: &HeaderMap, id: &Value) -> Http {
+        Http {
+            gateway: self.clone(),
+            headers: passed(headers),
+            id: id.clone(),
+            events: None,
+            lost: Signal::new(),
+            questions: None,
+        }
+    }
+
+    /// A client's `tasks/*` request (MCP's tasks extension, see [`super::tasks`]): refused
+    /// when it is about no task of the session's; a `tasks/update`'s answers judged before the
+    /// server hears them, and a `tasks/get`'s task state before the client reads it.
+    async fn tasks_request(
+        self: &Arc<Self>,
+        headers: &HeaderMap,
+        session_id: &str,
+        message: Value,
+    ) -> Response {
+        let Some(session) = self.session(session_id) else {
+            return too_many_sessions(self.max_sessions);
+        };
+        let id = message["id"].clone();
+        let method = message["method"].as_str().unwrap_or_default().to_string();
+        let mut params = message["params"].clone();
+        let tasks = &session.seen.tasks;
+        if let Some(error) = tasks.refusal(&method, &params) {
+            let refused = json!({ "jsonrpc": "2.0", "id": id, "error": error });
+            return (StatusCode::OK, axum::Json(refused)).into_response();
+        }
+        if method == "tasks/update" {
+            match tasks.update(&params).await {
+                Ok(judged) => params = judged,
+                Err(why) => return jsonrpc_error(&id, super::INVALID_PARAMS, &why),
+            }
+        }
+        let upstream = Arc::new(self.answered_whole(headers, &id));
+        let mut reply = match upstream.post(&method, params.clone()).await {
+            Ok(reply) => reply,
+            Err(why) => return problem(StatusCode::BAD_GATEWAY, why),
+        };
+        if method == "tasks/get"
+            && let Some(result) = reply.message.get_mut("result")
+        {
+            match tasks.got(upstream, &params, result.take()).await {
+                Ok(task) => *result = task,
+                Err(why) => return jsonrpc_error(&id, strict::INVALID_REQUEST, &why),
+            }
+        }
+        relayed(reply)
     }
 
     /// The pipeline over the client's `tools/call` in `session`, its tool the same POST to the

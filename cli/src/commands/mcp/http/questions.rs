@@ -31,9 +31,14 @@ impl Questions {
     }
 
     /// A message of the server's on its way to the client: itself, unless it is a question a
-    /// hook denied (`None`: the server has been answered in the client's place).
-    pub(super) async fn passed(&self, message: Value) -> Option<Value> {
+    /// hook denied (`None`: the server has been answered in the client's place) or a task's
+    /// state that does not go on (see [`super::super::tasks`]).
+    pub(super) async fn passed(&self, mut message: Value) -> Option<Value> {
         let method = message["method"].as_str().unwrap_or_default().to_string();
+        if method == "notifications/tasks" {
+            let tasks = &self.session.seen.tasks;
+            return tasks.notified(&mut message["params"]).then_some(message);
+        }
         let id = message.get("id").cloned();
         let (Some(id), true) = (id, is_question(&method)) else {
             return Some(message);
