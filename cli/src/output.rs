@@ -3,7 +3,7 @@
 use std::borrow::Cow;
 
 /// Renders rows as columns separated by two spaces, the first row a header. Every cell is
-/// made [`printable`](printable): a cell can hold text a plugin chose.
+/// made [`printable`]: a cell can hold text a plugin chose.
 pub fn table(rows: &[Vec<String>]) -> String {
     let rows: Vec<Vec<String>> = rows
         .iter()
@@ -47,7 +47,7 @@ pub fn table(rows: &[Vec<String>]) -> String {
 }
 
 /// Cuts `text` to `max` characters, marking the cut; made
-/// [`printable`](printable) first.
+/// [`printable`] first.
 pub fn clip(text: &str, max: usize) -> String {
     let text = printable(text);
     let text = text.as_ref();
@@ -58,7 +58,7 @@ pub fn clip(text: &str, max: usize) -> String {
 }
 
 /// JSON text safe to print to a terminal, the same JSON value: the characters
-/// [`printable`](printable) escapes that JSON leaves raw (DEL, the C1
+/// [`printable`] escapes that JSON leaves raw (DEL, the C1
 /// controls, the bidirectional overrides) are written as `\uXXXX` escapes. Only a string can
 /// hold them (the serializer escapes the other controls), and there the escape stands for the
 /// character.
@@ -77,7 +77,7 @@ pub fn json_printable(json: &str) -> String {
 }
 
 /// Multi-line text for a line-oriented log: each line made
-/// [`printable`](printable), continuation lines indented, so text from a
+/// [`printable`], continuation lines indented, so text from a
 /// plugin or a client (a session id, a problem naming a file) cannot start a line that passes
 /// for one of ours.
 pub fn indented(text: &str) -> String {

@@ -1,6 +1,6 @@
 //! One module per command of `palisade`, each a `…Command` (its arguments) with `execute`.
 //!
-//! - Authoring: [`new`], [`check`], [`test`], [`run`], [`replay`], [`demo`].
+//! - Authoring: [`new`], [`check`], [`test`](mod@test), [`run`], [`replay`], [`demo`].
 //! - Agents: [`acp`] (an Agent Client Protocol proxy in front of an ACP agent), [`mcp`] (a
 //!   Model Context Protocol proxy in front of an MCP server), [`bridge`] (`claude-code`,
 //!   `codex`, `gemini`: a hook command per event), [`serve`] (a
