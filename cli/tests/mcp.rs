@@ -1365,3 +1365,54 @@ async fn a_calls_trace_context_reaches_the_audit_log() {
     );
     client.cancel().await.unwrap();
 }
+
+/// A client that negotiates its revision (rmcp's `Auto`: `server/discover` first, `initialize`
+/// when the server does not know it) through `palisade mcp`: in front of the filesystem
+/// server, which speaks only 2025-11-25, it falls back, and `secret-guard` still refuses the
+/// `.env`; in front of the modern server it speaks 2026-07-28, and the calls are judged there
+/// too. The proxy passes the negotiation on as it is, whichever revision each side speaks.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_client_that_negotiates_is_judged_in_the_revision_the_server_speaks() {
+    use rmcp::model::ProtocolVersion;
+    use rmcp::service::{ClientLifecycleMode, ClientServiceExt as _};
+    let project = Project::new(&[(".env", "API_KEY=sk-live-11aa")]);
+    let plugins = PluginDir::new();
+    secret_guard(&plugins);
+    let negotiating = |server: Vec<String>| {
+        let mut command = tokio::process::Command::new(env!("CARGO_BIN_EXE_palisade"));
+        command
+            .args(project.proxy_args(&plugins, "fs", &server))
+            .env("PALISADE_CACHE_DIR", cache_dir())
+            .env("PALISADE_STATE_DIR", project.dir.path().join("state"));
+        let lifecycle = ClientLifecycleMode::Auto {
+            preferred_versions: vec![ProtocolVersion::V_2026_07_28],
+            legacy_version: Some(ProtocolVersion::V_2025_11_25),
+        };
+        let started = ().serve_with_lifecycle(TokioChildProcess::new(command).unwrap(), lifecycle);
+        async move {
+            tokio::time::timeout(Duration::from_secs(60), started)
+                .await
+                .expect("negotiated in time")
+                .expect("negotiated through the proxy")
+        }
+    };
+    let legacy = negotiating(project.filesystem()).await;
+    let spoken = legacy.peer_info().map(|info| info.protocol_version.clone());
+    assert_eq!(spoken, Some(ProtocolVersion::V_2025_11_25));
+    let denied = call(
+        &legacy,
+        "read_text_file",
+        json!({ "path": project.file(".env") }),
+    )
+    .await;
+    assert_eq!(denied.is_error, Some(true), "{denied:?}");
+    assert!(!text(&denied).contains("sk-live-11aa"), "{denied:?}");
+
+    let modern = negotiating(modern_server()).await;
+    let spoken = modern.peer_info().map(|info| info.protocol_version.clone());
+    assert_eq!(spoken, Some(ProtocolVersion::V_2026_07_28));
+    let echoed = call(&modern, "echo", json!({ "text": "hello" })).await;
+    assert_eq!(text(&echoed), "hello", "{echoed:?}");
+    let audit = project.audit(&["\"decision\":\"allow\""]);
+    assert!(audit.contains("\"decision\":\"allow\""), "{audit}");
+}
