@@ -788,6 +788,14 @@ struct StdioClient {
 }
 
 impl Door {
+    /// `palisade mcp` over `--listen` and on stdio, in front of `upstream`, each named.
+    fn both(plugins: &Path, state: &Path, upstream: &str) -> [(&'static str, Door); 2] {
+        [
+            ("--listen", Door::listen(plugins, state, upstream)),
+            ("stdio", Door::stdio(plugins, state, upstream)),
+        ]
+    }
+
     fn listen(plugins: &Path, state: &Path, upstream: &str) -> Door {
         let (proxy, url, token) = listen(plugins, state, upstream);
         Door::Listen {
@@ -939,16 +947,7 @@ async fn a_tasks_questions_answers_and_end_are_judged() {
     ];
     for (plugins, case) in &cases {
         let state = tempfile::tempdir().unwrap();
-        let doors = [
-            (
-                "--listen",
-                Door::listen(plugins.path(), state.path(), &upstream),
-            ),
-            (
-                "stdio",
-                Door::stdio(plugins.path(), state.path(), &upstream),
-            ),
-        ];
+        let doors = Door::both(plugins.path(), state.path(), &upstream);
         for (over, door) in &doors {
             let case = format!("{case}, {over}");
             let door = &door;
@@ -1016,6 +1015,49 @@ async fn a_tasks_questions_answers_and_end_are_judged() {
             }
             let unknown = tasks_send(door, "tasks/get", "nope", json!({ "taskId": "nope" })).await;
             assert_eq!(unknown["error"]["code"], -32602, "{case}: {unknown}");
+        }
+    }
+}
+
+/// A hook's ask to a 2026-07-28 client that takes elicitations is a round of Palisade's, on
+/// stdio and over `--listen`: the call is answered `input_required` with Palisade's question
+/// and a `requestState` of its own, and the retry that carries them runs the call when the
+/// answer is yes, and is denied when it is no.
+#[tokio::test(flavor = "multi_thread")]
+async fn an_ask_to_a_2026_client_is_a_round_of_palisades() {
+    use serde_json::json;
+    let (node, dir) = tools_2026();
+    let (_server, upstream) = our_server(&node, &dir, "modern-server.mjs");
+    let plugins = PluginDir::new();
+    plugins.scripted(
+        "asker",
+        "[[hooks]]\npoint = \"pre-tool\"\ncapability = \"guard\"\n\
+         matcher = \"mcp__everything__greet\"\n[config]\npre_tool = \"ask\"\n",
+    );
+    let state = tempfile::tempdir().unwrap();
+    let doors = Door::both(plugins.path(), state.path(), &upstream);
+    for (over, door) in &doors {
+        for yes in [true, false] {
+            let call = json!({ "name": "greet", "arguments": { "name": "Ada" } });
+            let round = tasks_send(door, "tools/call", "greet", call.clone()).await;
+            let result = &round["result"];
+            assert_eq!(result["resultType"], "input_required", "{over}: {round}");
+            let question = &result["inputRequests"]["palisade/approve"];
+            assert_eq!(question["method"], "elicitation/create", "{over}: {round}");
+            let mut retry = call.clone();
+            retry["requestState"] = result["requestState"].clone();
+            retry["inputResponses"] = json!({ "palisade/approve": {
+                "action": "accept", "content": { "approve": yes } } });
+            let answered = tasks_send(door, "tools/call", "greet", retry).await;
+            let said = answered["result"]["content"][0]["text"]
+                .as_str()
+                .unwrap_or_default();
+            if yes {
+                assert_eq!(said, "Hello, Ada!", "{over}: {answered}");
+            } else {
+                assert_eq!(answered["result"]["isError"], true, "{over}: {answered}");
+                assert!(said.contains("approver rejected"), "{over}: {answered}");
+            }
         }
     }
 }

@@ -1092,6 +1092,16 @@ async fn modern_client(
     plugins: &PluginDir,
     name: &str,
 ) -> RunningService<RoleClient, Answering> {
+    modern_client_answering(project, plugins, json!({ "name": name })).await
+}
+
+/// A 2026-07-28 client whose user accepts every question with `content`, through `palisade
+/// mcp` to the modern server.
+async fn modern_client_answering(
+    project: &Project,
+    plugins: &PluginDir,
+    content: Value,
+) -> RunningService<RoleClient, Answering> {
     use rmcp::service::{ClientLifecycleMode, ClientServiceExt as _};
     let mut command = tokio::process::Command::new(env!("CARGO_BIN_EXE_palisade"));
     command
@@ -1102,7 +1112,7 @@ async fn modern_client(
     let lifecycle = ClientLifecycleMode::Discover {
         preferred_versions: vec![rmcp::model::ProtocolVersion::V_2026_07_28],
     };
-    let handler = Answering::with(json!({ "name": name }));
+    let handler = Answering::with(content);
     let started = handler.serve_with_lifecycle(TokioChildProcess::new(command).unwrap(), lifecycle);
     tokio::time::timeout(Duration::from_secs(60), started)
         .await
@@ -1415,4 +1425,69 @@ async fn a_client_that_negotiates_is_judged_in_the_revision_the_server_speaks() 
     assert_eq!(text(&echoed), "hello", "{echoed:?}");
     let audit = project.audit(&["\"decision\":\"allow\""]);
     assert!(audit.contains("\"decision\":\"allow\""), "{audit}");
+}
+
+/// A hook's ask to a 2026-07-28 client, whose server cannot send it an `elicitation/create`,
+/// is a round of Palisade's own: the call is answered `input_required` with Palisade's
+/// question, and the client's retry with its user's answer runs the call when the answer is
+/// yes, and is denied when it is no; the server hears neither Palisade's question nor its
+/// answer. A call the user let run whose server asks for more in a round of its own (`greet`,
+/// which asks the user's name) is not asked about again: its retry is the same call, and the
+/// server's state and the user's answer reach the server.
+#[tokio::test(flavor = "multi_thread")]
+async fn an_ask_to_a_2026_client_is_a_round_of_palisades_and_only_its_yes_runs_the_tool() {
+    let project = Project::new(&[]);
+    let plugins = PluginDir::new();
+    plugins.scripted(
+        "asker",
+        "[[hooks]]\npoint = \"pre-tool\"\ncapability = \"guard\"\nmatcher = \"mcp__modern__.*\"\n\
+         [config]\npre_tool = \"ask\"\n",
+    );
+    for yes in [true, false] {
+        let _ = std::fs::remove_file(project.dir.path().join("server.jsonl"));
+        let content = json!({ "approve": yes, "name": "octocat" });
+        let client = modern_client_answering(&project, &plugins, content).await;
+        let echoed = modern_call(&client, "echo", json!({ "text": "hello" })).await;
+        let asked = client.service().asked.lock().unwrap().clone();
+        assert_eq!(asked.len(), 1, "{asked:?}");
+        assert!(
+            asked[0].contains("asker/pre-tool") && asked[0].contains("mcp__modern__echo"),
+            "{asked:?}"
+        );
+        let calls = modern_calls(&project);
+        if yes {
+            assert_eq!(text(&echoed), "hello", "{echoed:?}");
+            assert_eq!(calls.len(), 1, "{calls:?}");
+            assert!(calls[0].get("requestState").is_none(), "{calls:?}");
+            assert!(calls[0].get("inputResponses").is_none(), "{calls:?}");
+        } else {
+            assert_eq!(echoed.is_error, Some(true), "{echoed:?}");
+            assert!(text(&echoed).contains("approver rejected"), "{echoed:?}");
+            assert!(calls.is_empty(), "{calls:?}");
+        }
+        client.cancel().await.unwrap();
+    }
+    // The server's round, then Palisade's, then the server's again with what it asked for.
+    let _ = std::fs::remove_file(project.dir.path().join("server.jsonl"));
+    let content = json!({ "approve": true, "name": "octocat" });
+    let client = modern_client_answering(&project, &plugins, content).await;
+    let greeted = modern_call(&client, "greet", json!({})).await;
+    assert_eq!(text(&greeted), "hello octocat", "{greeted:?}");
+    let asked = client.service().asked.lock().unwrap().clone();
+    assert_eq!(
+        asked.len(),
+        2,
+        "Palisade's question, then the server's: {asked:?}"
+    );
+    let calls = modern_calls(&project);
+    assert_eq!(calls.len(), 2, "{calls:?}");
+    assert_eq!(
+        calls[1]["inputResponses"]["name"]["content"]["name"],
+        "octocat"
+    );
+    assert!(
+        calls[1]["inputResponses"].get("palisade/approve").is_none(),
+        "{calls:?}"
+    );
+    client.cancel().await.unwrap();
 }

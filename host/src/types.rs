@@ -308,6 +308,10 @@ pub enum Approval {
     Cancelled,
     /// No one could be asked (no approval channel, or a call with no agent behind it).
     Unavailable,
+    /// The user is asked in a round of the agent's own protocol (an MCP 2026-07-28
+    /// `input_required` answer): this call ends denied, and the agent's next call carries the
+    /// answer.
+    Deferred,
 }
 
 /// The `post-tool` waterfall's result.

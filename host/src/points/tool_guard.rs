@@ -85,6 +85,10 @@ impl Session {
             Some(Approval::Rejected) => ("approval-rejected", "the approver rejected it"),
             Some(Approval::Cancelled) => ("approval-cancelled", "the approval was cancelled"),
             Some(Approval::Unavailable) => ("approval-unavailable", "no one could be asked"),
+            Some(Approval::Deferred) => (
+                "approval-deferred",
+                "the user is asked first (it runs when the client calls again with a yes)",
+            ),
             None => ("no-approver", "this session has no approver"),
         };
         Err(Denial {

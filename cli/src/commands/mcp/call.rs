@@ -3,8 +3,9 @@
 //!
 //! - `pre-tool` / `tool-guard` deny: the client gets a result with `isError: true` whose text
 //!   is the reason (the model reads why); the server is never asked.
-//! - `ask`: the client is asked with `elicitation/create` when it declared it takes them; no
-//!   answer, a refusal, or a client that cannot be asked is a denial.
+//! - `ask`: the client is asked with `elicitation/create` when it declared it takes them (a
+//!   2026-07-28 client in a round of Palisade's, [`super::asks`]); no answer, a refusal, or a
+//!   client that cannot be asked is a denial.
 //! - `tool-execute` wrappers: each `next()` is one `tools/call` to the server (a wrapper's
 //!   time limit cuts a call off, and the server is told `notifications/cancelled`).
 //! - `post-tool`: a block answers its feedback as an error result; a content replacement
@@ -121,6 +122,12 @@ pub(super) async fn call_tool(
             ));
         }
     }
+    // A hook's ask to a 2026-07-28 client is a round of Palisade's: a retry that answers one
+    // is taken for the hook that asked (see [`super::asks`]).
+    let begun = seen
+        .asks
+        .begin(&tool_use_id(id), (&tool, &arguments), params)?;
+    let params = begun.params.clone();
     let name = format!("mcp__{server}__{tool}");
     let rounds = Rounds {
         lifecycle: lifecycle.clone(),
@@ -174,7 +181,10 @@ pub(super) async fn call_tool(
         execution = execution => execution,
         () = cancel.cancelled() => return Ok(None),
     };
-    let answer = match lock(&last).take() {
+    if let Some(round) = seen.asks.round(&begun, &begun.params) {
+        return Ok(Some(Answer::Result(round)));
+    }
+    let mut answer = match lock(&last).take() {
         Some((outcome, sent)) if outcome == execution.outcome && execution.contexts.is_empty() => {
             sent
         }
@@ -183,6 +193,11 @@ pub(super) async fn call_tool(
             execution.contexts.iter().map(|c| &c.text),
         )),
     };
+    if let Answer::Result(result) = &mut answer
+        && result_type(result) == "input_required"
+    {
+        seen.asks.carry(&begun, &begun.params, result);
+    }
     Ok(Some(answer))
 }
 
@@ -236,13 +251,14 @@ fn interim_outcome(interim: Value) -> ToolOutcome {
     }
 }
 
-/// What a session's calls share: the server's tool schemas, the questions it asked, and the
-/// tasks it made of calls.
+/// What a session's calls share: the server's tool schemas, the questions it asked, the
+/// tasks it made of calls, and the rounds Palisade asked its client in.
 #[derive(Default)]
 pub(super) struct Seen {
     pub(super) schemas: ToolSchemas,
     pub(super) questions: Arc<Questions>,
     pub(super) tasks: Arc<Tasks>,
+    pub(super) asks: super::asks::OwnAsks,
 }
 
 /// The per-request envelope of MCP 2026-07-28 (`params._meta`'s protocol version, client
@@ -469,6 +485,9 @@ impl Approver for Elicit {
             let Some(proxy) = self.0.upgrade() else {
                 return Approval::Unavailable;
             };
+            if let Some(approval) = proxy.seen.asks.approve(call, ask) {
+                return approval;
+            }
             if !proxy.elicits.load(std::sync::atomic::Ordering::Relaxed) {
                 return Approval::Unavailable;
             }

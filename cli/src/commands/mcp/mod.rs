@@ -23,6 +23,7 @@
 //! and one that does not match them is refused, never passed on unjudged. The server's exit
 //! ends the proxy: every request still open is answered with an error first.
 
+mod asks;
 mod call;
 mod http;
 mod rounds;

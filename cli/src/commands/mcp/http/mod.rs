@@ -908,9 +908,15 @@ impl Approver for Elicit {
                 return Approval::Unavailable;
             };
             let session = lock(&gateway.sessions).live.get(&self.session).cloned();
-            let Some(session) = session.filter(|s| s.elicits.load(Ordering::Relaxed)) else {
+            let Some(session) = session else {
                 return Approval::Unavailable;
             };
+            if let Some(approval) = session.seen.asks.approve(call, ask) {
+                return approval;
+            }
+            if !session.elicits.load(Ordering::Relaxed) {
+                return Approval::Unavailable;
+            }
             let Some(stream) = lock(&session.streams).get(&call.tool_use_id).cloned() else {
                 return Approval::Unavailable;
             };
