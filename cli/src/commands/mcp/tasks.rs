@@ -188,7 +188,13 @@ impl Tasks {
         params: &Value,
         result: Value,
     ) -> Result<Value, String> {
-        let id = result["taskId"].as_str().unwrap_or_default().to_string();
+        let id = params["taskId"].as_str().unwrap_or_default().to_string();
+        if result["taskId"].as_str() != Some(id.as_str()) {
+            return Err(format!(
+                "the MCP server answered tasks/get of task `{}` with another task's state",
+                crate::output::printable(&id)
+            ));
+        }
         let got = self.judged(&id, result).await?;
         if got.cancel {
             let mut cancel = json!({ "taskId": id });
@@ -206,13 +212,9 @@ impl Tasks {
 
     /// The state `detailed` of task `id` (a `tasks/get` result), as the client reads it.
     async fn judged(&self, id: &str, mut detailed: Value) -> Result<Got, String> {
-        let task = self.task(id).ok_or_else(|| {
-            format!(
-                "the MCP server answered tasks/get with task `{}`, which is not the one asked \
-                 about",
-                crate::output::printable(id)
-            )
-        })?;
+        let task = self
+            .task(id)
+            .ok_or("tasks/get: the task is no longer known")?;
         let mut settled = task.settled.lock().await;
         let Some(fields) = detailed.as_object_mut() else {
             return Err("the MCP server's tasks/get answer is not an object".into());
