@@ -1491,3 +1491,54 @@ async fn an_ask_to_a_2026_client_is_a_round_of_palisades_and_only_its_yes_runs_t
     );
     client.cancel().await.unwrap();
 }
+
+/// A 2025-11-25 client's call that asks to run as a task (`params.task`, that revision's
+/// tasks, not the extension's) runs as a plain one through the proxy: no task of that revision
+/// is followed and judged, so the server never hears the ask, and answers the call itself.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_2025_call_that_asks_for_a_task_runs_as_a_plain_one() {
+    use tokio::io::{AsyncBufReadExt, AsyncWriteExt};
+    let project = Project::new(&[]);
+    let plugins = PluginDir::new();
+    let mut proxy = tokio::process::Command::new(env!("CARGO_BIN_EXE_palisade"))
+        .args(project.proxy_args(&plugins, "modern", &modern_server()))
+        .env("MODERN_SERVER_LOG", project.dir.path().join("server.jsonl"))
+        .env("PALISADE_CACHE_DIR", cache_dir())
+        .env("PALISADE_STATE_DIR", project.dir.path().join("state"))
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let mut input = proxy.stdin.take().unwrap();
+    let mut output = tokio::io::BufReader::new(proxy.stdout.take().unwrap()).lines();
+    let messages = [
+        json!({ "jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-11-25", "capabilities": {},
+            "clientInfo": { "name": "palisade-test", "version": "1" } } }),
+        json!({ "jsonrpc": "2.0", "method": "notifications/initialized" }),
+        json!({ "jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {
+            "name": "echo", "arguments": { "text": "hello" }, "task": { "ttl": 60000 } } }),
+    ];
+    let mut answers = Vec::new();
+    for message in messages {
+        input
+            .write_all(format!("{message}\n").as_bytes())
+            .await
+            .unwrap();
+        if message.get("id").is_some() {
+            let line = tokio::time::timeout(Duration::from_secs(30), output.next_line())
+                .await
+                .expect("an answer in time")
+                .unwrap()
+                .expect("the proxy answers");
+            answers.push(serde_json::from_str::<Value>(&line).unwrap());
+        }
+    }
+    let result = &answers[1]["result"];
+    assert_eq!(result["content"][0]["text"], "hello", "{answers:?}");
+    assert!(result.get("task").is_none(), "{answers:?}");
+    let calls = modern_calls(&project);
+    assert_eq!(calls.len(), 1, "{calls:?}");
+    assert!(calls[0].get("task").is_none(), "{calls:?}");
+}

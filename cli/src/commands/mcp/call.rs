@@ -98,6 +98,15 @@ pub(super) async fn call_tool(
     // A client that takes tasks may have the call run as one: its result is judged when the
     // client reads it (see [`super::tasks`]).
     let takes_tasks = super::tasks::declared(&params);
+    // MCP 2025-11-25's tasks (`params.task`, a task the client asks for) are not the
+    // extension's: Palisade follows none of them, so the call runs as a plain one (a tool
+    // that requires a task refuses it), rather than answer with a task no one judges.
+    let mut params = params;
+    if envelope(&params).is_none()
+        && let Some(fields) = params.as_object_mut()
+    {
+        fields.remove("task");
+    }
     let tool = parsed.name.to_string();
     let arguments = Value::Object(parsed.arguments.unwrap_or_default());
     let envelope = envelope(&params);
