@@ -601,6 +601,108 @@ fn claude_code_denies_at_its_permission_dialog_when_a_tool_guard_objects() {
     assert!(!world.marker.exists(), "the denied call ran:\n{report}");
 }
 
+/// Claude Code's `ConfigChange`, as the real CLI sends it: a shell command of the session edits
+/// the project's local settings, adding a `Stop` hook (through a script: Claude Code asks
+/// before a command that names its own settings file). Claude Code's watcher sees the edit
+/// about a second later, while the command still sleeps, and asks its hooks. A guard on
+/// `config/change` denies the call Palisade makes of it, the file's source and path its
+/// arguments; Claude Code logs that the hook blocked the change, and the added hook never
+/// runs. A guard that allows lets the change load: the added hook runs when the turn stops.
+#[test]
+fn claude_code_keeps_a_settings_change_from_loading_when_a_guard_denies_it() {
+    for deny in [true, false] {
+        let world = World::new(false);
+        world.scripted(
+            "settings-guard",
+            &format!(
+                "[[hooks]]\npoint = \"pre-tool\"\ncapability = \"guard\"\n\
+                 matcher = \"config/change\"\n\n[config]\npre_tool = \"{}\"\n",
+                if deny { "deny" } else { "allow" }
+            ),
+        );
+        install_claude(&world);
+        let installed = std::fs::read_to_string(world.project.join(".claude/settings.json"));
+        let installed: Value = serde_json::from_str(&installed.unwrap()).unwrap();
+        assert!(
+            installed["hooks"].get("ConfigChange").is_some(),
+            "install did not register ConfigChange: {installed}"
+        );
+        // The change: a `Stop` hook that leaves a file behind.
+        let stopped = world.root.join("stopped");
+        let change = json!({ "hooks": { "Stop": [{ "hooks": [{ "type": "command",
+            "command": format!("touch '{}'", stopped.display()) }] }] } });
+        let changed = world.root.join("changed.json");
+        std::fs::write(&changed, change.to_string()).unwrap();
+        let local = world.project.join(".claude/settings.local.json");
+        let edit = world.root.join("edit.sh");
+        std::fs::write(
+            &edit,
+            format!("cp '{}' '{}'\n", changed.display(), local.display()),
+        )
+        .unwrap();
+        // The watcher takes a file once it has stayed the same for a second: the command
+        // sleeps past that, and the session is still there when the hooks answer.
+        let mock = MockModel::start(Api::Anthropic, &format!("sh {} && sleep 6", edit.display()));
+        let debug = world.root.join("claude-debug.txt");
+        let facts = world.root.join("facts");
+        let mut command = claude_command(&world, "change the settings", &mock);
+        command
+            .args(["--allowedTools", "Bash", "--debug-file"])
+            .arg(&debug)
+            .env("PALISADE_FACTS", &facts);
+        let started = Instant::now();
+        let out = run(command);
+        let said = std::fs::read_to_string(&debug).unwrap_or_default();
+        let report = format!(
+            "deny {deny}, {:?}\n{}\nClaude Code's debug log:\n{said}",
+            started.elapsed(),
+            describe(&out, &world)
+        );
+        assert!(
+            local.exists(),
+            "the command did not edit the settings:\n{report}"
+        );
+        // The call Palisade judged: `config/change` of the local settings.
+        let stream = std::fs::read_to_string(facts.join("facts.jsonl")).unwrap_or_default();
+        let calls: Vec<Value> = stream
+            .lines()
+            .filter_map(|line| serde_json::from_str::<Value>(line).ok())
+            .map(|record| record["fact"]["call"].clone())
+            .filter(|call| call["name"] == "config/change")
+            .collect();
+        assert_eq!(
+            calls.iter().map(|c| &c["arguments"]).collect::<Vec<_>>(),
+            [&json!({ "source": "local_settings", "file_path": local })],
+            "{report}"
+        );
+        let blocked = format!("ConfigChange hook blocked change to {}", local.display());
+        if deny {
+            assert!(
+                world.audited("hook_denied", "settings-guard/pre-tool"),
+                "the guard did not deny the change:\n{report}"
+            );
+            assert!(
+                said.contains(&blocked),
+                "Claude Code did not block it:\n{report}"
+            );
+            assert!(!stopped.exists(), "the blocked change loaded:\n{report}");
+        } else {
+            assert!(
+                world.audited("hook_completed", "settings-guard/pre-tool"),
+                "the guard did not run:\n{report}"
+            );
+            assert!(
+                !said.contains(&blocked),
+                "Claude Code blocked it:\n{report}"
+            );
+            assert!(
+                stopped.exists(),
+                "the allowed change did not load:\n{report}"
+            );
+        }
+    }
+}
+
 #[test]
 fn claude_code_obeys_a_wasm_deny_and_the_model_sees_the_reason() {
     let world = World::new(true);

@@ -387,10 +387,13 @@ async fn elicitation(lifecycle: &Lifecycle, input: &HookEvent) -> Reply {
 /// cannot ask its user here, so an ask keeps it from loading too, saying approval was needed.
 async fn config_change(lifecycle: &Lifecycle, dialect: Dialect, input: &HookEvent) -> Reply {
     let mut arguments = serde_json::Map::new();
-    for field in ["source", "file_path"] {
-        if let Some(value) = input.other.get(field) {
-            arguments.insert(field.to_string(), value.clone());
-        }
+    // `source` is read into the event's own field (`SessionStart` has one of that name), not
+    // kept among the others.
+    if let Some(source) = &input.source {
+        arguments.insert("source".to_string(), Value::String(source.clone()));
+    }
+    if let Some(path) = input.other.get("file_path") {
+        arguments.insert("file_path".to_string(), path.clone());
     }
     let id = format!("config-change-{}", crate::lifecycle::random_key());
     let call = ToolCall::new(id, CONFIG_CHANGE, Value::Object(arguments));
