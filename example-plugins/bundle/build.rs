@@ -46,10 +46,28 @@ fn main() {
             "{} must say `wasm = \"{wasm_file}\"`",
             manifest.display()
         );
+        // The files its manifest grants it (its `policy/` folder), installed beside it.
+        let policy = root.join("example-plugins").join(name).join("policy");
+        let mut files = String::new();
+        if let Ok(entries) = std::fs::read_dir(&policy) {
+            println!("cargo:rerun-if-changed={}", policy.display());
+            let mut paths: Vec<_> = entries.flatten().map(|e| e.path()).collect();
+            paths.sort();
+            for path in paths.iter().filter(|p| p.is_file()) {
+                let file = path.file_name().unwrap().to_string_lossy();
+                write!(
+                    files,
+                    "(\"policy/{file}\", include_bytes!({:?})), ",
+                    path.display().to_string()
+                )
+                .unwrap();
+            }
+        }
         writeln!(
             code,
             "    Example {{ name: {name:?}, manifest: include_str!({m:?}), wasm_file: {wasm_file:?}, \
-             wasm: include_bytes!({w:?}), wasm_path: {w:?}, installed: {installed} }},",
+             wasm: include_bytes!({w:?}), wasm_path: {w:?}, installed: {installed}, \
+             files: &[{files}] }},",
             m = manifest.display().to_string(),
             w = built.wasm.display().to_string(),
             installed = !ON_REQUEST.contains(name),

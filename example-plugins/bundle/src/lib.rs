@@ -21,6 +21,8 @@ pub struct Example {
     pub wasm_path: &'static str,
     /// Whether [`install`] installs it (the demo's set); the others only by name.
     pub installed: bool,
+    /// The files its manifest grants it (its `policy/` folder), by their path in its folder.
+    pub files: &'static [(&'static str, &'static [u8])],
 }
 
 include!(concat!(env!("OUT_DIR"), "/examples.rs"));
@@ -34,11 +36,18 @@ pub fn install(dir: &Path) -> io::Result<()> {
     Ok(())
 }
 
-/// Writes one example as a plugin folder under `dir`.
+/// Writes one example as a plugin folder under `dir`, with the files its manifest grants it.
 pub fn install_one(example: &Example, dir: &Path) -> io::Result<()> {
     let folder = dir.join(example.name);
     std::fs::create_dir_all(&folder)?;
     std::fs::write(folder.join("plugin.toml"), example.manifest)?;
+    for (path, bytes) in example.files {
+        let path = folder.join(path);
+        if let Some(parent) = path.parent() {
+            std::fs::create_dir_all(parent)?;
+        }
+        std::fs::write(path, bytes)?;
+    }
     std::fs::write(folder.join(example.wasm_file), example.wasm)
 }
 
