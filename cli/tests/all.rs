@@ -21,5 +21,6 @@ mod facts;
 mod front_doors;
 mod languages;
 mod mcp;
+mod policies;
 mod serve;
 mod telemetry;

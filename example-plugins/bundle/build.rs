@@ -13,11 +13,17 @@ const EXAMPLES: &[&str] = &[
     "bash-budget",
     "policy-file-guard",
     "classifier-guard",
+    "rego-guard",
 ];
 
 /// Those that `install` leaves out (the demo's set is the first five): built, with the `all`
 /// feature, for the tests that need them by name.
-const ON_REQUEST: &[&str] = &["bash-budget", "policy-file-guard", "classifier-guard"];
+const ON_REQUEST: &[&str] = &[
+    "bash-budget",
+    "policy-file-guard",
+    "classifier-guard",
+    "rego-guard",
+];
 
 fn main() {
     let root = workspace_root();

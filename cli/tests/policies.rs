@@ -1,0 +1,128 @@
+//! Policies as data: `rego-guard`, the example plugin whose policy is Rego in files the
+//! manifest grants it, run by the Rego interpreter inside the plugin's sandbox. Its example
+//! policy makes the decisions shell-guard, secret-guard and no-force-push make (its own
+//! `cases.jsonl`), and a policy that is broken or hostile fails closed, naming its file.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+fn palisade(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_palisade"))
+        .args(args)
+        .env(
+            "PALISADE_CACHE_DIR",
+            Path::new(env!("CARGO_TARGET_TMPDIR")).join("policies-cache"),
+        )
+        .env(
+            "PALISADE_STATE_DIR",
+            Path::new(env!("CARGO_TARGET_TMPDIR")).join("policies-state"),
+        )
+        .output()
+        .expect("the palisade binary runs")
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+/// `rego-guard` with its example policy, installed in a fresh plugin directory: the
+/// directory, and the plugin's folder.
+fn rego_guard() -> (tempfile::TempDir, PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    let example = palisade_examples::get("rego-guard").expect("the rego-guard example");
+    palisade_examples::install_one(example, dir.path()).unwrap();
+    let folder = dir.path().join("rego-guard");
+    (dir, folder)
+}
+
+/// What `palisade run --point pre-tool` decides for a Bash `command` with the plugins in `dir`.
+fn decide(dir: &Path, command: &str) -> serde_json::Value {
+    let input = serde_json::json!({ "tool_use_id": "t", "name": "Bash",
+        "arguments": { "command": command } });
+    let file = tempfile::NamedTempFile::new().unwrap();
+    std::fs::write(file.path(), input.to_string()).unwrap();
+    let input = file.path().to_str().unwrap();
+    let dir = dir.to_str().unwrap();
+    let out = palisade(&["run", "--point", "pre-tool", "--input", input, dir]);
+    serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("{e}: {}{}", text(&out.stdout), text(&out.stderr)))
+}
+
+/// Every case of `example-plugins/rego-guard/cases.jsonl` passes: the Rego policy denies
+/// what the Rust examples deny, with their reason codes, on every agent's tool names.
+#[test]
+fn the_rego_policy_passes_its_cases() {
+    let (dir, _) = rego_guard();
+    let cases =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../example-plugins/rego-guard/cases.jsonl");
+    let out = palisade(&[
+        "test",
+        dir.path().to_str().unwrap(),
+        cases.to_str().unwrap(),
+    ]);
+    let said = text(&out.stdout);
+    assert!(out.status.success(), "{said}{}", text(&out.stderr));
+    assert!(
+        said.contains("failed") && said.contains(" 0 failed"),
+        "{said}"
+    );
+}
+
+/// A policy that does not parse denies every call, naming the file and the line; fixed, the
+/// next call reads it again and is judged by it (no reload, no restart).
+#[test]
+fn a_broken_policy_fails_closed_naming_its_file_and_line_until_it_is_fixed() {
+    let (dir, folder) = rego_guard();
+    let broken = folder.join("policy/broken.rego");
+    std::fs::write(
+        &broken,
+        "package palisade\n\ndeny contains x if {\n  x := \n}\n",
+    )
+    .unwrap();
+    let decided = decide(dir.path(), "ls");
+    assert_eq!(decided["decision"], "deny", "{decided}");
+    assert_eq!(decided["reason_code"], "policy-error", "{decided}");
+    let why = decided["message"].as_str().unwrap_or_default();
+    assert!(
+        why.contains("/policy/broken.rego") && why.contains(":5"),
+        "{decided}"
+    );
+    std::fs::remove_file(&broken).unwrap();
+    assert_eq!(decide(dir.path(), "ls")["decision"], "allow");
+}
+
+/// A hostile policy is stopped by the plugin's limits and fails closed: a rule over a range of
+/// a billion numbers fails the hook, and a data file larger than the plugin's memory cannot be
+/// read into it.
+#[test]
+fn a_hostile_policy_is_stopped_by_the_plugins_limits() {
+    let (dir, folder) = rego_guard();
+    std::fs::write(
+        folder.join("policy/spin.rego"),
+        "package palisade\n\ndeny contains \"never\" if {\n  some i in numbers.range(1, 1000000000)\n  i < 0\n}\n",
+    )
+    .unwrap();
+    let failed = |decided: &serde_json::Value| {
+        decided["decision"] == "deny"
+            && decided["reason_code"]
+                .as_str()
+                .is_some_and(|code| code.starts_with("hook-failure:"))
+    };
+    let decided = decide(dir.path(), "ls");
+    assert!(failed(&decided), "{decided}");
+    std::fs::remove_file(folder.join("policy/spin.rego")).unwrap();
+
+    // 80 MB of data, past the manifest's 64 MiB.
+    let mut big = String::from("{\"blob\": [");
+    let item = format!("\"{}\",", "x".repeat(1000));
+    for _ in 0..80_000 {
+        big.push_str(&item);
+    }
+    big.push_str("\"end\"]}");
+    std::fs::write(folder.join("policy/big.json"), big).unwrap();
+    let decided = decide(dir.path(), "ls");
+    // The plugin's own read fails first (the allocation is refused), naming the file.
+    let why = decided["message"].as_str().unwrap_or_default();
+    let named = decided["reason_code"] == "policy-error" && why.contains("/policy/big.json");
+    assert!(failed(&decided) || named, "{decided}");
+}
