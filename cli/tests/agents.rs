@@ -703,6 +703,37 @@ fn claude_code_keeps_a_settings_change_from_loading_when_a_guard_denies_it() {
     }
 }
 
+/// Policies as data: Claude Code's `Bash` `git push --force origin main` is denied by a Rego
+/// rule (`rego-guard` with its example policy, in place of `shell-guard`), the command never
+/// runs, and the model reads the policy's reason.
+#[test]
+fn claude_code_obeys_a_rego_policys_deny() {
+    let world = World::new(false);
+    std::fs::remove_dir_all(world.plugins.join("shell-guard")).unwrap();
+    let example = palisade_examples::get("rego-guard").expect("the rego-guard example");
+    palisade_examples::install_one(example, &world.plugins).unwrap();
+    install_claude(&world);
+    let push = format!(
+        "git push --force origin main; echo ran > {}",
+        world.marker.display()
+    );
+    let (out, mock) = claude_running(&world, &push);
+    let report = describe(&out, &world);
+    assert!(
+        world.audited("hook_denied", "rego-guard/pre-tool"),
+        "the Rego policy did not deny:\n{report}"
+    );
+    assert!(!world.marker.exists(), "the denied command ran:\n{report}");
+    let results = claude_tool_results(&mock);
+    assert!(
+        results
+            .iter()
+            .any(|r| r["is_error"] == true
+                && r.to_string().contains("force-pushing a protected branch")),
+        "the policy's reason did not reach the model; tool results: {results:#?}\n{report}"
+    );
+}
+
 #[test]
 fn claude_code_obeys_a_wasm_deny_and_the_model_sees_the_reason() {
     let world = World::new(true);

@@ -33,12 +33,15 @@ deny contains {"reason_code": "force-push-main", "message": msg} if {
 	msg := "Refused: force-pushing a protected branch rewrites history others build on. Push a branch and open a pull request."
 }
 
+# A word ends at a space, at the end, or where the shell starts another command.
+end := `([\s;&|)]|$)`
+
 force_pushes_protected(cmd) if {
-	regex.match(`\s(-f|--force)(\s|$)`, cmd)
-	regex.match(sprintf(`\s(%s)(\s|$)`, [protected_branch]), cmd)
+	regex.match(sprintf(`\s(-f|--force)%s`, [end]), cmd)
+	regex.match(sprintf(`\s(%s)%s`, [protected_branch, end]), cmd)
 }
 
-force_pushes_protected(cmd) if regex.match(sprintf(`\s\+(%s)(\s|$)`, [protected_branch]), cmd)
+force_pushes_protected(cmd) if regex.match(sprintf(`\s\+(%s)%s`, [protected_branch, end]), cmd)
 
 # secret-guard's rule: a secrets file named by any tool's path argument (a file tool of an
 # agent, an MCP filesystem server's).
