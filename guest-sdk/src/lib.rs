@@ -63,6 +63,7 @@
 // The plugin's allocator (built natively only for its tests).
 #[cfg(any(all(target_arch = "wasm32", feature = "fast-alloc"), test))]
 mod alloc;
+mod folder;
 mod helpers;
 pub mod http;
 
@@ -100,6 +101,7 @@ pub use bindings::palisade::hooks::types::{
     Observation, PostToolAction, PostToolDecision, PreStep, PreStepDecision, PreToolDecision,
     Provenance, Role, SessionSource, StopEvent, ToolCall, ToolKind, ToolOutcome, TurnOutcome,
 };
+pub use folder::WatchedFolder;
 pub use helpers::{ArgValue, Config, config, invocation, log, next, state};
 
 /// A plugin: the value that holds its state. [`export!`] makes one per instance, with

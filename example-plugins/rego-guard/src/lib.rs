@@ -17,10 +17,9 @@
 
 use palisade_sdk::{
     Config, Deny, Plugin, PreStep, PreStepDecision, PreTool, PreToolDecision, PromptSubmit,
-    Provenance, ToolCall, export, log,
+    Provenance, ToolCall, WatchedFolder, export, log,
 };
 use serde_json::{Value, json};
-use std::path::{Path, PathBuf};
 
 /// Where the manifest's `files` grant puts the policy folder.
 const POLICY: &str = "/policy";
@@ -30,42 +29,26 @@ const INPUT_VERSION: u32 = 1;
 struct RegoGuard {
     /// The policy as last read, or why it cannot be used.
     policy: Result<regorus::Engine, String>,
-    /// What the policy was read from: each file's name, size and time.
-    read_from: Vec<(PathBuf, u64, Option<std::time::SystemTime>)>,
+    /// The policy folder, watched for edits.
+    folder: WatchedFolder,
 }
 
 impl Plugin for RegoGuard {
     fn new(_config: &Config) -> Self {
-        let read_from = fingerprint(Path::new(POLICY));
+        let folder = WatchedFolder::new(POLICY);
         RegoGuard {
-            policy: load(Path::new(POLICY)),
-            read_from,
+            policy: load(&folder),
+            folder,
         }
     }
 }
 
-/// The policy folder's files, each with its size and time, in name order.
-fn fingerprint(dir: &Path) -> Vec<(PathBuf, u64, Option<std::time::SystemTime>)> {
-    let mut files: Vec<_> = std::fs::read_dir(dir)
-        .into_iter()
-        .flatten()
-        .flatten()
-        .filter_map(|entry| {
-            let meta = entry.metadata().ok()?;
-            meta.is_file()
-                .then(|| (entry.path(), meta.len(), meta.modified().ok()))
-        })
-        .collect();
-    files.sort();
-    files
-}
-
-/// The policy of `dir`: its modules and data in one engine, or why it cannot be used (the
+/// The policy of `folder`: its modules and data in one engine, or why it cannot be used (the
 /// file, and the line when the parser names one).
-fn load(dir: &Path) -> Result<regorus::Engine, String> {
+fn load(folder: &WatchedFolder) -> Result<regorus::Engine, String> {
     let mut engine = regorus::Engine::new();
     let mut modules = 0;
-    for (path, _, _) in fingerprint(dir) {
+    for path in folder.files() {
         let name = path.display().to_string();
         let extension = path
             .extension()
@@ -73,7 +56,7 @@ fn load(dir: &Path) -> Result<regorus::Engine, String> {
             .unwrap_or_default();
         match extension {
             "rego" => {
-                let text = std::fs::read_to_string(&path)
+                let text = std::fs::read_to_string(path)
                     .map_err(|e| format!("the policy file {name} cannot be read: {e}"))?;
                 engine
                     .add_policy(name.clone(), text)
@@ -81,7 +64,7 @@ fn load(dir: &Path) -> Result<regorus::Engine, String> {
                 modules += 1;
             }
             "json" | "yaml" | "yml" => {
-                let text = std::fs::read_to_string(&path)
+                let text = std::fs::read_to_string(path)
                     .map_err(|e| format!("the data file {name} cannot be read: {e}"))?;
                 let value = match extension {
                     "json" => regorus::Value::from_json_str(&text),
@@ -102,7 +85,7 @@ fn load(dir: &Path) -> Result<regorus::Engine, String> {
     if modules == 0 {
         return Err(format!(
             "the policy folder {} holds no .rego file",
-            dir.display()
+            folder.path().display()
         ));
     }
     Ok(engine)
@@ -111,11 +94,9 @@ fn load(dir: &Path) -> Result<regorus::Engine, String> {
 impl RegoGuard {
     /// The policy, read again when a file of the folder changed.
     fn policy(&mut self) -> Result<&mut regorus::Engine, String> {
-        let now = fingerprint(Path::new(POLICY));
-        if now != self.read_from {
+        if self.folder.changed() {
             log::info("the policy changed: reading it again");
-            self.policy = load(Path::new(POLICY));
-            self.read_from = now;
+            self.policy = load(&self.folder);
         }
         self.policy.as_mut().map_err(|why| why.clone())
     }
