@@ -1,7 +1,8 @@
-//! Policies as data: `rego-guard`, the example plugin whose policy is Rego in files the
-//! manifest grants it, run by the Rego interpreter inside the plugin's sandbox. Its example
-//! policy makes the decisions shell-guard, secret-guard and no-force-push make (its own
-//! `cases.jsonl`), and a policy that is broken or hostile fails closed, naming its file.
+//! Policies as data: `rego-guard` and `cedar-guard`, the example plugins whose policy is Rego
+//! or Cedar in files the manifest grants them, run by the policy engine inside the plugin's
+//! sandbox. Each one's example policy makes the decisions shell-guard, secret-guard and
+//! no-force-push make (its own `cases.jsonl`), and a policy that is broken, hostile or (Cedar)
+//! names what no request has fails closed, naming its file and line.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -25,14 +26,18 @@ fn text(bytes: &[u8]) -> String {
     String::from_utf8_lossy(bytes).into_owned()
 }
 
-/// `rego-guard` with its example policy, installed in a fresh plugin directory: the
-/// directory, and the plugin's folder.
-fn rego_guard() -> (tempfile::TempDir, PathBuf) {
+/// The example plugin `name` with its example policy, installed in a fresh plugin directory:
+/// the directory, and the plugin's folder.
+fn installed(name: &str) -> (tempfile::TempDir, PathBuf) {
     let dir = tempfile::tempdir().unwrap();
-    let example = palisade_examples::get("rego-guard").expect("the rego-guard example");
+    let example = palisade_examples::get(name).expect("the example");
     palisade_examples::install_one(example, dir.path()).unwrap();
-    let folder = dir.path().join("rego-guard");
+    let folder = dir.path().join(name);
     (dir, folder)
+}
+
+fn rego_guard() -> (tempfile::TempDir, PathBuf) {
+    installed("rego-guard")
 }
 
 /// What `palisade run --point pre-tool` decides for a Bash `command` with the plugins in `dir`.
@@ -48,13 +53,22 @@ fn decide(dir: &Path, command: &str) -> serde_json::Value {
         .unwrap_or_else(|e| panic!("{e}: {}{}", text(&out.stdout), text(&out.stderr)))
 }
 
-/// Every case of `example-plugins/rego-guard/cases.jsonl` passes: the Rego policy denies
-/// what the Rust examples deny, with their reason codes, on every agent's tool names.
+/// Every case of `example-plugins/rego-guard/cases.jsonl` and `…/cedar-guard/cases.jsonl`
+/// passes: each policy denies what the Rust examples deny, with their reason codes, on every
+/// agent's tool names, and asks before a global npm install.
 #[test]
-fn the_rego_policy_passes_its_cases() {
-    let (dir, _) = rego_guard();
-    let cases =
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("../example-plugins/rego-guard/cases.jsonl");
+fn the_rego_and_cedar_policies_pass_their_cases() {
+    for name in ["rego-guard", "cedar-guard"] {
+        passes_its_cases(name);
+    }
+}
+
+fn passes_its_cases(name: &str) {
+    let (dir, _) = installed(name);
+    let cases = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../example-plugins")
+        .join(name)
+        .join("cases.jsonl");
     let out = palisade(&[
         "test",
         dir.path().to_str().unwrap(),
@@ -125,4 +139,36 @@ fn a_hostile_policy_is_stopped_by_the_plugins_limits() {
     let why = decided["message"].as_str().unwrap_or_default();
     let named = decided["reason_code"] == "policy-error" && why.contains("/policy/big.json");
     assert!(failed(&decided) || named, "{decided}");
+}
+
+/// A Cedar policy is validated against the schema of Palisade's requests when it is read: one
+/// that names an attribute no request has denies every call, naming its file and line; so
+/// does one that does not parse.
+#[test]
+fn a_cedar_policy_that_names_what_no_request_has_fails_closed_naming_its_line() {
+    let (dir, folder) = installed("cedar-guard");
+    let wrong = folder.join("policy/wrong.cedar");
+    std::fs::write(
+        &wrong,
+        "// A typo: the context has `command`, not `comand`.\n\n\
+         forbid (principal, action == Palisade::Action::\"pre-tool\", resource)\n\
+         when { context.comand like \"*sudo*\" };\n",
+    )
+    .unwrap();
+    let decided = decide(dir.path(), "ls");
+    assert_eq!(decided["reason_code"], "policy-error", "{decided}");
+    let why = decided["message"].as_str().unwrap_or_default();
+    assert!(why.contains("/policy/wrong.cedar:4"), "{decided}");
+    std::fs::write(&wrong, "forbid (principal, action, resource) when {\n").unwrap();
+    let decided = decide(dir.path(), "ls");
+    assert_eq!(decided["reason_code"], "policy-error", "{decided}");
+    assert!(
+        decided["message"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("/policy/wrong.cedar"),
+        "{decided}"
+    );
+    std::fs::remove_file(&wrong).unwrap();
+    assert_eq!(decide(dir.path(), "ls")["decision"], "allow");
 }

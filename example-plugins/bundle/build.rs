@@ -14,6 +14,7 @@ const EXAMPLES: &[&str] = &[
     "policy-file-guard",
     "classifier-guard",
     "rego-guard",
+    "cedar-guard",
 ];
 
 /// Those that `install` leaves out (the demo's set is the first five): built, with the `all`
@@ -23,6 +24,7 @@ const ON_REQUEST: &[&str] = &[
     "policy-file-guard",
     "classifier-guard",
     "rego-guard",
+    "cedar-guard",
 ];
 
 fn main() {
