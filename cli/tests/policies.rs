@@ -105,6 +105,26 @@ fn a_broken_policy_fails_closed_naming_its_file_and_line_until_it_is_fixed() {
     assert_eq!(decide(dir.path(), "ls")["decision"], "allow");
 }
 
+/// A policy that has only `deny` rules answers: it asks nothing, and allows what it does not
+/// deny (the rule it does not define is no answer, not an error).
+#[test]
+fn a_rego_policy_of_denials_alone_allows_what_it_does_not_deny() {
+    let (dir, folder) = rego_guard();
+    for entry in std::fs::read_dir(folder.join("policy")).unwrap() {
+        std::fs::remove_file(entry.unwrap().path()).unwrap();
+    }
+    std::fs::write(
+        folder.join("policy/only.rego"),
+        "package palisade\n\nimport rego.v1\n\n\
+         deny contains \"no sudo here\" if contains(input.tool.arguments.command, \"sudo \")\n",
+    )
+    .unwrap();
+    assert_eq!(decide(dir.path(), "ls")["decision"], "allow");
+    let decided = decide(dir.path(), "sudo ls");
+    assert_eq!(decided["decision"], "deny", "{decided}");
+    assert_eq!(decided["message"], "no sudo here", "{decided}");
+}
+
 /// A hostile policy is stopped by the plugin's limits and fails closed: a rule over a range of
 /// a billion numbers fails the hook, and a data file larger than the plugin's memory cannot be
 /// read into it.

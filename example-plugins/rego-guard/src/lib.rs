@@ -25,6 +25,9 @@ use serde_json::{Value, json};
 const POLICY: &str = "/policy";
 /// The version of the input document's shape (docs/policies.md).
 const INPUT_VERSION: u32 = 1;
+/// The answers' rules, defined empty beside the policy's own.
+const ANSWERS: &str = "package palisade\n\nimport rego.v1\n\n\
+    deny contains x if {\n\tx := 0\n\tfalse\n}\n\nask contains x if {\n\tx := 0\n\tfalse\n}\n";
 
 struct RegoGuard {
     /// The policy as last read, or why it cannot be used.
@@ -47,6 +50,11 @@ impl Plugin for RegoGuard {
 /// file, and the line when the parser names one).
 fn load(folder: &WatchedFolder) -> Result<regorus::Engine, String> {
     let mut engine = regorus::Engine::new();
+    // `deny` and `ask` are defined, empty, for a policy that has rules of only one of them:
+    // a rule the policy does not define is then no answer, not an error.
+    engine
+        .add_policy("palisade-answers.rego".into(), ANSWERS.into())
+        .map_err(|e| format!("the plugin's own module is not valid Rego: {e}"))?;
     let mut modules = 0;
     for path in folder.files() {
         let name = path.display().to_string();
