@@ -180,67 +180,72 @@ enum Verdict {
 }
 
 impl CedarGuard {
-    /// The policies, read again when a file of the folder changed.
-    fn policies(&mut self) -> Result<&Policies, String> {
+    /// Reads the policies again when a file of the folder changed.
+    fn refresh(&mut self) {
         if self.folder.changed() {
             log::info("the policy changed: reading it again");
             self.policies = load(&self.schema, &self.folder);
         }
-        self.policies.as_ref().map_err(|why| why.clone())
     }
 
     /// The verdict on `action` by the session's agent on `resource` (with its attributes)
     /// in `context`.
     fn judge(&mut self, action: &str, resource: (&str, &str, Value), context: Value) -> Verdict {
-        let schema = self.schema.clone();
-        let verdict = self.policies().and_then(|policies| {
-            let session = palisade_sdk::invocation().session_id;
-            let uid = |kind: &str, id: &str| {
-                EntityUid::from_str(&format!("Palisade::{kind}::{}", Value::from(id)))
-                    .map_err(|e| e.to_string())
-            };
-            let principal = uid("Agent", &session)?;
-            let action_uid = uid("Action", action)?;
-            let (kind, id, attrs) = resource;
-            let resource_uid = uid(kind, id)?;
-            let entities = json!([{ "uid": { "type": format!("Palisade::{kind}"), "id": id },
+        self.refresh();
+        let schema = &self.schema;
+        let verdict = self
+            .policies
+            .as_ref()
+            .map_err(Clone::clone)
+            .and_then(|policies| {
+                let session = palisade_sdk::invocation().session_id;
+                let uid = |kind: &str, id: &str| {
+                    EntityUid::from_str(&format!("Palisade::{kind}::{}", Value::from(id)))
+                        .map_err(|e| e.to_string())
+                };
+                let principal = uid("Agent", &session)?;
+                let action_uid = uid("Action", action)?;
+                let (kind, id, attrs) = resource;
+                let resource_uid = uid(kind, id)?;
+                let entities = json!([{ "uid": { "type": format!("Palisade::{kind}"), "id": id },
                 "attrs": attrs, "parents": [] }]);
-            let entities = Entities::from_json_value(entities, Some(&schema))
-                .map_err(|e| format!("the request does not fit the schema: {e}"))?;
-            let context = Context::from_json_value(context, Some((&schema, &action_uid)))
-                .map_err(|e| format!("the request does not fit the schema: {e}"))?;
-            let request = Request::new(principal, action_uid, resource_uid, context, Some(&schema))
-                .map_err(|e| format!("the request does not fit the schema: {e}"))?;
-            let response = Authorizer::new().is_authorized(&request, &policies.set, &entities);
-            if let Some(error) = response.diagnostics().errors().next() {
-                return Err(format!("a policy failed to evaluate: {error}"));
-            }
-            if response.decision() == Decision::Allow {
-                return Ok(Verdict::Allow);
-            }
-            // The first forbid that applies, in the order of the files and their lines.
-            let reasons: Vec<&PolicyId> = response.diagnostics().reason().collect();
-            let first = policies
-                .places
-                .iter()
-                .find(|(id, _)| reasons.contains(&id))
-                .and_then(|(id, place)| Some((policies.set.policy(id)?, place)));
-            let Some((policy, place)) = first else {
-                return Ok(Verdict::Deny(Deny::new(
-                    "policy-deny",
-                    "Refused by the Cedar policy.",
-                )));
-            };
-            if let Some(reason) = policy.annotation("ask") {
-                return Ok(Verdict::Ask(reason.to_string()));
-            }
-            let code = policy.annotation("reason_code").unwrap_or("policy-deny");
-            let message = policy
-                .annotation("message")
-                .map(str::to_string)
-                .unwrap_or_else(|| format!("Refused by the Cedar policy at {place}."));
-            Ok(Verdict::Deny(Deny::new(code, message)))
-        });
+                let entities = Entities::from_json_value(entities, Some(schema))
+                    .map_err(|e| format!("the request does not fit the schema: {e}"))?;
+                let context = Context::from_json_value(context, Some((schema, &action_uid)))
+                    .map_err(|e| format!("the request does not fit the schema: {e}"))?;
+                let request =
+                    Request::new(principal, action_uid, resource_uid, context, Some(schema))
+                        .map_err(|e| format!("the request does not fit the schema: {e}"))?;
+                let response = Authorizer::new().is_authorized(&request, &policies.set, &entities);
+                if let Some(error) = response.diagnostics().errors().next() {
+                    return Err(format!("a policy failed to evaluate: {error}"));
+                }
+                if response.decision() == Decision::Allow {
+                    return Ok(Verdict::Allow);
+                }
+                // The first forbid that applies, in the order of the files and their lines.
+                let reasons: Vec<&PolicyId> = response.diagnostics().reason().collect();
+                let first = policies
+                    .places
+                    .iter()
+                    .find(|(id, _)| reasons.contains(&id))
+                    .and_then(|(id, place)| Some((policies.set.policy(id)?, place)));
+                let Some((policy, place)) = first else {
+                    return Ok(Verdict::Deny(Deny::new(
+                        "policy-deny",
+                        "Refused by the Cedar policy.",
+                    )));
+                };
+                if let Some(reason) = policy.annotation("ask") {
+                    return Ok(Verdict::Ask(reason.to_string()));
+                }
+                let code = policy.annotation("reason_code").unwrap_or("policy-deny");
+                let message = policy
+                    .annotation("message")
+                    .map(str::to_string)
+                    .unwrap_or_else(|| format!("Refused by the Cedar policy at {place}."));
+                Ok(Verdict::Deny(Deny::new(code, message)))
+            });
         verdict.unwrap_or_else(|why| {
             Verdict::Deny(Deny::new("policy-error", format!("Refused: {why}")))
         })
