@@ -192,3 +192,51 @@ fn a_cedar_policy_that_names_what_no_request_has_fails_closed_naming_its_line() 
     std::fs::remove_file(&wrong).unwrap();
     assert_eq!(decide(dir.path(), "ls")["decision"], "allow");
 }
+
+/// `palisade diff` shows what a policy change tightens over a recorded session: the same
+/// plugin with one more Rego rule (no `npm publish`) denies that one recorded call, and only
+/// that one, with the new rule's reason code.
+#[test]
+fn diff_shows_what_a_policy_change_tightens() {
+    let (old, _) = rego_guard();
+    let (new, folder) = rego_guard();
+    std::fs::write(
+        folder.join("policy/publish.rego"),
+        "package palisade\n\nimport rego.v1\n\n\
+         deny contains {\"reason_code\": \"no-publish\", \"message\": \"Publishing is the release job's.\"} if {\n\
+         \tregex.match(`\\bnpm\\s+publish\\b`, command)\n}\n",
+    )
+    .unwrap();
+    let work = tempfile::tempdir().unwrap();
+    let log = work.path().join("recorded.jsonl");
+    let recorded: String = ["ls -la", "npm publish", "rm -rf /"]
+        .iter()
+        .enumerate()
+        .map(|(n, command)| {
+            let input = serde_json::json!({ "session_id": "s1", "transcript_path": "/tmp/t.jsonl",
+                "cwd": "/tmp", "hook_event_name": "PreToolUse", "tool_name": "Bash",
+                "tool_input": { "command": command }, "tool_use_id": format!("toolu_{n}") });
+            let line = serde_json::json!({ "event": "agent_event", "at_ms": 1,
+                "dialect": "claude-code", "session_id": "s1", "input": input });
+            format!("{line}\n")
+        })
+        .collect();
+    std::fs::write(&log, recorded).unwrap();
+    let out = palisade(&[
+        "diff",
+        old.path().to_str().unwrap(),
+        new.path().to_str().unwrap(),
+        log.to_str().unwrap(),
+        "--format",
+        "json",
+    ]);
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("{e}: {}{}", text(&out.stdout), text(&out.stderr)));
+    let changes = doc["changes"].as_array().unwrap();
+    assert_eq!(changes.len(), 1, "{doc:#}");
+    assert_eq!(changes[0]["kind"], "tightened", "{doc:#}");
+    assert_eq!(changes[0]["new"]["outcome"], "DENY", "{doc:#}");
+    let groups = doc["groups"].as_array().unwrap();
+    assert_eq!(groups.len(), 1, "{doc:#}");
+    assert_eq!(groups[0]["reason_code"], "no-publish", "{doc:#}");
+}
