@@ -11,7 +11,8 @@ export COMPONENTIZE_PY="$PALISADE_COMPONENTIZE_PY" COMPONENTIZE_JS="$PALISADE_CO
     CLANG="$PALISADE_CLANG" WIT_BINDGEN="$PALISADE_WIT_BINDGEN" WASM_TOOLS="$PALISADE_WASM_TOOLS" \
     WASI_ADAPTER="$PALISADE_WASI_ADAPTER"
 
-rust_examples=(shell-guard secret-guard audit-log retry timeout bash-budget policy-file-guard classifier-guard)
+rust_examples=(shell-guard secret-guard audit-log retry timeout bash-budget policy-file-guard classifier-guard
+    rego-guard cedar-guard)
 args=()
 for p in "${rust_examples[@]}"; do args+=(--package "$p"); done
 # Same target directory and profile as the build scripts use, so nothing is compiled twice.
