@@ -73,7 +73,67 @@ pub(super) struct Begun<'a> {
 
 impl Drop for Begun<'_> {
     fn drop(&mut self) {
-        lock(&self.asks.calls).remove(&self.tool_use_id);
+        if !self.tool_use_id.is_empty() {
+            lock(&self.asks.calls).remove(&self.tool_use_id);
+        }
+    }
+}
+
+impl Begun<'_> {
+    /// Remembers this call, asked about by `hook_id` (`approved`: with the user's yes), and
+    /// what it carries for the server: the token it is kept under.
+    fn wait(
+        &self,
+        hook_id: String,
+        approved: bool,
+        state: Option<Value>,
+        answers: Option<Value>,
+    ) -> String {
+        let sent = &self.params;
+        self.asks.wait(Waiting {
+            tool: sent["name"].as_str().unwrap_or_default().to_string(),
+            arguments: sent.get("arguments").cloned().unwrap_or_else(|| json!({})),
+            hook_id,
+            approved,
+            state,
+            answers,
+        })
+    }
+
+    /// The round that asks the client's user about this call, when its pipeline put an ask
+    /// off to one: the `input_required` result to answer it with.
+    pub(super) fn round(&self) -> Option<Value> {
+        let (call, ask) = lock(&self.asks.calls)
+            .get_mut(&self.tool_use_id)?
+            .deferred
+            .take()?;
+        let state = self.params.get("requestState").cloned();
+        let answers = self.params.get("inputResponses").cloned();
+        let token = self.wait(ask.hook_id.clone(), false, state, answers);
+        let mut question = elicitation(&Value::Null, &call, &ask);
+        if let Some(question) = question.as_object_mut() {
+            question.remove("jsonrpc");
+            question.remove("id");
+        }
+        Some(json!({
+            "resultType": "input_required",
+            "inputRequests": { QUESTION: question },
+            "requestState": token,
+        }))
+    }
+
+    /// The server's `input_required` round `result` of this call, which its user let run: its
+    /// `requestState` becomes a token of Palisade's that keeps the yes, so that the retry, the
+    /// same call, is not asked about again.
+    pub(super) fn carry(&self, result: &mut Value) {
+        let approved = lock(&self.asks.calls)
+            .get(&self.tool_use_id)
+            .and_then(|call| call.approved.clone());
+        let Some(hook_id) = approved else {
+            return;
+        };
+        let token = self.wait(hook_id, true, result.get("requestState").cloned(), None);
+        result["requestState"] = json!(token);
     }
 }
 
@@ -171,33 +231,6 @@ impl OwnAsks {
         asked.deferred = Some((call.clone(), ask.clone()));
         Some(Approval::Deferred)
     }
-
-    /// The round that asks the client's user about the call `begun` (sent with `params`), when
-    /// its pipeline put an ask off to one: the `input_required` result to answer it with.
-    pub(super) fn round(&self, begun: &Begun<'_>, sent: &Value) -> Option<Value> {
-        let (call, ask) = lock(&self.calls)
-            .get_mut(&begun.tool_use_id)?
-            .deferred
-            .take()?;
-        let token = self.wait(Waiting {
-            tool: sent["name"].as_str().unwrap_or_default().to_string(),
-            arguments: sent.get("arguments").cloned().unwrap_or_else(|| json!({})),
-            hook_id: ask.hook_id.clone(),
-            approved: false,
-            state: sent.get("requestState").cloned(),
-            answers: sent.get("inputResponses").cloned(),
-        });
-        let mut question = elicitation(&Value::Null, &call, &ask);
-        if let Some(question) = question.as_object_mut() {
-            question.remove("jsonrpc");
-            question.remove("id");
-        }
-        Some(json!({
-            "resultType": "input_required",
-            "inputRequests": { QUESTION: question },
-            "requestState": token,
-        }))
-    }
 }
 
 impl OwnAsks {
@@ -210,27 +243,6 @@ impl OwnAsks {
         }
         rounds.push_back((token.clone(), waiting));
         token
-    }
-
-    /// The server's `input_required` round `result` of the call `begun` (sent with `sent`),
-    /// which its user let run: its `requestState` becomes a token of Palisade's that keeps
-    /// the yes, so that the retry, the same call, is not asked about again.
-    pub(super) fn carry(&self, begun: &Begun<'_>, sent: &Value, result: &mut Value) {
-        let approved = lock(&self.calls)
-            .get(&begun.tool_use_id)
-            .and_then(|call| call.approved.clone());
-        let Some(hook_id) = approved else {
-            return;
-        };
-        let token = self.wait(Waiting {
-            tool: sent["name"].as_str().unwrap_or_default().to_string(),
-            arguments: sent.get("arguments").cloned().unwrap_or_else(|| json!({})),
-            hook_id,
-            approved: true,
-            state: result.get("requestState").cloned(),
-            answers: None,
-        });
-        result["requestState"] = json!(token);
     }
 }
 
@@ -291,7 +303,7 @@ mod tests {
             .begin("mcp-1", ("rm", &arguments), sent.clone())
             .unwrap();
         assert_eq!(asks.approve(&call, &ask()), Some(Approval::Deferred));
-        let round = asks.round(&begun, &sent).expect("a round");
+        let round = begun.round().expect("a round");
         drop(begun);
         assert_eq!(round["resultType"], "input_required");
         assert_eq!(
@@ -323,7 +335,7 @@ mod tests {
             .begin("mcp-1", ("rm", &arguments), sent.clone())
             .unwrap();
         asks.approve(&call, &ask());
-        let token = asks.round(&begun, &sent).unwrap()["requestState"].clone();
+        let token = begun.round().unwrap()["requestState"].clone();
         drop(begun);
         let mut retry = modern(true);
         retry["requestState"] = token;
@@ -335,7 +347,7 @@ mod tests {
             .begin("mcp-3", ("rm", &arguments), sent.clone())
             .unwrap();
         asks.approve(&call_of("mcp-3", &arguments), &ask());
-        let token = asks.round(&begun, &sent).unwrap()["requestState"].clone();
+        let token = begun.round().unwrap()["requestState"].clone();
         drop(begun);
         retry["requestState"] = token;
         let _begun = asks.begin("mcp-4", ("rm", &arguments), retry).unwrap();

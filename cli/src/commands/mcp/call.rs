@@ -190,7 +190,7 @@ pub(super) async fn call_tool(
         execution = execution => execution,
         () = cancel.cancelled() => return Ok(None),
     };
-    if let Some(round) = seen.asks.round(&begun, &begun.params) {
+    if let Some(round) = begun.round() {
         return Ok(Some(Answer::Result(round)));
     }
     let mut answer = match lock(&last).take() {
@@ -205,7 +205,7 @@ pub(super) async fn call_tool(
     if let Answer::Result(result) = &mut answer
         && result_type(result) == "input_required"
     {
-        seen.asks.carry(&begun, &begun.params, result);
+        begun.carry(result);
     }
     Ok(Some(answer))
 }
