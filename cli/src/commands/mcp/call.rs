@@ -293,19 +293,6 @@ fn trace_parent(params: &Value) -> Option<&str> {
 pub(super) const PROTOCOL_VERSION: &str = "io.modelcontextprotocol/protocolVersion";
 const CLIENT_CAPABILITIES: &str = "io.modelcontextprotocol/clientCapabilities";
 const CLIENT_INFO: &str = "io.modelcontextprotocol/clientInfo";
-/// A client's request of a method whose result Palisade judges but never as a task's
-/// (`prompts/get`, `resources/read`), as Palisade passes it on: without the tasks extension
-/// among the client's capabilities, so that a server of a later revision that could answer
-/// it with a task answers it itself.
-pub(super) fn without_tasks(params: &mut Value) {
-    if let Some(extensions) = params
-        .pointer_mut("/_meta/io.modelcontextprotocol~1clientCapabilities/extensions")
-        .and_then(Value::as_object_mut)
-    {
-        extensions.remove(super::tasks::EXTENSION);
-    }
-}
-
 impl Proxy {
     /// A client's `tools/call` on stdio: through the pipeline, answered on stdout.
     pub(super) async fn call_tool(

@@ -307,9 +307,6 @@ impl Proxy {
                         continue;
                     }
                     if rounds::MULTI_ROUND.contains(&method.as_str()) {
-                        if let Some(params) = message.value.get_mut("params") {
-                            call::without_tasks(params);
-                        }
                         let round = (method.clone(), params.clone());
                         lock(&self.rounds_out).insert(id_key(&own), round);
                         if params.get("inputResponses").is_some() {
