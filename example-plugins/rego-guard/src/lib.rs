@@ -109,26 +109,35 @@ impl RegoGuard {
         self.policy.as_mut().map_err(|why| why.clone())
     }
 
-    /// `data.palisade.RULE` for `input`: its value (`undefined` is an empty set).
-    fn rule(&mut self, input: Value, rule: &str) -> Result<regorus::Value, String> {
+    /// The policy, given `input` as the request it judges (once, for every rule asked).
+    fn judging(&mut self, input: &Value) -> Result<&mut regorus::Engine, String> {
         let engine = self.policy()?;
         let input = regorus::Value::from_json_str(&input.to_string())
             .map_err(|e| format!("the request cannot be given to the policy: {e}"))?;
         engine.set_input(input);
-        match engine.eval_rule(format!("data.palisade.{rule}")) {
-            Ok(value) => Ok(value),
-            Err(e) => Err(format!("the policy's `{rule}` failed to evaluate: {e}")),
-        }
+        Ok(engine)
     }
+}
 
-    /// The first denial of `data.palisade.deny` for `input`, if any; a policy that cannot
-    /// answer is a denial of its own.
-    fn denied(&mut self, input: &Value) -> Option<Deny> {
-        match self.rule(input.clone(), "deny") {
-            Ok(value) => first(&value).map(|member| denial(&member)),
-            Err(why) => Some(Deny::new("policy-error", format!("Refused: {why}"))),
-        }
+/// `data.palisade.RULE` for the request `engine` was given.
+fn rule(engine: &mut regorus::Engine, rule: &str) -> Result<regorus::Value, String> {
+    engine
+        .eval_rule(format!("data.palisade.{rule}"))
+        .map_err(|e| format!("the policy's `{rule}` failed to evaluate: {e}"))
+}
+
+/// The first denial of `data.palisade.deny` for the request `engine` was given, if any; a
+/// policy that cannot answer is a denial of its own.
+fn denied(engine: &mut regorus::Engine) -> Option<Deny> {
+    match rule(engine, "deny") {
+        Ok(value) => first(&value).map(|member| denial(&member)),
+        Err(why) => Some(policy_error(why)),
     }
+}
+
+/// The denial of a policy that cannot answer.
+fn policy_error(why: String) -> Deny {
+    Deny::new("policy-error", format!("Refused: {why}"))
 }
 
 /// The first member of a set (or array) the policy answered; none for `undefined` or empty.
@@ -180,17 +189,20 @@ fn call_input(point: &str, call: &ToolCall) -> Value {
 
 impl PreTool for RegoGuard {
     fn on_pre_tool(&mut self, call: ToolCall) -> PreToolDecision {
-        let input = call_input("pre-tool", &call);
-        if let Some(deny) = self.denied(&input) {
+        let engine = match self.judging(&call_input("pre-tool", &call)) {
+            Ok(engine) => engine,
+            Err(why) => return PreToolDecision::Deny(policy_error(why)),
+        };
+        if let Some(deny) = denied(engine) {
             return PreToolDecision::Deny(deny);
         }
-        match self.rule(input, "ask") {
+        match rule(engine, "ask") {
             Ok(value) => match first(&value) {
                 Some(Value::String(reason)) => PreToolDecision::ask(reason),
                 Some(other) => PreToolDecision::ask(other.to_string()),
                 None => PreToolDecision::Allow,
             },
-            Err(why) => PreToolDecision::deny("policy-error", format!("Refused: {why}")),
+            Err(why) => PreToolDecision::Deny(policy_error(why)),
         }
     }
 }
@@ -209,7 +221,11 @@ impl PromptSubmit for RegoGuard {
             "step": step.step,
             "messages": messages,
         });
-        match self.denied(&input) {
+        let denial = match self.judging(&input) {
+            Ok(engine) => denied(engine),
+            Err(why) => Some(policy_error(why)),
+        };
+        match denial {
             Some(deny) => PreStepDecision::Reject(deny),
             None => PreStepDecision::Enter(Vec::new()),
         }
